@@ -1,0 +1,85 @@
+"""Which lines of a node's own shard still decide something: the compaction rule of OPLOG.md.
+
+Pure: imports only the standard library. Keeps, per element, this node's latest op (the first live op of
+each note too, for `created`), drops ops that can never matter again (shadowed, older than a purge, adds
+already cascaded away), and keeps every line it cannot read: unreadable lines are never deleted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .fold import State
+from .model import CorruptLine, Op, Stamp, decode_op
+
+
+def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
+    """The subset of `lines` (this node's shard, in order) that a compacted shard keeps."""
+    latest: dict[tuple[Any, ...], tuple[Stamp, int]] = {}
+    first: dict[str, tuple[Stamp, int]] = {}
+    keep: set[int] = set()
+    last_seq = (0, -1)
+    for idx, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            op = decode_op(line)
+        except CorruptLine:
+            keep.add(idx)
+            continue
+        if op.node != node:
+            keep.add(idx)  # not ours to judge
+            continue
+        last_seq = max(last_seq, (op.seq, idx))
+        for element in _elements(op, state):
+            cur = latest.get(element)
+            if cur is None or op.stamp > cur[0]:
+                latest[element] = (op.stamp, idx)
+        if op.kind.startswith("note.") and op.kind != "note.purge" and not _masked(op, state):
+            note_id = op.data["id"]
+            cur = first.get(note_id)
+            if cur is None or op.stamp < cur[0]:
+                first[note_id] = (op.stamp, idx)
+    keep.update(idx for _, idx in latest.values())
+    keep.update(idx for _, idx in first.values())
+    if last_seq[1] >= 0:
+        keep.add(last_seq[1])  # so the next seq continues after it
+    return [line for idx, line in enumerate(lines) if idx in keep]
+
+
+def _masked(op: Op, state: State) -> bool:
+    rec = state.notes.get(op.data["id"])
+    return rec is not None and rec.purge is not None and op.stamp <= rec.purge
+
+
+def _after(stamp: Stamp, *others: Stamp | None) -> bool:
+    return all(o is None or stamp > o for o in others)
+
+
+def _elements(op: Op, state: State) -> list[tuple[Any, ...]]:
+    """The registers this op may still win; empty when it can never matter again."""
+    d, kind = op.data, op.kind
+    if kind == "note.purge":
+        return [("purge", d["id"])]
+    if kind.startswith("note."):
+        if _masked(op, state):
+            return []
+        if kind == "note.set":
+            return [("field", d["id"], name) for name in d["fields"]]
+        return [("trash", d["id"])]
+    if kind == "entity.add":
+        alive = _after(op.stamp, state.ent_del.get(d["name"]))
+        return [("entity", d["name"], d.get("k", 0))] if alive else []
+    if kind == "entity.del":
+        return [("entity.del", d["name"])]
+    if kind == "obs.add":
+        e, k = d["entity"], d.get("k", 0)
+        alive = _after(op.stamp, state.ent_del.get(e), state.obs_del.get((e, k, d["text"])))
+        return [("obs", e, k, d["text"], d.get("j", 0))] if alive else []
+    if kind == "obs.del":
+        return [("obs.del", d["entity"], d.get("k", 0), d["text"])]
+    rel = (d["from"], d["to"], d["type"])
+    if kind == "rel.add":
+        alive = _after(op.stamp, state.rel_del.get(rel), state.ent_del.get(rel[0]), state.ent_del.get(rel[1]))
+        return [("rel", *rel, d.get("j", 0))] if alive else []
+    return [("rel.del", *rel)]

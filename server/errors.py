@@ -1,0 +1,48 @@
+"""The errors a user or agent can cause, each saying what happened and what to do next.
+
+    HivenoteError                 (code)
+     ├─ InvalidInput              invalid      bad field value, limit exceeded, file path as project, ...
+     ├─ NotFound                  not_found
+     │   ├─ NoteNotFound
+     │   └─ EntityNotFound        (the official memory server's exact message)
+     ├─ ImportRejected            invalid      a bad line in an imported file (with its line number)
+     └─ StoreError                store        (server/store.py: ShardLocked, ReadOnlyStore, StoreWriteFailed)
+
+REST maps `code` to a status in one place; MCP tools turn the message into a tool error; the CLI prints it
+and exits non-zero.
+"""
+
+from __future__ import annotations
+
+
+class HivenoteError(Exception):
+    code = "error"
+
+
+class InvalidInput(HivenoteError, ValueError):
+    code = "invalid"
+
+
+class NotFound(HivenoteError, LookupError):
+    code = "not_found"
+
+
+class NoteNotFound(NotFound):
+    def __init__(self, note_id: str, hint: str = "") -> None:
+        self.note_id = note_id
+        super().__init__(f"No note with id {note_id!r}. {hint or 'Search or list notes to find the right id.'}".strip())
+
+
+class EntityNotFound(NotFound):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"Entity with name {name} not found")
+
+
+class ImportRejected(InvalidInput):
+    def __init__(self, line: int, reason: str) -> None:
+        self.line = line
+        self.reason = reason
+        super().__init__(
+            f"line {line}: {reason}. Nothing was imported; fix that line or pass --skip-bad to import the rest."
+        )

@@ -1,0 +1,288 @@
+"""The fold: ops in any order, any number of times -> one state (notes, knowledge graph), advanced op by op.
+
+Pure: imports only the standard library. Every element is a last-writer-wins register or an LWW-element-set
+member decided by the total order of `Stamp`s, so the result does not depend on delivery order (OPLOG.md).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .model import Entity, Note, Op, Relation, Stamp, Version
+from .textindex import SubstringIndex
+
+OccKey = tuple[str, int]  # (entity name, occurrence k): the official server allows same-name entities in one batch
+RelKey = tuple[str, str, str]  # (from, to, relationType)
+
+
+def _newer(stamp: Stamp, *others: Stamp | None) -> bool:
+    return all(o is None or stamp > o for o in others)
+
+
+class NoteRecord:
+    """Everything the log says about one note id: field registers, trash register, purge mark, ops in order."""
+
+    __slots__ = ("fields", "id", "ops", "purge", "trash", "view")
+
+    def __init__(self, note_id: str) -> None:
+        self.id = note_id
+        self.ops: list[Op] = []  # sorted by stamp: the history
+        self.fields: dict[str, tuple[Stamp, Any]] = {}
+        self.trash: tuple[Stamp, bool] | None = None
+        self.purge: Stamp | None = None
+        self.view: Note | bool | None = False  # False: not computed yet
+
+    def apply(self, op: Op) -> None:
+        stamp = op.stamp
+        if not self.ops or stamp > self.ops[-1].stamp:
+            self.ops.append(op)
+        else:
+            bisect.insort(self.ops, op, key=lambda o: o.stamp)
+        if op.kind == "note.set":
+            for name, value in op.data["fields"].items():
+                cur = self.fields.get(name)
+                if cur is None or stamp > cur[0]:
+                    self.fields[name] = (stamp, value)
+        elif op.kind == "note.purge":
+            if self.purge is None or stamp > self.purge:
+                self.purge = stamp
+        else:
+            if self.trash is None or stamp > self.trash[0]:
+                self.trash = (stamp, op.kind == "note.trash")
+        self.view = False
+
+    def live_ops(self) -> list[Op]:
+        """Ops after the latest purge (a purge erases everything before it)."""
+        if self.purge is None:
+            return self.ops
+        cut = bisect.bisect_right(self.ops, self.purge, key=lambda o: o.stamp)
+        return self.ops[cut:]
+
+    def note(self) -> Note | None:
+        if self.view is not False:
+            return self.view if isinstance(self.view, Note) else None
+        purge = self.purge
+        values = {k: v for k, (s, v) in self.fields.items() if purge is None or s > purge}
+        view: Note | None = None
+        if values:
+            ops = self.live_ops()
+            first, last = ops[0], ops[-1]
+            trash = self.trash
+            view = Note(
+                id=self.id,
+                kind=values.get("kind", "fact"),
+                title=values.get("title", ""),
+                body=values.get("body", ""),
+                tags=tuple(values.get("tags", ())),
+                project=values.get("project"),
+                created=first.wall,
+                updated=last.wall,
+                created_by=first.by,
+                created_on=first.node,
+                updated_by=last.by,
+                updated_on=last.node,
+                trashed=trash is not None and trash[1] and _newer(trash[0], purge),
+            )
+        self.view = view
+        return view
+
+
+@dataclass
+class NodeStats:
+    """What the fold has seen of one writer node (for status and sync lag)."""
+
+    ops: int = 0
+    max_seq: int = 0
+    last_wall: int = 0
+
+
+@dataclass
+class State:
+    """The folded notebook. `apply` is idempotent per `(node, seq)`; order of application does not matter."""
+
+    seen: dict[str, set[int]] = field(default_factory=dict)
+    nodes: dict[str, NodeStats] = field(default_factory=dict)
+    notes: dict[str, NoteRecord] = field(default_factory=dict)
+    ent_add: dict[OccKey, Op] = field(default_factory=dict)
+    ent_ks: dict[str, set[int]] = field(default_factory=dict)
+    ent_del: dict[str, Stamp] = field(default_factory=dict)
+    obs_add: dict[OccKey, dict[tuple[str, int], Stamp]] = field(default_factory=dict)
+    obs_del: dict[tuple[str, int, str], Stamp] = field(default_factory=dict)
+    rel_add: dict[tuple[str, str, str, int], Stamp] = field(default_factory=dict)
+    rel_del: dict[RelKey, Stamp] = field(default_factory=dict)
+    rel_by_name: dict[str, set[tuple[str, str, str, int]]] = field(default_factory=dict)
+    ops_applied: int = 0
+    graph_version: int = 0
+    notes_version: int = 0
+    changed_notes: set[str] = field(default_factory=set)
+    changed_names: set[str] = field(default_factory=set)
+    note_index: SubstringIndex[str] = field(default_factory=SubstringIndex)
+    entity_index: SubstringIndex[OccKey] = field(default_factory=SubstringIndex)
+    _graph_cache: tuple[int, list[Entity], list[Relation]] | None = None
+
+    # -- applying ops -------------------------------------------------------------------------------
+
+    def apply(self, op: Op) -> bool:
+        """Fold one op in. Returns False (and changes nothing) if this `(node, seq)` was already applied."""
+        seqs = self.seen.get(op.node)
+        if seqs is None:
+            seqs = self.seen[op.node] = set()
+            self.nodes[op.node] = NodeStats()
+        elif op.seq in seqs:
+            return False
+        seqs.add(op.seq)
+        stats = self.nodes[op.node]
+        stats.ops += 1
+        stats.max_seq = max(stats.max_seq, op.seq)
+        stats.last_wall = max(stats.last_wall, op.wall)
+        self.ops_applied += 1
+        kind, data = op.kind, op.data
+        if kind.startswith("note."):
+            note_id = data["id"]
+            rec = self.notes.get(note_id)
+            if rec is None:
+                rec = self.notes[note_id] = NoteRecord(note_id)
+            rec.apply(op)
+            self.changed_notes.add(note_id)
+            self.notes_version += 1
+            return True
+        stamp = op.stamp
+        if kind == "entity.add":
+            key = (data["name"], data.get("k", 0))
+            cur = self.ent_add.get(key)
+            if cur is None or stamp > cur.stamp:
+                self.ent_add[key] = op
+            self.ent_ks.setdefault(key[0], set()).add(key[1])
+            self.changed_names.add(key[0])
+        elif kind == "entity.del":
+            _max_into(self.ent_del, data["name"], stamp)
+            self.changed_names.add(data["name"])
+        elif kind == "obs.add":
+            occ = (data["entity"], data.get("k", 0))
+            members = self.obs_add.setdefault(occ, {})
+            _max_into(members, (data["text"], data.get("j", 0)), stamp)
+            self.changed_names.add(occ[0])
+        elif kind == "obs.del":
+            _max_into(self.obs_del, (data["entity"], data.get("k", 0), data["text"]), stamp)
+            self.changed_names.add(data["entity"])
+        elif kind == "rel.add":
+            rkey = (data["from"], data["to"], data["type"], data.get("j", 0))
+            _max_into(self.rel_add, rkey, stamp)
+            self.rel_by_name.setdefault(rkey[0], set()).add(rkey)
+            self.rel_by_name.setdefault(rkey[1], set()).add(rkey)
+        else:  # rel.del
+            _max_into(self.rel_del, (data["from"], data["to"], data["type"]), stamp)
+        self.graph_version += 1
+        return True
+
+    def apply_all(self, ops: Iterable[Op]) -> int:
+        return sum(1 for op in ops if self.apply(op))
+
+    # -- notes --------------------------------------------------------------------------------------
+
+    def note(self, note_id: str) -> Note | None:
+        rec = self.notes.get(note_id)
+        return rec.note() if rec is not None else None
+
+    def iter_notes(self) -> Iterator[Note]:
+        for rec in self.notes.values():
+            note = rec.note()
+            if note is not None:
+                yield note
+
+    def history(self, note_id: str) -> list[Version]:
+        rec = self.notes.get(note_id)
+        if rec is None:
+            return []
+        return [
+            Version(
+                at=op.wall,
+                node=op.node,
+                seq=op.seq,
+                by=op.by,
+                action=op.kind.removeprefix("note."),
+                fields=dict(op.data.get("fields", {})),
+            )
+            for op in rec.live_ops()
+        ]
+
+    # -- knowledge graph ----------------------------------------------------------------------------
+
+    def entity_alive(self, occ: OccKey) -> bool:
+        op = self.ent_add.get(occ)
+        return op is not None and _newer(op.stamp, self.ent_del.get(occ[0]))
+
+    def occurrences(self, name: str) -> list[OccKey]:
+        """Live entities with this exact name, oldest first (more than one only after an in-batch duplicate)."""
+        live = [(name, k) for k in self.ent_ks.get(name, ()) if self.entity_alive((name, k))]
+        live.sort(key=lambda occ: self.ent_add[occ].stamp)
+        return live
+
+    def observations(self, occ: OccKey) -> list[str]:
+        name, k = occ
+        ent_del = self.ent_del.get(name)
+        obs_del = self.obs_del
+        live = [
+            (stamp, text)
+            for (text, _j), stamp in self.obs_add.get(occ, {}).items()
+            if _newer(stamp, ent_del, obs_del.get((name, k, text)))
+        ]
+        live.sort()
+        return [text for _, text in live]
+
+    def entity(self, occ: OccKey) -> Entity:
+        return Entity(occ[0], self.ent_add[occ].data["type"], tuple(self.observations(occ)))
+
+    def relation_alive(self, key: tuple[str, str, str, int]) -> bool:
+        f, t, ty, _ = key
+        return _newer(self.rel_add[key], self.rel_del.get((f, t, ty)), self.ent_del.get(f), self.ent_del.get(t))
+
+    def relations_touching(self, names: Iterable[str]) -> list[Relation]:
+        """Live relations with either end in `names`, in graph order."""
+        keys: set[tuple[str, str, str, int]] = set()
+        for name in names:
+            keys.update(self.rel_by_name.get(name, ()))
+        live = sorted((self.rel_add[k], k) for k in keys if self.relation_alive(k))
+        return [Relation(k[0], k[1], k[2]) for _, k in live]
+
+    def sorted_entities(self, occs: Iterable[OccKey]) -> list[Entity]:
+        return [self.entity(occ) for occ in sorted(occs, key=lambda occ: self.ent_add[occ].stamp)]
+
+    def graph(self) -> tuple[list[Entity], list[Relation]]:
+        """The whole graph in the official server's order (insertion order, i.e. by add stamp)."""
+        cache = self._graph_cache
+        if cache is not None and cache[0] == self.graph_version:
+            return cache[1], cache[2]
+        entities = self.sorted_entities(occ for occ in self.ent_add if self.entity_alive(occ))
+        live = sorted((s, k) for k, s in self.rel_add.items() if self.relation_alive(k))
+        relations = [Relation(k[0], k[1], k[2]) for _, k in live]
+        self._graph_cache = (self.graph_version, entities, relations)
+        return entities, relations
+
+    def relation_exists(self, f: str, t: str, ty: str) -> bool:
+        return any(k[:3] == (f, t, ty) and self.relation_alive(k) for k in self.rel_by_name.get(f, ()))
+
+    def relation_count(self, f: str, t: str, ty: str) -> int:
+        """How many live copies of this triple exist (the official server keeps in-batch duplicates)."""
+        return sum(1 for k in self.rel_by_name.get(f, ()) if k[:3] == (f, t, ty) and self.relation_alive(k))
+
+    # -- canonical form (for tests and compaction checks) -------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a reader can observe, in a canonical form: equal snapshots mean equal states."""
+        notes = {n.id: n.to_json() for n in self.iter_notes()}
+        entities, relations = self.graph()
+        return {
+            "notes": dict(sorted(notes.items())),
+            "entities": [e.to_json() for e in entities],
+            "relations": [r.to_json() for r in relations],
+        }
+
+
+def _max_into(registers: dict[Any, Stamp], key: Any, stamp: Stamp) -> None:
+    cur = registers.get(key)
+    if cur is None or stamp > cur:
+        registers[key] = stamp

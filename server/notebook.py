@@ -1,0 +1,285 @@
+"""The notebook use-cases (remember, get, update, list, search, forget, restore, purge, history), shared by MCP,
+REST, dashboard and CLI so that all of them see exactly the same results and the same errors.
+
+Validation and decisions (limits, duplicate hints, "already trashed") happen here, against the current state,
+before any op is written; the fold itself never rejects an op.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .errors import InvalidInput, NoteNotFound
+from .fold import State
+from .ids import new_ulid
+from .model import NOTE_KINDS, Author, Note, Version
+from .provenance import current_author
+from .search import NO_FILTERS, Filters, SearchResult, list_notes, search_notes, similar_notes
+from .store import Payload, Store
+
+MAX_TITLE = 200
+MAX_BODY_BYTES = 64 * 1024
+MAX_TAGS = 20
+MAX_TAG = 64
+MAX_PROJECT = 100
+MIN_ID_PREFIX = 6
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    note: Note
+    similar: list[Note]  # live notes that look like the same fact: suggest brain_update instead
+
+
+def _reject_controls(name: str, text: str, allowed: str = "") -> None:
+    for ch in text:
+        if unicodedata.category(ch) == "Cc" and ch not in allowed:
+            raise InvalidInput(
+                f"{name} contains the control character U+{ord(ch):04X}; remove it"
+                + (" (line breaks and tabs are fine in the body)" if allowed else "")
+            )
+        if "\ud800" <= ch <= "\udfff":
+            raise InvalidInput(f"{name} contains an unpaired surrogate (U+{ord(ch):04X}); send valid Unicode text")
+
+
+def check_kind(kind: Any) -> str:
+    if kind not in NOTE_KINDS:
+        raise InvalidInput(f"kind must be one of {', '.join(NOTE_KINDS)} (got {kind!r})")
+    return str(kind)
+
+
+def check_title(title: Any) -> str:
+    if not isinstance(title, str) or not title.strip():
+        raise InvalidInput("title is required: one line saying what was decided or learned")
+    if len(title) > MAX_TITLE:
+        raise InvalidInput(f"title is {len(title)} characters; keep it to {MAX_TITLE} and put the details in the body")
+    _reject_controls("title", title)
+    return title
+
+
+def check_body(body: Any) -> str:
+    if not isinstance(body, str):
+        raise InvalidInput("body must be text")
+    _reject_controls("body", body, allowed="\n\t\r")
+    size = len(body.encode("utf-8"))
+    if size > MAX_BODY_BYTES:
+        raise InvalidInput(
+            f"body is {size} bytes; the limit is {MAX_BODY_BYTES} (64 KiB). "
+            "Store the decision and its reasons, not whole files or logs."
+        )
+    return body
+
+
+def check_tags(tags: Any) -> list[str]:
+    if isinstance(tags, str) or not isinstance(tags, Iterable):
+        raise InvalidInput("tags must be a list of short labels")
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str) or not tag.strip():
+            raise InvalidInput("each tag must be a non-empty label")
+        if len(tag) > MAX_TAG:
+            raise InvalidInput(f"tag {tag[:20]!r}... is {len(tag)} characters; keep tags to {MAX_TAG}")
+        _reject_controls("tag", tag)
+        if tag not in out:
+            out.append(tag)
+    if len(out) > MAX_TAGS:
+        raise InvalidInput(f"{len(out)} tags given; a note takes at most {MAX_TAGS}")
+    return out
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def check_project(project: Any) -> str | None:
+    """A project is the codebase's name (`shop-api`), never a file path."""
+    if project is None:
+        return None
+    if not isinstance(project, str):
+        raise InvalidInput("project must be the codebase's name, like 'shop-api'")
+    if not project.strip():
+        return None
+    looks_like_path = (
+        "/" in project or "\\" in project or project.startswith(("~", ".")) or _DRIVE.match(project) is not None
+    )
+    if looks_like_path:
+        name = re.split(r"[\\/]+", project.rstrip("/\\"))[-1].lstrip("~.") or "shop-api"
+        raise InvalidInput(
+            f"project must be the codebase's name, not a file path: use {name!r} instead of {project!r}. "
+            "The same name lets every agent on every machine find the notes."
+        )
+    if len(project) > MAX_PROJECT:
+        raise InvalidInput(f"project name is {len(project)} characters; keep it to {MAX_PROJECT}")
+    _reject_controls("project", project)
+    return project
+
+
+class Notebook:
+    """Notes on top of a `Store`. Provenance comes from `provenance.current_author` unless given."""
+
+    def __init__(self, store: Store, *, random_bytes: Callable[[int], bytes] = os.urandom) -> None:
+        self.store = store
+        self._random = random_bytes
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    def _resolve(self, state: State, note_id: str) -> Note:
+        note = state.note(note_id) if isinstance(note_id, str) else None
+        if note is not None:
+            return note
+        if isinstance(note_id, str) and len(note_id) >= MIN_ID_PREFIX:
+            prefix = note_id.upper()
+            found = [n for n in state.iter_notes() if n.id.startswith(prefix)]
+            if len(found) == 1:
+                return found[0]
+            if len(found) > 1:
+                raise NoteNotFound(note_id, f"{len(found)} notes start with it; give more characters.")
+        raise NoteNotFound(str(note_id))
+
+    def get(self, note_id: str) -> Note:
+        with self.store.reading() as state:
+            return self._resolve(state, note_id)
+
+    def history(self, note_id: str) -> list[Version]:
+        with self.store.reading() as state:
+            note = self._resolve(state, note_id)
+            return state.history(note.id)
+
+    def search(self, query: str, filters: Filters = NO_FILTERS, limit: int | None = None) -> SearchResult:
+        if limit is not None and limit < 1:
+            raise InvalidInput("limit must be at least 1")
+        with self.store.reading() as state:
+            return search_notes(state, query, filters, limit)
+
+    def list(
+        self, filters: Filters = NO_FILTERS, *, limit: int | None = None, offset: int = 0
+    ) -> tuple[builtins.list[Note], int]:
+        if limit is not None and limit < 1:
+            raise InvalidInput("limit must be at least 1")
+        if offset < 0:
+            raise InvalidInput("offset must not be negative")
+        with self.store.reading() as state:
+            return list_notes(state, filters, limit=limit, offset=offset)
+
+    def counts(self) -> dict[str, int]:
+        with self.store.reading() as state:
+            live = trashed = 0
+            for note in state.iter_notes():
+                if note.trashed:
+                    trashed += 1
+                else:
+                    live += 1
+            entities, relations = state.graph()
+            return {"notes": live, "trashed": trashed, "entities": len(entities), "relations": len(relations)}
+
+    # -- writes -------------------------------------------------------------------------------------
+
+    def remember(
+        self,
+        *,
+        kind: str,
+        title: str,
+        body: str = "",
+        tags: Sequence[str] = (),
+        project: str | None = None,
+        by: Author | None = None,
+    ) -> Remembered:
+        fields: dict[str, Any] = {
+            "kind": check_kind(kind),
+            "title": check_title(title),
+            "body": check_body(body),
+            "tags": check_tags(tags),
+            "project": check_project(project),
+        }
+        note_id = new_ulid(self.store.now_ms(), self._random(10))
+        similar: list[Note] = []
+
+        def decide(state: State) -> list[Payload]:
+            similar.extend(
+                similar_notes(state, kind=fields["kind"], project=fields["project"], title=fields["title"], body=body)
+            )
+            return [("note.set", {"id": note_id, "fields": fields})]
+
+        self.store.write(decide, by or current_author.get())
+        return Remembered(self.get(note_id), similar)
+
+    def update(
+        self,
+        note_id: str,
+        *,
+        kind: Any = UNSET,
+        title: Any = UNSET,
+        body: Any = UNSET,
+        tags: Any = UNSET,
+        project: Any = UNSET,
+        by: Author | None = None,
+    ) -> Note:
+        """Change only the named fields; fields left UNSET keep their value. No change writes nothing."""
+        checks: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+            "kind": (kind, check_kind),
+            "title": (title, check_title),
+            "body": (body, check_body),
+            "tags": (tags, check_tags),
+            "project": (project, check_project),
+        }
+        wanted = {name: check(value) for name, (value, check) in checks.items() if value is not UNSET}
+        if not wanted:
+            raise InvalidInput("nothing to update: name at least one of kind, title, body, tags, project")
+        resolved: list[str] = []
+
+        def decide(state: State) -> list[Payload]:
+            note = self._resolve(state, note_id)
+            resolved.append(note.id)
+            current = note.to_json()
+            changed = {k: v for k, v in wanted.items() if current[k] != v}
+            return [("note.set", {"id": note.id, "fields": changed})] if changed else []
+
+        self.store.write(decide, by or current_author.get())
+        return self.get(resolved[0])
+
+    def _flag(self, note_id: str, by: Author | None, make: Callable[[Note], builtins.list[Payload]]) -> Note:
+        resolved: list[str] = []
+
+        def decide(state: State) -> list[Payload]:
+            note = self._resolve(state, note_id)
+            resolved.append(note.id)
+            return make(note)
+
+        self.store.write(decide, by or current_author.get())
+        return self.get(resolved[0])
+
+    def forget(self, note_id: str, *, by: Author | None = None) -> Note:
+        """Move a note to the trash (it can be restored)."""
+        return self._flag(note_id, by, lambda n: [] if n.trashed else [("note.trash", {"id": n.id})])
+
+    def restore(self, note_id: str, *, by: Author | None = None) -> Note:
+        return self._flag(note_id, by, lambda n: [("note.restore", {"id": n.id})] if n.trashed else [])
+
+    def purge(self, note_id: str, *, by: Author | None = None) -> str:
+        """Delete a trashed note for good (its earlier history included). Returns the purged id."""
+        resolved: list[str] = []
+
+        def decide(state: State) -> list[Payload]:
+            note = self._resolve(state, note_id)
+            if not note.trashed:
+                raise InvalidInput(
+                    f"note {note.id} is not in the trash; forget it first (purge deletes it permanently)"
+                )
+            resolved.append(note.id)
+            return [("note.purge", {"id": note.id})]
+
+        self.store.write(decide, by or current_author.get())
+        return resolved[0]

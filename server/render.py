@@ -1,0 +1,83 @@
+"""Plain-text renderings shared by the CLI and the MCP tools: one compact line per note, relative times."""
+
+from __future__ import annotations
+
+from .model import Author, Note
+
+AGENT_NAMES = {
+    "cursor": "Cursor",
+    "claude-desktop": "Claude Desktop",
+    "claude-code": "Claude Code",
+    "codex": "Codex",
+    "gemini-cli": "Gemini CLI",
+    "vscode": "VS Code",
+    "windsurf": "Windsurf",
+    "zed": "Zed",
+    "cline": "Cline",
+    "continue": "Continue",
+    "opencode": "opencode",
+    "junie": "Junie",
+    "cli": "CLI",
+    "dashboard": "Dashboard",
+    "import": "Import",
+}
+
+
+def ago(then_ms: int, now_ms: int) -> str:
+    """'just now', '5 minutes ago', '3 days ago', ... (future stamps from skewed clocks read 'just now')."""
+    seconds = max(0, (now_ms - then_ms) // 1000)
+    for unit, size in (
+        ("year", 31_536_000),
+        ("month", 2_592_000),
+        ("day", 86_400),
+        ("hour", 3_600),
+        ("minute", 60),
+    ):
+        if seconds >= size:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''} ago"
+    return "just now"
+
+
+def machine(node: str) -> str:
+    """The hostname part of a node id (`laptop-7f3a` -> `laptop`)."""
+    head, sep, tail = node.rpartition("-")
+    return head if sep and len(tail) == 4 else node
+
+
+def who(by: Author, node: str) -> str:
+    parts = [AGENT_NAMES.get(by.agent, by.agent or "unknown")]
+    if by.person:
+        parts.append(by.person)
+    parts.append(machine(node))
+    return " · ".join(parts)
+
+
+def note_line(note: Note, now_ms: int) -> str:
+    """`[decision] Use Drizzle, not Prisma (shop-api) #db — id 01J... · Cursor · laptop · 3 days ago`"""
+    project = f" ({note.project})" if note.project else ""
+    tags = "".join(f" #{t}" for t in note.tags)
+    trashed = " [trashed]" if note.trashed else ""
+    return (
+        f"[{note.kind}] {note.title}{project}{tags}{trashed} — id {note.id} · "
+        f"{who(note.updated_by, note.updated_on)} · {ago(note.updated, now_ms)}"
+    )
+
+
+def note_text(note: Note, now_ms: int) -> str:
+    """The full note, for `get`."""
+    lines = [
+        f"{note.title}",
+        f"id: {note.id}",
+        f"kind: {note.kind}" + (" (in the trash)" if note.trashed else ""),
+    ]
+    if note.project:
+        lines.append(f"project: {note.project}")
+    if note.tags:
+        lines.append("tags: " + ", ".join(note.tags))
+    lines.append(f"created: {ago(note.created, now_ms)} by {who(note.created_by, note.created_on)}")
+    if note.updated != note.created or note.updated_on != note.created_on:
+        lines.append(f"updated: {ago(note.updated, now_ms)} by {who(note.updated_by, note.updated_on)}")
+    if note.body:
+        lines += ["", note.body]
+    return "\n".join(lines)

@@ -1,0 +1,310 @@
+"""Formats at the edges: the official memory server's `memory.jsonl` (both ways, byte-compatible) and the
+notebook as one JSON document. Imports validate the whole file before writing anything and are idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .errors import ImportRejected, InvalidInput
+from .fold import State
+from .graph import Graph
+from .model import Author, Entity, Relation
+from .notebook import Notebook, check_body, check_kind, check_project, check_tags, check_title
+from .store import Payload
+
+NOTEBOOK_FORMAT: Final = "hivenote-notebook"
+BATCH = 500  # items per write, so a big import never holds the store for long
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass
+class ImportSummary:
+    format: str
+    added: Counter[str] = field(default_factory=Counter)  # notes, entities, observations, relations
+    skipped: Counter[str] = field(default_factory=Counter)  # already present
+    rejected: list[tuple[int, str]] = field(default_factory=list)  # (line or item number, reason)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "added": dict(self.added),
+            "skipped": dict(self.skipped),
+            "rejected": [{"line": line, "reason": reason} for line, reason in self.rejected],
+        }
+
+
+def _dumps(value: Any) -> str:
+    """JSON exactly as JavaScript's JSON.stringify writes it (compact, non-ASCII kept)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# -- memory.jsonl -----------------------------------------------------------------------------------
+
+
+def export_memory_jsonl(entities: Iterable[Entity], relations: Iterable[Relation]) -> str:
+    """The official file: entity lines first, then relations, official key order, no trailing newline."""
+    lines = [
+        _dumps(
+            {
+                "type": "entity",
+                "name": e.name,
+                "entityType": e.entityType,
+                "observations": list(e.observations),
+            }
+        )
+        for e in entities
+    ]
+    lines += [
+        _dumps({"type": "relation", "from": r.from_, "to": r.to, "relationType": r.relationType}) for r in relations
+    ]
+    return "\n".join(lines)
+
+
+def _parse_memory_line(raw: str) -> Entity | Relation:
+    try:
+        item = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(item, dict):
+        raise ValueError("not a JSON object")
+    kind = item.get("type")
+    if kind == "entity":
+        name, etype, obs = item.get("name"), item.get("entityType"), item.get("observations")
+        if not isinstance(name, str) or not isinstance(etype, str):
+            raise ValueError("an entity needs string 'name' and 'entityType'")
+        if not isinstance(obs, list) or not all(isinstance(o, str) for o in obs):
+            raise ValueError("an entity's 'observations' must be a list of strings")
+        return Entity(name, etype, tuple(obs))
+    if kind == "relation":
+        f, t, rtype = item.get("from"), item.get("to"), item.get("relationType")
+        if not (isinstance(f, str) and isinstance(t, str) and isinstance(rtype, str)):
+            raise ValueError("a relation needs string 'from', 'to' and 'relationType'")
+        return Relation(f, t, rtype)
+    raise ValueError(f'\'type\' must be "entity" or "relation" (got {kind!r})')
+
+
+def parse_memory_jsonl(
+    text: str, *, skip_bad: bool = False
+) -> tuple[list[Entity], list[Relation], list[tuple[int, str]]]:
+    """Parse a memory.jsonl. A bad line raises `ImportRejected` (with its number) unless `skip_bad`."""
+    entities: list[Entity] = []
+    relations: list[Relation] = []
+    bad: list[tuple[int, str]] = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            item = _parse_memory_line(raw)
+        except ValueError as exc:
+            if not skip_bad:
+                raise ImportRejected(number, str(exc)) from None
+            bad.append((number, str(exc)))
+            continue
+        (entities if isinstance(item, Entity) else relations).append(item)  # type: ignore[arg-type]
+    return entities, relations, bad
+
+
+def import_graph(
+    graph: Graph,
+    entities: list[Entity],
+    relations: list[Relation],
+    summary: ImportSummary,
+    *,
+    by: Author,
+    progress: Progress | None = None,
+) -> None:
+    """Merge entities and relations idempotently: the i-th same-name entity of the file maps to the i-th
+    live entity of that name (so in-file duplicates round-trip), missing observations are added, relations
+    already present are skipped."""
+    total = len(entities) + len(relations)
+    seen_names: Counter[str] = Counter()
+    ordinal = []
+    for e in entities:
+        ordinal.append(seen_names[e.name])
+        seen_names[e.name] += 1
+    done = 0
+    for start in range(0, len(entities), BATCH):
+        chunk = list(zip(entities[start : start + BATCH], ordinal[start : start + BATCH], strict=True))
+
+        def decide(state: State, chunk: list[tuple[Entity, int]] = chunk) -> list[Payload]:
+            return _merge_entities(state, chunk, summary)
+
+        graph.store.write(decide, by)
+        done += len(chunk)
+        if progress:
+            progress(done, total)
+    for start in range(0, len(relations), BATCH):
+        chunk_r = relations[start : start + BATCH]
+        added = graph.create_relations(chunk_r, by=by)
+        summary.added["relations"] += len(added)
+        summary.skipped["relations"] += len(chunk_r) - len(added)
+        done += len(chunk_r)
+        if progress:
+            progress(done, total)
+
+
+def _merge_entities(state: State, chunk: list[tuple[Entity, int]], summary: ImportSummary) -> list[Payload]:
+    payloads: list[Payload] = []
+    taken: dict[str, set[int]] = {}  # occurrence keys given to new entities of this chunk
+    for entity, nth in chunk:
+        name = entity.name
+        occs = state.occurrences(name)
+        if nth < len(occs):
+            k = occs[nth][1]
+            summary.skipped["entities"] += 1
+            have = Counter(state.observations(occs[nth]))
+        else:
+            busy = taken.setdefault(name, set())
+            busy.update(occ[1] for occ in occs)
+            k = 0
+            while k in busy:
+                k += 1
+            busy.add(k)
+            payloads.append(("entity.add", {"name": name, "type": entity.entityType, **({"k": k} if k else {})}))
+            summary.added["entities"] += 1
+            have = Counter()
+        wanted = Counter(entity.observations)
+        for text in entity.observations:
+            if have[text] >= wanted[text]:
+                continue
+            j = have[text]
+            have[text] += 1
+            data: dict[str, Any] = {"entity": name, "text": text}
+            if k:
+                data["k"] = k
+            if j:
+                data["j"] = j
+            payloads.append(("obs.add", data))
+            summary.added["observations"] += 1
+    return payloads
+
+
+# -- notebook JSON ----------------------------------------------------------------------------------
+
+
+def export_notebook(state: State, *, node: str, now_ms: int) -> dict[str, Any]:
+    """Every note (trashed ones too) with fields, provenance and timestamps, plus the knowledge graph."""
+    notes = sorted(state.iter_notes(), key=lambda n: n.id)
+    entities, relations = state.graph()
+    return {
+        "format": NOTEBOOK_FORMAT,
+        "version": 1,
+        "exported_at": now_ms,
+        "node": node,
+        "notes": [n.to_json() for n in notes],
+        "graph": {"entities": [e.to_json() for e in entities], "relations": [r.to_json() for r in relations]},
+    }
+
+
+def _parse_note(item: Any) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise InvalidInput("a note must be a JSON object")
+    note_id = item.get("id")
+    if not isinstance(note_id, str) or not note_id or len(note_id) > 64 or not note_id.isprintable():
+        raise InvalidInput("a note needs an 'id' (up to 64 printable characters)")
+    fields = {
+        "kind": check_kind(item.get("kind")),
+        "title": check_title(item.get("title")),
+        "body": check_body(item.get("body", "")),
+        "tags": check_tags(item.get("tags", [])),
+        "project": check_project(item.get("project")),
+    }
+    return {"id": note_id, "fields": fields, "trashed": item.get("trashed") is True}
+
+
+def parse_notebook(
+    text: str, *, skip_bad: bool = False
+) -> tuple[list[dict[str, Any]], list[Entity], list[Relation], list[tuple[int, str]]]:
+    """Parse a notebook export. A bad note raises `ImportRejected` (numbered from 1) unless `skip_bad`."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        line = getattr(exc, "lineno", 1)
+        raise ImportRejected(line, f"not valid JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != NOTEBOOK_FORMAT:
+        raise ImportRejected(1, f'not a Hivenote notebook export (expected "format": "{NOTEBOOK_FORMAT}")')
+    raw_notes = doc.get("notes", [])
+    if not isinstance(raw_notes, list):
+        raise ImportRejected(1, "'notes' must be a list")
+    notes: list[dict[str, Any]] = []
+    bad: list[tuple[int, str]] = []
+    for number, item in enumerate(raw_notes, start=1):
+        try:
+            notes.append(_parse_note(item))
+        except InvalidInput as exc:
+            if not skip_bad:
+                raise ImportRejected(number, f"note {number}: {exc}") from None
+            bad.append((number, f"note {number}: {exc}"))
+    graph_doc = doc.get("graph", {}) or {}
+    entities: list[Entity] = []
+    relations: list[Relation] = []
+    if not isinstance(graph_doc, dict):
+        raise ImportRejected(1, "'graph' must be an object with 'entities' and 'relations'")
+    for label, items in (
+        ("entity", graph_doc.get("entities", [])),
+        ("relation", graph_doc.get("relations", [])),
+    ):
+        for number, item in enumerate(items if isinstance(items, list) else [items], start=1):
+            try:
+                parsed = _parse_memory_line(json.dumps({"type": label, **item} if isinstance(item, dict) else item))
+            except ValueError as exc:
+                if not skip_bad:
+                    raise ImportRejected(number, f"{label} {number}: {exc}") from None
+                bad.append((number, f"{label} {number}: {exc}"))
+                continue
+            (entities if isinstance(parsed, Entity) else relations).append(parsed)  # type: ignore[arg-type]
+    return notes, entities, relations, bad
+
+
+def import_notes(
+    notebook: Notebook,
+    notes: list[dict[str, Any]],
+    summary: ImportSummary,
+    *,
+    by: Author,
+    progress: Progress | None = None,
+) -> None:
+    """Create every note whose id is not known yet (with its trash state); known ids are left as they are."""
+    for start in range(0, len(notes), BATCH):
+        chunk = notes[start : start + BATCH]
+
+        def decide(state: State, chunk: list[dict[str, Any]] = chunk) -> list[Payload]:
+            payloads: list[Payload] = []
+            for item in chunk:
+                if item["id"] in state.notes and state.note(item["id"]) is not None:
+                    summary.skipped["notes"] += 1
+                    continue
+                payloads.append(("note.set", {"id": item["id"], "fields": item["fields"]}))
+                if item["trashed"]:
+                    payloads.append(("note.trash", {"id": item["id"]}))
+                summary.added["notes"] += 1
+            return payloads
+
+        notebook.store.write(decide, by)
+        if progress:
+            progress(min(start + BATCH, len(notes)), len(notes))
+
+
+def detect_format(text: str) -> str:
+    """`memory-jsonl` or `notebook`, from the content."""
+    stripped = text.lstrip()
+    if not stripped:
+        return "memory-jsonl"
+    first = stripped.split("\n", 1)[0]
+    try:
+        item = json.loads(first)
+    except ValueError:
+        item = None
+    if isinstance(item, dict) and item.get("type") in ("entity", "relation"):
+        return "memory-jsonl"
+    if stripped.startswith("{"):
+        return "notebook"
+    raise InvalidInput(
+        "cannot tell the file's format: it is neither a memory.jsonl (one JSON object per line with a "
+        '"type") nor a Hivenote notebook export; pass --format notebook or --format memory-jsonl'
+    )
