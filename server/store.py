@@ -146,6 +146,7 @@ class Store:
         self._seq = 0
         self._filelock: filelock.BaseFileLock | None = None
         self.repaired_tail_bytes = 0
+        self.fsyncs = 0  # group commits so far (status and tests)
         self.node = self._load_node(fingerprint) if not readonly else self._peek_node()
         self.shard_path = self.log_dir / f"{self.node}.jsonl" if self.node else None
 
@@ -403,6 +404,7 @@ class Store:
                 except (OSError, ValueError) as exc:
                     self._roll_back(exc)
                 else:
+                    self.fsyncs += 1
                     self._size += len(batch)
                     self._durable = upto
                     self._advance_own_cursor()

@@ -1,0 +1,257 @@
+"""The CRDT laws of the fold (OPLOG.md "Laws"), checked with Hypothesis over random multi-node op sets."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hivenote.server.compaction import lines_to_keep
+from hivenote.server.fold import State
+from hivenote.server.model import Author, Op, decode_op
+
+NODES = ("alpha-0001", "beta-0002", "gamma-0003")
+NOTE_IDS = ("N1", "N2", "N3")
+NAMES = ("Ann", "Bob", "Cy")
+TEXTS = ("likes tea", "plays chess", "ünïcode ✓")
+
+note_fields = st.dictionaries(
+    st.sampled_from(("kind", "title", "body", "tags", "project")),
+    st.sampled_from(("fact", "decision", "x", "y")),
+    min_size=1,
+).map(lambda d: {k: ([v] if k == "tags" else v) for k, v in d.items()})
+
+payloads = st.one_of(
+    st.builds(lambda i, f: ("note.set", {"id": i, "fields": f}), st.sampled_from(NOTE_IDS), note_fields),
+    st.builds(
+        lambda kind, i: (kind, {"id": i}),
+        st.sampled_from(("note.trash", "note.restore", "note.purge")),
+        st.sampled_from(NOTE_IDS),
+    ),
+    st.builds(
+        lambda n, t, k: ("entity.add", {"name": n, "type": t, **({"k": k} if k else {})}),
+        st.sampled_from(NAMES),
+        st.sampled_from(("person", "org")),
+        st.integers(0, 1),
+    ),
+    st.builds(lambda n: ("entity.del", {"name": n}), st.sampled_from(NAMES)),
+    st.builds(
+        lambda n, t, k, j: ("obs.add", {"entity": n, "text": t, **({"k": k} if k else {}), **({"j": j} if j else {})}),
+        st.sampled_from(NAMES),
+        st.sampled_from(TEXTS),
+        st.integers(0, 1),
+        st.integers(0, 1),
+    ),
+    st.builds(
+        lambda n, t, k: ("obs.del", {"entity": n, "text": t, **({"k": k} if k else {})}),
+        st.sampled_from(NAMES),
+        st.sampled_from(TEXTS),
+        st.integers(0, 1),
+    ),
+    st.builds(
+        lambda f, t, ty, j: ("rel.add", {"from": f, "to": t, "type": ty, **({"j": j} if j else {})}),
+        st.sampled_from(NAMES),
+        st.sampled_from((*NAMES, "Nobody")),
+        st.sampled_from(("knows", "works_at")),
+        st.integers(0, 1),
+    ),
+    st.builds(
+        lambda f, t, ty: ("rel.del", {"from": f, "to": t, "type": ty}),
+        st.sampled_from(NAMES),
+        st.sampled_from((*NAMES, "Nobody")),
+        st.sampled_from(("knows", "works_at")),
+    ),
+)
+
+
+@st.composite
+def op_sets(draw: st.DrawFn, max_size: int = 40) -> list[Op]:
+    """Ops from three nodes; walls drawn from a narrow range so concurrent ops and tie-breaks are common.
+
+    Each node's stamps increase with its seq, as a real node's clock guarantees."""
+    raw = draw(
+        st.lists(
+            st.tuples(st.integers(0, 2), st.integers(0, 6), payloads),
+            max_size=max_size,
+        )
+    )
+    seqs = [0, 0, 0]
+    clocks = [(0, 0)] * 3
+    ops = []
+    for node_idx, step, (kind, data) in raw:
+        seqs[node_idx] += 1
+        wall, counter = clocks[node_idx]
+        clocks[node_idx] = (wall + step, 0) if step else (wall, counter + 1)
+        w, c = clocks[node_idx]
+        by = Author(agent=("cursor", "codex", "cli")[node_idx])
+        ops.append(Op(NODES[node_idx], seqs[node_idx], w, c, kind, data, by))
+    return ops
+
+
+def fold(ops: list[Op]) -> dict[str, Any]:
+    state = State()
+    state.apply_all(ops)
+    return state.snapshot()
+
+
+@given(op_sets())
+def test_fold_is_idempotent(ops: list[Op]) -> None:
+    assert fold(ops + ops) == fold(ops)
+
+
+@given(op_sets(), st.randoms(use_true_random=False))
+def test_fold_is_independent_of_delivery_order(ops: list[Op], rnd: random.Random) -> None:
+    shuffled = ops[:]
+    rnd.shuffle(shuffled)
+    assert fold(shuffled) == fold(ops)
+
+
+@given(op_sets(), st.randoms(use_true_random=False))
+def test_fold_is_associative_over_batches(ops: list[Op], rnd: random.Random) -> None:
+    a, b, c = ([op for op in ops if rnd.random() < 0.5] for _ in range(3))
+    left, right = State(), State()
+    left.apply_all(a + b)
+    left.apply_all(c)
+    right.apply_all(a)
+    right.apply_all(b + c)
+    assert left.snapshot() == fold(a + b + c) == right.snapshot()
+
+
+@given(op_sets(), st.randoms(use_true_random=False))
+def test_duplicated_and_gapped_delivery_converges_once_refilled(ops: list[Op], rnd: random.Random) -> None:
+    state = State()
+    first_pass = [op for op in ops if rnd.random() < 0.6]  # gaps
+    state.apply_all(first_pass + first_pass[: len(first_pass) // 2])  # duplicates
+    refill = ops[:]
+    rnd.shuffle(refill)
+    state.apply_all(refill)
+    assert state.snapshot() == fold(ops)
+
+
+@given(op_sets(), st.randoms(use_true_random=False))
+def test_relay_through_a_middle_node_converges(ops: list[Op], rnd: random.Random) -> None:
+    """A sees only its own ops, B receives A's in random order, C hears everything from B only."""
+    a_ops = [op for op in ops if op.node == NODES[0]]
+    b = State()
+    relayed: list[Op] = []
+    for op in sorted(ops, key=lambda _: rnd.random()):
+        if b.apply(op):
+            relayed.append(op)
+    c = State()
+    c.apply_all(reversed(relayed))
+    assert fold(a_ops + relayed) == c.snapshot() == fold(ops)
+
+
+@given(op_sets())
+def test_ops_survive_an_encode_decode_round_trip(ops: list[Op]) -> None:
+    for op in ops:
+        line = op.encode()
+        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        assert decode_op(line[:-1]) == op
+
+
+@settings(max_examples=300)
+@given(op_sets(max_size=60), st.randoms(use_true_random=False))
+def test_compaction_preserves_the_fold(ops: list[Op], rnd: random.Random) -> None:
+    state = State()
+    state.apply_all(ops)
+    own = NODES[0]
+    lines = [op.encode()[:-1] for op in ops if op.node == own]
+    lines.insert(rnd.randint(0, len(lines)), b"{garbage")  # unreadable lines are kept, never judged
+    kept = lines_to_keep(lines, state, own)
+    assert b"{garbage" in kept
+    assert len(kept) <= len(lines)
+    if any(op.node == own for op in ops):
+        last = max(op.seq for op in ops if op.node == own)
+        assert any(line.startswith(b"{") and b'"seq":%d,' % last in line for line in kept)
+    compacted = [decode_op(line) for line in kept if line != b"{garbage"]
+    others = [op for op in ops if op.node != own]
+    assert fold(compacted + others) == state.snapshot()
+
+
+# -- examples of the semantics the laws leave open ----------------------------------------------------
+
+
+def op(node: int, seq: int, wall: int, kind: str, **data: Any) -> Op:
+    return Op(NODES[node], seq, wall, 0, kind, data, Author(agent="cli"))
+
+
+def test_last_writer_wins_per_field_not_per_note() -> None:
+    ops = [
+        op(0, 1, 10, "note.set", id="N", fields={"kind": "fact", "title": "a", "body": "one"}),
+        op(1, 1, 20, "note.set", id="N", fields={"title": "b"}),
+        op(0, 2, 15, "note.set", id="N", fields={"body": "two"}),
+    ]
+    note = fold(ops)["notes"]["N"]
+    assert (note["title"], note["body"], note["created"], note["updated"]) == ("b", "two", 10, 20)
+    assert note["created_by"]["node"] == NODES[0] and note["updated_by"]["node"] == NODES[1]
+
+
+def test_trash_then_restore_then_trash_follows_the_latest() -> None:
+    base = op(0, 1, 1, "note.set", id="N", fields={"title": "t"})
+    trash, restore = op(0, 2, 2, "note.trash", id="N"), op(1, 1, 3, "note.restore", id="N")
+    assert fold([base, restore, trash])["notes"]["N"]["trashed"] is False
+    assert fold([base, trash])["notes"]["N"]["trashed"] is True
+
+
+def test_purge_erases_the_note_until_a_later_set_recreates_it_fresh() -> None:
+    ops = [
+        op(0, 1, 1, "note.set", id="N", fields={"title": "secret", "body": "token=abc"}),
+        op(0, 2, 2, "note.trash", id="N"),
+        op(0, 3, 3, "note.purge", id="N"),
+    ]
+    assert fold(ops)["notes"] == {}
+    state = State()
+    state.apply_all([*ops, op(1, 1, 4, "note.set", id="N", fields={"title": "again"})])
+    note = state.snapshot()["notes"]["N"]
+    assert (note["title"], note["body"], note["trashed"], note["created"]) == ("again", "", False, 4)
+    assert [v.action for v in state.history("N")] == ["set"]
+
+
+def test_entity_delete_cascades_only_to_older_observations_and_relations() -> None:
+    ops = [
+        op(0, 1, 1, "entity.add", name="Ann", type="person"),
+        op(0, 2, 2, "obs.add", entity="Ann", text="old"),
+        op(0, 3, 3, "rel.add", **{"from": "Bob", "to": "Ann", "type": "knows"}),
+        op(1, 1, 4, "entity.del", name="Ann"),
+        op(0, 4, 5, "entity.add", name="Ann", type="robot"),
+        op(0, 5, 6, "obs.add", entity="Ann", text="new"),
+    ]
+    snap = fold(ops)
+    assert snap["entities"] == [{"name": "Ann", "entityType": "robot", "observations": ["new"]}]
+    assert snap["relations"] == []
+
+
+def test_concurrent_add_and_delete_of_an_observation_resolve_by_stamp() -> None:
+    add = op(0, 2, 5, "obs.add", entity="Ann", text="x")
+    delete = op(1, 1, 4, "obs.del", entity="Ann", text="x")
+    ent = op(0, 1, 1, "entity.add", name="Ann", type="p")
+    assert fold([ent, delete, add])["entities"][0]["observations"] == ["x"]
+    later_delete = op(1, 2, 6, "obs.del", entity="Ann", text="x")
+    assert fold([ent, add, delete, later_delete])["entities"][0]["observations"] == []
+
+
+def test_same_name_entities_from_one_batch_stay_apart_but_concurrent_adds_merge() -> None:
+    batch = [op(0, 1, 1, "entity.add", name="Dup", type="a"), op(0, 2, 2, "entity.add", name="Dup", type="b", k=1)]
+    assert [e["entityType"] for e in fold(batch)["entities"]] == ["a", "b"]
+    concurrent = [op(0, 1, 1, "entity.add", name="Dup", type="a"), op(1, 1, 2, "entity.add", name="Dup", type="b")]
+    assert [e["entityType"] for e in fold(concurrent)["entities"]] == ["b"]
+
+
+def test_history_lists_every_version_in_order_with_its_author() -> None:
+    state = State()
+    state.apply_all(
+        [
+            op(1, 1, 20, "note.set", id="N", fields={"title": "second"}),
+            op(0, 1, 10, "note.set", id="N", fields={"title": "first"}),
+            op(0, 2, 30, "note.trash", id="N"),
+        ]
+    )
+    versions = state.history("N")
+    assert [(v.at, v.action, v.node, v.fields) for v in versions] == [
+        (10, "set", NODES[0], {"title": "first"}),
+        (20, "set", NODES[1], {"title": "second"}),
+        (30, "trash", NODES[0], {}),
+    ]

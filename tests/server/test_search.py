@@ -1,0 +1,144 @@
+"""Note search: every term must match (substring, case/accent-insensitive), field-weighted rank then recency,
+near matches apart, filters, token-bounded defaults; checked against a brute-force model too."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hivenote.server.fold import State
+from hivenote.server.model import Author, Op
+from hivenote.server.notebook import Notebook
+from hivenote.server.provenance import acting_as
+from hivenote.server.search import TOKEN_BUDGET, Filters, estimated_tokens, fold_text, search_notes
+from hivenote.server.store import Store
+
+
+def seed(notebook: Notebook) -> dict[str, str]:
+    ids = {}
+    for key, kind, title, body, tags, project in [
+        (
+            "drizzle",
+            "decision",
+            "Use Drizzle, not Prisma",
+            "Prisma was slow in cold starts.",
+            ["db", "orm"],
+            "shop-api",
+        ),
+        ("cafe", "fact", "Café opening hours", "The café near the office opens at 8.", [], None),
+        ("tabs", "preference", "Tabs for indentation", "Ana prefers tabs; Prisma config too.", ["style"], "shop-api"),
+        ("auth", "project", "Auth service", "Handles tokens. Uses Postgres.", ["auth"], "auth-svc"),
+    ]:
+        ids[key] = notebook.remember(kind=kind, title=title, body=body, tags=tags, project=project).note.id
+    return ids
+
+
+def test_every_term_must_match_somewhere(store: Store) -> None:
+    notebook = Notebook(store)
+    ids = seed(notebook)
+    assert [n.id for n in notebook.search("prisma slow").hits] == [ids["drizzle"]]
+    assert notebook.search("prisma postgres").hits == []
+    assert [n.id for n in notebook.search("shop-api orm").hits] == [ids["drizzle"]]  # project + tag
+    assert {n.id for n in notebook.search("decision").hits} == {ids["drizzle"]}  # kind
+
+
+def test_matching_is_substring_case_and_accent_insensitive(store: Store) -> None:
+    notebook = Notebook(store)
+    ids = seed(notebook)
+    assert [n.id for n in notebook.search("CAFE").hits] == [ids["cafe"]]
+    assert [n.id for n in notebook.search("café").hits] == [ids["cafe"]]
+    assert [n.id for n in notebook.search("rizzl").hits] == [ids["drizzle"]]
+    assert fold_text("ÉCOLE Straße") == "ecole strasse"
+
+
+def test_title_matches_rank_above_body_matches_then_recency(store: Store) -> None:
+    notebook = Notebook(store)
+    ids = seed(notebook)
+    assert [n.id for n in notebook.search("prisma").hits] == [ids["drizzle"], ids["tabs"]]
+    newer = notebook.remember(kind="fact", title="Prisma migration notes").note
+    hits = [n.id for n in notebook.search("prisma").hits]
+    assert hits[0] == newer.id  # whole-word title match, newest among equals
+    assert hits[-1] == ids["tabs"]  # body only
+
+
+def test_near_matches_come_apart_and_only_when_nothing_matches(store: Store) -> None:
+    notebook = Notebook(store)
+    ids = seed(notebook)
+    result = notebook.search("drizzles")
+    assert result.hits == [] and result.total == 0
+    assert [n.id for n in result.near] == [ids["drizzle"]]
+    result = notebook.search("prisma kubernetes")
+    assert result.hits == []
+    assert {n.id for n in result.near} == {ids["drizzle"], ids["tabs"]}
+    assert notebook.search("prisma").near == []
+    assert notebook.search("zzzzzz").near == []
+
+
+def test_filters_narrow_search_and_list(store: Store) -> None:
+    notebook = Notebook(store)
+    with acting_as(Author(agent="codex")):
+        ids = seed(notebook)
+    with acting_as(Author(agent="cursor", person="ana")):
+        mine = notebook.remember(kind="fact", title="Prisma is pinned to 5.x", project="shop-api").note
+    assert {n.id for n in notebook.search("prisma", Filters(project="shop-api")).hits} == {
+        ids["drizzle"],
+        ids["tabs"],
+        mine.id,
+    }
+    assert [n.id for n in notebook.search("prisma", Filters(kind="preference")).hits] == [ids["tabs"]]
+    assert [n.id for n in notebook.search("prisma", Filters(tag="orm")).hits] == [ids["drizzle"]]
+    assert [n.id for n in notebook.search("prisma", Filters(agent="cursor")).hits] == [mine.id]
+    assert [n.id for n in notebook.search("", Filters(person="ana")).hits] == [mine.id]
+    listed, total = notebook.list(Filters(project="shop-api"), limit=2)
+    assert total == 3 and [n.id for n in listed] == [mine.id, ids["tabs"]]
+    page, _ = notebook.list(Filters(project="shop-api"), limit=2, offset=2)
+    assert [n.id for n in page] == [ids["drizzle"]]
+
+
+def test_default_results_are_bounded_by_a_token_budget(store: Store) -> None:
+    notebook = Notebook(store)
+    for i in range(40):
+        notebook.remember(kind="fact", title=f"budget note {i} " + "w" * 150)
+    result = notebook.search("budget")
+    assert result.total == 40
+    assert 0 < len(result.hits) < 40
+    assert sum(estimated_tokens(n) for n in result.hits) <= TOKEN_BUDGET
+    assert len(notebook.search("budget", limit=40).hits) == 40
+
+
+def test_edits_and_trash_are_visible_to_the_next_search(store: Store) -> None:
+    notebook = Notebook(store)
+    note = notebook.remember(kind="fact", title="Redis for sessions").note
+    assert notebook.search("redis").total == 1
+    notebook.update(note.id, title="Memcached for sessions")
+    assert notebook.search("redis").total == 0 and notebook.search("memcached").total == 1
+    notebook.forget(note.id)
+    assert notebook.search("memcached").total == 0
+    assert notebook.search("memcached", Filters(trashed=True)).total == 1
+
+
+words = st.sampled_from(["alpha", "beta", "gamma", "Ωmega", "café", "cafe", "delta-9", "x"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.lists(words, max_size=4), st.lists(words, max_size=6)), max_size=15),
+    st.lists(st.text("abcefgilmtxé-Ω9", min_size=1, max_size=4), min_size=1, max_size=3),
+)
+def test_search_returns_exactly_the_notes_a_brute_force_scan_finds(
+    notes: list[tuple[list[str], list[str]]], terms: list[str]
+) -> None:
+    state = State()
+    for i, (title, body) in enumerate(notes, start=1):
+        fields = {"kind": "fact", "title": " ".join(title) or "t", "body": " ".join(body)}
+        state.apply(Op("n-0001", i, i, 0, "note.set", {"id": f"N{i:03}", "fields": fields}, Author()))
+    query = " ".join(terms)
+    expected = set()
+    for note in state.iter_notes():
+        hay = fold_text("\n".join((note.title, note.body, " ".join(note.tags), note.project or "", note.kind)))
+        if all(t in hay for t in fold_text(query).split()):
+            expected.add(note.id)
+    result = search_notes(state, query, limit=200)
+    assert {n.id for n in result.hits} == expected
+    assert result.total == len(expected)
+    assert not (expected and result.near)

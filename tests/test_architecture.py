@@ -1,0 +1,46 @@
+"""Import rules (ARCHITECTURE.md): the core is pure standard library; nothing under server/ imports a GUI."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE = {"model", "hlc", "fold", "search", "textindex", "ids", "compaction"}
+GUI = {"pystray", "webview", "PIL", "tkinter", "gi", "PyQt5", "PyQt6", "PySide6", "wx"}
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(level, module) for every import; level > 0 for relative imports."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(0, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module or ""))
+    return found
+
+
+def test_core_modules_import_only_the_standard_library_and_each_other() -> None:
+    for name in sorted(CORE):
+        for level, module in imports(ROOT / "server" / f"{name}.py"):
+            if level:
+                assert level == 1 and module in CORE, f"core module {name} imports .{module}"
+            else:
+                top = module.split(".")[0]
+                assert top in sys.stdlib_module_names or top == "__future__", f"core module {name} imports {module}"
+
+
+def test_nothing_under_server_imports_a_gui_library_or_the_desktop_package() -> None:
+    for path in sorted((ROOT / "server").rglob("*.py")):
+        for level, module in imports(path):
+            top = module.split(".")[0]
+            assert not (level == 0 and top in GUI), f"{path.name} imports {module}"
+            assert "desktop" not in module.split("."), f"{path.name} imports {module}"
+
+
+def test_every_module_opens_with_a_docstring_saying_what_it_owns() -> None:
+    for path in sorted([*(ROOT / "server").rglob("*.py"), *(ROOT / "desktop").rglob("*.py")]):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        assert doc, f"{path} has no module docstring"

@@ -1,0 +1,37 @@
+"""The README's promises hold: its two set-up commands exist and CI runs the test command verbatim."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Get started", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.+?)\n```", section)
+
+
+def test_the_readme_has_exactly_two_setup_commands() -> None:
+    commands = readme_commands()
+    assert len(commands) == 2
+    install, test = commands
+    assert "pip install ." in install and "hivenote" in install
+    assert "[test]" in test and "pytest" in test
+
+
+def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert readme_commands()[1] in ci.splitlines()
+
+
+def test_every_cli_command_appears_in_the_readme() -> None:
+    from hivenote.server.cli import build_parser
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name in sub.choices:  # type: ignore[union-attr]
+        assert f"hivenote {name}" in readme, f"`hivenote {name}` is not documented in the README"
