@@ -30,7 +30,7 @@ class NoteRecord:
     def __init__(self, note_id: str) -> None:
         self.id = note_id
         self.ops: list[Op] = []  # sorted by stamp: the history
-        self.fields: dict[str, tuple[Stamp, Any]] = {}
+        self.fields: dict[str, Op] = {}  # field -> the op that last set it (its value is in op.data)
         self.trash: tuple[Stamp, bool] | None = None
         self.purge: Stamp | None = None
         self.view: Note | bool | None = False  # False: not computed yet
@@ -42,10 +42,11 @@ class NoteRecord:
         else:
             bisect.insort(self.ops, op, key=lambda o: o.stamp)
         if op.kind == "note.set":
-            for name, value in op.data["fields"].items():
-                cur = self.fields.get(name)
-                if cur is None or stamp > cur[0]:
-                    self.fields[name] = (stamp, value)
+            fields = self.fields
+            for name in op.data["fields"]:
+                cur = fields.get(name)
+                if cur is None or stamp > cur.stamp:
+                    fields[name] = op
         elif op.kind == "note.purge":
             if self.purge is None or stamp > self.purge:
                 self.purge = stamp
@@ -65,7 +66,7 @@ class NoteRecord:
         if self.view is not False:
             return self.view if isinstance(self.view, Note) else None
         purge = self.purge
-        values = {k: v for k, (s, v) in self.fields.items() if purge is None or s > purge}
+        values = {k: op.data["fields"][k] for k, op in self.fields.items() if purge is None or op.stamp > purge}
         view: Note | None = None
         if values:
             ops = self.live_ops()
@@ -103,7 +104,8 @@ class NodeStats:
 class State:
     """The folded notebook. `apply` is idempotent per `(node, seq)`; order of application does not matter."""
 
-    seen: dict[str, set[int]] = field(default_factory=dict)
+    seen_upto: dict[str, int] = field(default_factory=dict)  # node -> every seq 1..n applied
+    seen_extra: dict[str, set[int]] = field(default_factory=dict)  # node -> seqs applied beyond a gap
     nodes: dict[str, NodeStats] = field(default_factory=dict)
     notes: dict[str, NoteRecord] = field(default_factory=dict)
     ent_add: dict[OccKey, Op] = field(default_factory=dict)
@@ -127,17 +129,29 @@ class State:
 
     def apply(self, op: Op) -> bool:
         """Fold one op in. Returns False (and changes nothing) if this `(node, seq)` was already applied."""
-        seqs = self.seen.get(op.node)
-        if seqs is None:
-            seqs = self.seen[op.node] = set()
-            self.nodes[op.node] = NodeStats()
-        elif op.seq in seqs:
+        node, seq = op.node, op.seq
+        upto = self.seen_upto.get(node)
+        if upto is None:
+            upto = self.seen_upto[node] = 0
+            self.seen_extra[node] = set()
+            self.nodes[node] = NodeStats()
+        extra = self.seen_extra[node]
+        if seq <= upto or seq in extra:
             return False
-        seqs.add(op.seq)
-        stats = self.nodes[op.node]
+        if seq == upto + 1:
+            upto += 1
+            while upto + 1 in extra:
+                upto += 1
+                extra.remove(upto)
+            self.seen_upto[node] = upto
+        else:
+            extra.add(seq)
+        stats = self.nodes[node]
         stats.ops += 1
-        stats.max_seq = max(stats.max_seq, op.seq)
-        stats.last_wall = max(stats.last_wall, op.wall)
+        if seq > stats.max_seq:
+            stats.max_seq = seq
+        if op.wall > stats.last_wall:
+            stats.last_wall = op.wall
         self.ops_applied += 1
         kind, data = op.kind, op.data
         if kind.startswith("note."):
@@ -177,6 +191,10 @@ class State:
             _max_into(self.rel_del, (data["from"], data["to"], data["type"]), stamp)
         self.graph_version += 1
         return True
+
+    def seen(self, node: str) -> set[int]:
+        """Every seq of `node` applied so far (for tests and sync; cheap only for small logs)."""
+        return set(range(1, self.seen_upto.get(node, 0) + 1)) | self.seen_extra.get(node, set())
 
     def apply_all(self, ops: Iterable[Op]) -> int:
         return sum(1 for op in ops if self.apply(op))

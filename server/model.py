@@ -6,7 +6,9 @@ Pure: imports only the standard library. Encoding and decoding of a log line liv
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
@@ -40,7 +42,9 @@ _PAYLOAD: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "rel.add": (("from", "to", "type"), ("j",)),
     "rel.del": (("from", "to", "type"), ()),
 }
-_BY_KEYS: Final = ("agent", "client", "person")
+_KNOWN: Final = frozenset(OP_KINDS)
+_KINDS: Final = {kind: kind for kind in OP_KINDS}
+_FIELD_NAMES: Final = {name: name for name in NOTE_FIELDS}
 
 
 class Stamp(NamedTuple):
@@ -72,9 +76,12 @@ class Author:
         return {k: v for k, v in (("agent", self.agent), ("client", self.client), ("person", self.person)) if v}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Op:
-    """One log line: `kind` with its payload `data`, written by `node` as its `seq`-th op at HLC `(wall, counter)`."""
+    """One log line: `kind` with its payload `data`, written by `node` as its `seq`-th op at HLC `(wall, counter)`.
+
+    Treat as immutable (not frozen only because frozen dataclasses are slow to build, and a cold start builds
+    one per line of every shard)."""
 
     node: str
     seq: int
@@ -83,10 +90,10 @@ class Op:
     kind: str
     data: dict[str, Any]
     by: Author = field(default_factory=Author)
+    stamp: Stamp = field(init=False, repr=False, compare=False)
 
-    @property
-    def stamp(self) -> Stamp:
-        return Stamp(self.wall, self.counter, self.node, self.seq)
+    def __post_init__(self) -> None:
+        self.stamp = Stamp(self.wall, self.counter, self.node, self.seq)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -118,36 +125,42 @@ def decode_op(line: bytes | str) -> Op:
     return op_from_json(raw)
 
 
+@functools.lru_cache(maxsize=4096)
+def _author(agent: str, client: str, person: str) -> Author:
+    return Author(agent, client, person)  # a log has few distinct authors: share them
+
+
 def op_from_json(raw: dict[str, Any]) -> Op:
-    """Validate a decoded log object and build the Op (the inverse of `Op.to_json`)."""
-    v = raw.get("v")
+    """Validate a decoded log object and build the Op (the inverse of `Op.to_json`). On the cold-start path."""
+    v, kind = raw.get("v"), raw.get("op")
     if type(v) is not int:
         raise CorruptLine("missing format version 'v'")
-    kind = raw.get("op")
-    if v > FORMAT_VERSION or (isinstance(kind, str) and kind not in OP_KINDS):
+    if v > FORMAT_VERSION or (type(kind) is str and kind not in _KNOWN):
         raise UnknownOp(f"op {kind!r} of format v{v} is newer than this Hivenote understands")
-    if not isinstance(kind, str):
+    if type(kind) is not str:
         raise CorruptLine("missing 'op'")
     node, seq, hlc = raw.get("node"), raw.get("seq"), raw.get("hlc")
-    if not isinstance(node, str) or not node:
+    if type(node) is not str or not node:
         raise CorruptLine("missing 'node'")
     if type(seq) is not int or seq < 1:
         raise CorruptLine("'seq' must be a positive integer")
-    if (
-        not isinstance(hlc, list)
-        or len(hlc) != 2
-        or type(hlc[0]) is not int
-        or type(hlc[1]) is not int
-        or hlc[0] < 0
-        or hlc[1] < 0
-    ):
+    if type(hlc) is not list or len(hlc) != 2:
+        raise CorruptLine("'hlc' must be [wall_ms, counter]")
+    wall, counter = hlc
+    if type(wall) is not int or type(counter) is not int or wall < 0 or counter < 0:
         raise CorruptLine("'hlc' must be [wall_ms, counter]")
     data = _payload(kind, raw)
-    by_raw = raw.get("by", {})
-    if not isinstance(by_raw, dict) or any(not isinstance(by_raw.get(k, ""), str) for k in _BY_KEYS):
-        raise CorruptLine("'by' must map agent/client/person to strings")
-    by = Author(by_raw.get("agent", ""), by_raw.get("client", ""), by_raw.get("person", ""))
-    return Op(node, seq, hlc[0], hlc[1], kind, data, by)
+    by_raw = raw.get("by")
+    if by_raw is None:
+        by = _author("", "", "")
+    else:
+        if type(by_raw) is not dict:
+            raise CorruptLine("'by' must map agent/client/person to strings")
+        agent, client, person = by_raw.get("agent", ""), by_raw.get("client", ""), by_raw.get("person", "")
+        if type(agent) is not str or type(client) is not str or type(person) is not str:
+            raise CorruptLine("'by' must map agent/client/person to strings")
+        by = _author(agent, client, person)
+    return Op(sys.intern(node), seq, wall, counter, _KINDS[kind], data, by)
 
 
 def _payload(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
@@ -157,18 +170,28 @@ def _payload(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
             raise CorruptLine("note.set needs an 'id'")
         if not isinstance(fields, dict) or not fields:
             raise CorruptLine("note.set needs non-empty 'fields'")
+        # Rebuilt with shared key and label strings: a big log repeats them in every line, and json.loads
+        # makes fresh copies each time.
+        clean: dict[str, Any] = {}
         for name, value in fields.items():
-            if name not in NOTE_FIELDS:
+            key = _FIELD_NAMES.get(name)
+            if key is None:
                 raise CorruptLine(f"unknown note field {name!r}")
-            if name == "tags":
-                if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+            if key == "tags":
+                if type(value) is not list or not all(type(t) is str for t in value):
                     raise CorruptLine("'tags' must be a list of strings")
-            elif name == "project":
-                if value is not None and not isinstance(value, str):
-                    raise CorruptLine("'project' must be a string or null")
-            elif not isinstance(value, str):
+                value = [sys.intern(t) for t in value]
+            elif key == "project":
+                if value is not None:
+                    if type(value) is not str:
+                        raise CorruptLine("'project' must be a string or null")
+                    value = sys.intern(value)
+            elif type(value) is not str:
                 raise CorruptLine(f"{name!r} must be a string")
-        return {"id": note_id, "fields": fields}
+            elif key == "kind":
+                value = sys.intern(value)
+            clean[key] = value
+        return {"id": note_id, "fields": clean}
     required, optional = _PAYLOAD[kind]
     data: dict[str, Any] = {}
     for key in required:

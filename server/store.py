@@ -8,6 +8,7 @@ torn tail, reports unreadable lines without ever deleting them, and compacts its
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import logging
@@ -36,6 +37,7 @@ Payload = tuple[str, dict[str, Any]]  # (op kind, payload) as decided by the not
 Decide = Callable[[State], list[Payload]]
 
 MAX_REPORTED_BAD_LINES = 50  # per shard; the count keeps going
+READ_BLOCK = 4 << 20  # shards are read in blocks so a cold start never holds a whole log in memory twice
 
 
 class StoreError(HivenoteError):
@@ -301,12 +303,21 @@ class Store:
                     cur.offset = start
                     return 0
                 fh.seek(start)
-                data = fh.read(st.st_size - start)
-                end = data.rfind(b"\n") + 1
-                cur.health.torn_tail_bytes = len(data) - end
-                applied = self._apply_lines(data[:end], cur)
-                cur.offset = start + end
-                cur.tail_sig = data[max(0, end - 64) : end] if end >= 64 else self._tail_sig(fh, cur.offset)
+                applied = 0
+                pos, end, carry = start, st.st_size, b""
+                while pos < end:
+                    chunk = fh.read(min(READ_BLOCK, end - pos))
+                    if not chunk:  # shrank while we read: the next refresh re-reads it
+                        break
+                    pos += len(chunk)
+                    block = carry + chunk
+                    cut = block.rfind(b"\n") + 1
+                    if cut:
+                        applied += self._apply_lines(block[:cut], cur)
+                    carry = block[cut:]
+                cur.health.torn_tail_bytes = len(carry)
+                cur.offset = pos - len(carry)
+                cur.tail_sig = self._tail_sig(fh, cur.offset)
                 return applied
 
     @staticmethod
@@ -322,12 +333,28 @@ class Store:
         return cur.offset if self._tail_sig(fh, cur.offset) == cur.tail_sig else 0
 
     def _apply_lines(self, data: bytes, cur: _Cursor) -> int:
+        try:
+            lines: list[str | bytes] = list(data.decode("utf-8").split("\n")[:-1])
+        except UnicodeDecodeError:  # some line is not UTF-8: decode line by line so only it is reported
+            lines = list(data.split(b"\n")[:-1])
+        # A cold start allocates one op per line and keeps them all: generational GC passes over that
+        # growing heap are pure overhead, so pause them for big reads.
+        pause_gc = len(data) > 1 << 20 and gc.isenabled()
+        if pause_gc:
+            gc.disable()
+        try:
+            return self._apply_decoded(lines, cur)
+        finally:
+            if pause_gc:
+                gc.enable()
+
+    def _apply_decoded(self, lines: list[str | bytes], cur: _Cursor) -> int:
         applied = 0
         health = cur.health
-        state, clock = self.state, self.clock
-        for line in data.split(b"\n")[:-1]:
+        apply, observe = self.state.apply, self.clock.observe
+        for line in lines:
             cur.line_no += 1
-            if not line.strip():
+            if not line or line.isspace():
                 continue
             try:
                 op = decode_op(line)
@@ -340,8 +367,8 @@ class Store:
                 self._report(health, cur, str(exc))
                 continue
             health.ops += 1
-            clock.observe(op.wall, op.counter, op.node)
-            if state.apply(op):
+            observe(op.wall, op.counter, op.node)
+            if apply(op):
                 applied += 1
         return applied
 

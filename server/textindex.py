@@ -1,32 +1,11 @@
-"""In-memory substring index over already-folded document texts, used by note and knowledge-graph search.
+"""Which documents contain a substring: an in-memory index over already-folded texts, for note and graph search.
 
-Owns only its own in-memory structures; imports nothing but the standard library.
-
-A search term never contains whitespace, so ``term in text`` holds exactly when ``term`` is a substring of one
-whitespace-separated token of ``text``. The index therefore searches the (much smaller) vocabulary of distinct
-tokens instead of every document. The vocabulary is kept as a few large strings of ``"\\n"``-terminated tokens
-so that ``str.find`` does the scanning in C; each hit is widened to its token with ``rfind``/``find`` of the
-neighbouring newlines and the scan resumes after that token, so a matching token costs one Python step however
-often the term occurs in it. New tokens go to a short pending list that is scanned directly and is appended to
-the last chunk once full; a chunk stops growing at ``chunk_size`` tokens, so appends never rebuild everything.
-
-Postings are append-only lists of keys rather than sets, for memory. Replacing or removing a document leaves
-stale entries behind instead of searching lists to delete them. A list becomes "dirty" when it may hold stale
-or repeated keys, and only dirty lists remember a separate live count; since every live (key, token) pair is
-always listed, a clean list is exact and is returned without touching any text, while entries of dirty lists
-are verified against the current text, so ``candidates`` and ``docs_with_token`` are always exact. Dirty lists
-are compacted once stale entries outnumber live ones, and the chunks are rebuilt once dead tokens outnumber
-live ones, both amortised O(1) per edit.
-
-Deviations from the first design, each measured (bench/bench_textindex.py, 100k documents):
-- Offsets are mapped to tokens with ``rfind``/``find`` of the newlines rather than ``bisect`` on an array of
-  token start offsets: 1.5x faster per matching token, and it drops the offset arrays and integer token ids
-  (postings are keyed by the token string itself). 74 MiB -> 44 MiB together with the next point.
-- A token held by exactly one document stores its key bare instead of a one-element list: most distinct
-  tokens are ids, numbers and dates seen once, and a one-element list costs ~70 bytes.
-- When a term matches so many tokens or postings that walking them would cost more than testing ``term in
-  text`` on every document (one- and two-letter terms, very common words), the vocabulary scan stops early and
-  ``candidates`` answers with that linear test instead, which is then the faster exact answer.
+Pure: imports only the standard library. Measured departures from the planned design (bench/bench_textindex.py,
+100k documents): a hit in the vocabulary is widened to its token with `rfind`/`find` of the newline separators
+instead of `bisect` on token start offsets (~1.5x faster per matching token, and no offset arrays or integer
+token ids); a token held by one document keeps its key bare instead of in a one-element list (most distinct
+tokens are ids and numbers seen once; the two together cut index memory from 74 to 52 MiB); and a term so
+broad that walking its postings would cost more than `term in text` on every document falls back to that test.
 """
 
 from __future__ import annotations
@@ -45,13 +24,19 @@ DEFAULT_PENDING_SIZE: Final = 512
 # keeps short lists from being compacted after every edit.
 _COMPACT_SLACK: Final = 8
 # Cost model for abandoning a vocabulary scan in favour of testing every text, in units of "one postings entry
-# added to the result set". Measured on CPython 3.11: one matching token costs about as much as _MATCH_COST
-# entries, and ``term in text`` on one ~300-character document about _DOC_COST entries.
-_MATCH_COST: Final = 12
-_DOC_COST: Final = 4
+# added to the result set" (~15 ns). Measured on CPython 3.11: one matching token costs ~1 us to find and
+# widen, and `term in text` on one ~300-character document 60-300 ns (short terms are the cheap end, and
+# they are the ones that end up here).
+_MATCH_COST: Final = 64
+_DOC_COST: Final = 8
+# After this many matching tokens the scan extrapolates their number over the rest of the vocabulary, so a
+# hopelessly broad term is abandoned early instead of after spending the cost of a linear scan.
+_PROJECT_AFTER: Final = 64
 # count_estimate() and then candidates() on the same term is the usual calling pattern, and for rare terms the
 # vocabulary scan is nearly all of the cost, so recent scans are remembered until the vocabulary changes.
-_SCAN_CACHE_SIZE: Final = 64
+# Matched tokens are fresh slices (~60 bytes each), so only modest results are kept: a few hundred KiB at most.
+_SCAN_CACHE_SIZE: Final = 16
+_SCAN_CACHE_MAX_TOKENS: Final = 512
 
 
 class _Missing(enum.Enum):
@@ -63,7 +48,7 @@ _MISSING: Final = _Missing.MISSING
 
 
 def _has_token(text: str, token: str) -> bool:
-    """True when ``token`` occurs in ``text`` between whitespace or the ends, as ``str.split()`` sees it."""
+    """True when `token` occurs in `text` between whitespace or the ends, as `str.split()` sees it."""
     # str.isspace() and str.split() share CPython's definition of whitespace, so the two agree.
     n = len(token)
     end = len(text)
@@ -86,9 +71,23 @@ def _check_term(term: str) -> None:
 class SubstringIndex(Generic[K]):
     """Answers "which documents contain this whitespace-free substring?" over already-folded texts.
 
-    Not thread-safe; callers serialise access. ``chunk_size`` is the number of tokens per frozen vocabulary
-    chunk and ``pending_size`` the number of new tokens scanned one by one before being frozen.
-    ``linear_fallback=False`` always answers from the vocabulary, even when testing every text would be
+    A term has no whitespace, so `term in text` holds exactly when the term is inside one whitespace-separated
+    token of the text; the index therefore searches the vocabulary of distinct tokens, not every document. The
+    vocabulary lives in a few large strings of "\\n"-terminated tokens so that `str.find` scans in C and a
+    matching token costs one Python step however often the term occurs in it. New tokens wait in a short
+    pending list, scanned directly, that is appended to the last chunk when full, so appends never rebuild
+    everything.
+
+    Postings are append-only lists of keys (sets would cost several times the memory). Editing a document
+    leaves stale entries behind; a list that may hold them is "dirty" and keeps a separate live count. Every
+    live (key, token) pair is always listed, so clean lists are exact and used as they are, while entries of
+    dirty lists are checked against the current text: answers are always exact. Dirty lists are compacted
+    once stale entries outnumber live ones and the chunks are rebuilt once dead tokens outnumber live ones,
+    both amortised O(1) per edit.
+
+    Not thread-safe; callers serialise access. `chunk_size` is the number of tokens per frozen vocabulary
+    chunk and `pending_size` the number of new tokens scanned one by one before being frozen.
+    `linear_fallback=False` always answers from the vocabulary, even when testing every text would be
     faster; results are identical either way (tests use it to exercise the index on tiny inputs).
     """
 
@@ -171,7 +170,7 @@ class SubstringIndex(Generic[K]):
     # ------------------------------------------------------------------------------------------- queries
 
     def candidates(self, term: str) -> builtins.set[K]:
-        """Exactly the keys whose current text contains ``term`` (non-empty, no whitespace)."""
+        """Exactly the keys whose current text contains `term` (non-empty, no whitespace)."""
         _check_term(term)
         tokens = self._scan(term)
         texts = self._texts
@@ -194,7 +193,7 @@ class SubstringIndex(Generic[K]):
         return result
 
     def count_estimate(self, term: str) -> int:
-        """An upper bound of ``len(candidates(term))``, cheap enough to rank a query's terms by rarity."""
+        """An upper bound of `len(candidates(term))`, cheap enough to rank a query's terms by rarity."""
         _check_term(term)
         tokens = self._scan(term)
         total = len(self._texts)
@@ -211,7 +210,7 @@ class SubstringIndex(Generic[K]):
         return count
 
     def docs_with_token(self, token: str) -> builtins.set[K]:
-        """Exactly the keys whose text has ``token`` as a whole whitespace-separated token."""
+        """Exactly the keys whose text has `token` as a whole whitespace-separated token."""
         p = self._post.get(token, _MISSING)
         if p is _MISSING:
             return set()
@@ -298,13 +297,16 @@ class SubstringIndex(Generic[K]):
         self._scan_cache.clear()
 
     def _scan(self, term: str) -> list[str] | None:
-        """Every vocabulary token containing ``term``, or None when testing every text is cheaper."""
+        """Every vocabulary token containing `term`, or None when testing every text is cheaper."""
         cache = self._scan_cache
         if term in cache:
             return cache[term]
         post = self._post
         budget = _DOC_COST * len(self._texts) if self._linear_fallback else float("inf")
-        cost = 0
+        total_chars = sum(map(len, self._chunks))
+        done = 0
+        matches = 0
+        entries = 0
         found: list[str] = []
         result: list[str] | None = found
         for blob in self._chunks:
@@ -315,18 +317,23 @@ class SubstringIndex(Generic[K]):
                 tok = blob[blob.rfind("\n", 0, i) + 1 : end]
                 found.append(tok)
                 p = post[tok]
-                cost += _MATCH_COST + (len(p) if isinstance(p, list) else 1)
-                if cost > budget:
+                entries += len(p) if isinstance(p, list) else 1
+                matches += 1
+                # Postings are not extrapolated: the common words that own most of them come first.
+                spread = total_chars / (done + end + 1) if matches >= _PROJECT_AFTER else 1.0
+                if entries + _MATCH_COST * matches * spread > budget:
+                    result = None
                     break
                 i = blob.find(term, end + 1)
-            if cost > budget:
-                result = None
+            if result is None:
                 break
+            done += len(blob)
         else:
             found.extend([tok for tok in self._pending if term in tok])
-        if len(cache) >= _SCAN_CACHE_SIZE:
-            del cache[next(iter(cache))]
-        cache[term] = result
+        if result is None or len(result) <= _SCAN_CACHE_MAX_TOKENS:
+            if len(cache) >= _SCAN_CACHE_SIZE:
+                del cache[next(iter(cache))]
+            cache[term] = result
         return result
 
     def _invariant_errors(self) -> list[str]:

@@ -132,7 +132,7 @@ def test_many_threads_writing_lose_nothing(tmp_path: Path) -> None:
         node = store.node
     with Store(tmp_path / "d") as store:
         assert len(list(store.state.iter_notes())) == 200
-        assert store.state.seen[node] == set(range(1, 201))
+        assert store.state.seen(node) == set(range(1, 201))
 
 
 def test_a_torn_last_line_is_ignored_by_readers_and_cut_by_the_owner(tmp_path: Path) -> None:
@@ -355,7 +355,7 @@ def test_a_write_that_fails_on_disk_acknowledges_nothing_and_the_store_recovers(
     with Store(data, readonly=True) as store:
         assert sorted(n.title for n in store.state.iter_notes()) == ["fits again", "small"]
         node = store.node
-        assert store.state.seen[node] == {1, 2}
+        assert store.state.seen(node) == {1, 2}
         assert all(h.bad == 0 and h.torn_tail_bytes == 0 for h in store.health().values())
 
 
