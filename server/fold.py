@@ -122,6 +122,7 @@ class State:
     changed_notes: set[str] = field(default_factory=set)
     changed_names: set[str] = field(default_factory=set)
     note_index: SubstringIndex[str] = field(default_factory=SubstringIndex)
+    title_words: dict[str, list[str]] = field(default_factory=dict)  # word -> note ids (stale ids tolerated)
     entity_index: SubstringIndex[OccKey] = field(default_factory=SubstringIndex)
     _graph_cache: tuple[int, list[Entity], list[Relation]] | None = None
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import os
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -45,15 +44,21 @@ class Remembered:
     similar: list[Note]  # live notes that look like the same fact: suggest brain_update instead
 
 
-def _reject_controls(name: str, text: str, allowed: str = "") -> None:
-    for ch in text:
-        if unicodedata.category(ch) == "Cc" and ch not in allowed:
-            raise InvalidInput(
-                f"{name} contains the control character U+{ord(ch):04X}; remove it"
-                + (" (line breaks and tabs are fine in the body)" if allowed else "")
-            )
-        if "\ud800" <= ch <= "\udfff":
-            raise InvalidInput(f"{name} contains an unpaired surrogate (U+{ord(ch):04X}); send valid Unicode text")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # Unicode category Cc, and lone surrogates
+_CONTROL_IN_BODY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # tab, LF, CR allowed
+
+
+def _reject_controls(name: str, text: str, pattern: re.Pattern[str] = _CONTROL) -> None:
+    found = pattern.search(text)
+    if found is None:
+        return
+    ch = found.group()
+    if "\ud800" <= ch <= "\udfff":
+        raise InvalidInput(f"{name} contains an unpaired surrogate (U+{ord(ch):04X}); send valid Unicode text")
+    raise InvalidInput(
+        f"{name} contains the control character U+{ord(ch):04X}; remove it"
+        + (" (line breaks and tabs are fine in the body)" if pattern is _CONTROL_IN_BODY else "")
+    )
 
 
 def check_kind(kind: Any) -> str:
@@ -74,7 +79,7 @@ def check_title(title: Any) -> str:
 def check_body(body: Any) -> str:
     if not isinstance(body, str):
         raise InvalidInput("body must be text")
-    _reject_controls("body", body, allowed="\n\t\r")
+    _reject_controls("body", body, _CONTROL_IN_BODY)
     size = len(body.encode("utf-8"))
     if size > MAX_BODY_BYTES:
         raise InvalidInput(
@@ -209,7 +214,7 @@ class Notebook:
 
         def decide(state: State) -> list[Payload]:
             similar.extend(
-                similar_notes(state, kind=fields["kind"], project=fields["project"], title=fields["title"], body=body)
+                similar_notes(state, kind=fields["kind"], project=fields["project"], title=fields["title"])
             )
             return [("note.set", {"id": note_id, "fields": fields})]
 

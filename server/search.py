@@ -8,20 +8,27 @@ the ids the fold marked as changed, so a query never rescans the whole notebook.
 from __future__ import annotations
 
 import heapq
+import math
+import itertools
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .fold import OccKey, State
 from .model import Entity, Note, Relation
+from .textindex import SubstringIndex
 
 # Field weights: a term in the title says more than the same term deep in the body.
-WEIGHTS = (("title", 4.0), ("tags", 3.0), ("project", 3.0), ("kind", 2.0), ("body", 1.0))
+WEIGHTS = (("title", 4.0), ("tags", 3.0), ("project", 3.0), ("kind", 2.0), ("body", 1.0))  # note_text's order
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
 TOKEN_BUDGET = 1500  # default result size, in estimated model tokens of the one-line summaries
 NEAR_LIMIT = 5
+COMMON_TITLE_WORD = 2000  # postings longer than this are not counted by the duplicate hint
+PENDING_DIRECT = 32  # the duplicate hint checks up to this many not-yet-indexed notes one by one
+COLD_INDEX = 2000  # with more notes than this waiting and no index yet, a query scans instead of indexing all
 _STOPWORDS = frozenset(
     [
         "a",
@@ -114,49 +121,94 @@ def _bounded(notes: Iterable[Note], limit: int | None) -> list[Note]:
     return out
 
 
-def refresh_note_index(state: State) -> None:
-    """Bring the note index up to date with every note the fold changed since the last call."""
-    index = state.note_index
-    for note_id in state.changed_notes:
+def note_text(note: Note) -> str:
+    """Everything a query term may match in a note, folded: title, tags, project, kind, then the body (last,
+    as the one field that may hold line breaks, so `_fields` can split the text back apart)."""
+    return fold_text("\n".join((note.title, " ".join(note.tags), note.project or "", note.kind, note.body)))
+
+
+def refresh_note_index(state: State, budget: int | None = None) -> bool:
+    """Index up to `budget` of the notes the fold changed since the last call (all when None).
+    Returns True when the index is fully up to date."""
+    index, changed = state.note_index, state.changed_notes
+    todo = list(changed) if budget is None or budget >= len(changed) else list(itertools.islice(changed, budget))
+    title_words = state.title_words
+    for note_id in todo:
         note = state.note(note_id)
         if note is None:
             index.discard(note_id)
-        else:
-            fields = (note.title, note.body, " ".join(note.tags), note.project or "", note.kind)
-            index.set(note_id, fold_text("\n".join(fields)))
-    state.changed_notes.clear()
+            continue
+        text = note_text(note)
+        old = index.text(note_id)
+        known = _folded_words(_fields(old)[0]) if old is not None else set()
+        for word in _folded_words(_fields(text)[0]) - known:
+            title_words.setdefault(word, []).append(note_id)
+        index.set(note_id, text)
+    changed.difference_update(todo)
+    return not changed
 
 
-def _field_texts(note: Note) -> tuple[tuple[str, float], ...]:
-    values = {
-        "title": note.title,
-        "tags": " ".join(note.tags),
-        "project": note.project or "",
-        "kind": note.kind,
-        "body": note.body,
-    }
-    return tuple((fold_text(values[name]), weight) for name, weight in WEIGHTS)
+class _Scan:
+    """A throwaway stand-in for the index when it is cold (a fresh CLI process on a big notebook): one pass
+    over the notes costs less than building the whole index for a single query."""
+
+    def __init__(self, state: State) -> None:
+        self._texts = {note.id: note_text(note) for note in state.iter_notes()}
+
+    def candidates(self, term: str) -> set[str]:
+        return {key for key, text in self._texts.items() if term in text}
+
+    def text(self, key: str) -> str | None:
+        return self._texts.get(key)
+
+    def count_estimate(self, term: str) -> int:
+        return len(self._texts)
 
 
-def _score(note: Note, terms: list[str]) -> tuple[float, int]:
-    """(relevance, terms matched): each term counts its best field, doubled for a whole-word match."""
-    fields = _field_texts(note)
+def _texts(state: State) -> SubstringIndex[str] | _Scan:
+    """The index when it is (nearly) up to date; otherwise a scan, while the index catches up a step at a
+    time. A long-running server warms it with `refresh_note_index` right after start."""
+    if refresh_note_index(state, budget=COLD_INDEX):
+        return state.note_index
+    return _Scan(state)
+
+
+def _fields(text: str) -> list[str]:
+    parts = text.split("\n", 4)
+    return parts if len(parts) == 5 else [*parts, *[""] * (5 - len(parts))]
+
+
+def _whole_word(text: str, term: str) -> bool:
+    start = text.find(term)
+    while start >= 0:
+        end = start + len(term)
+        if (start == 0 or not text[start - 1].isalnum()) and (end == len(text) or not text[end].isalnum()):
+            return True
+        start = text.find(term, start + 1)
+    return False
+
+
+def _score(text: str, terms: list[str]) -> tuple[float, int]:
+    """(relevance, terms matched) of a note's folded text: each term counts its best field, doubled for a
+    whole-word match."""
+    fields = _fields(text)
     total = 0.0
     matched = 0
     for term in terms:
         best = 0.0
-        for text, weight in fields:
-            if weight > best and term in text:
-                word = re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text) is not None
-                best = weight * (2.0 if word else 1.0)
+        for (_, weight), field_text in zip(WEIGHTS, fields, strict=True):
+            if weight * 2.0 <= best:
+                break
+            if term in field_text:
+                best = max(best, weight * (2.0 if _whole_word(field_text, term) else 1.0))
         if best:
-            matched += 1
             total += best
+            matched += 1
     return total, matched
 
 
-def _ranked(notes: Iterable[Note], terms: list[str], limit: int) -> list[Note]:
-    scored = ((_score(n, terms)[0], n.updated, n.id, n) for n in notes)
+def _ranked(notes: list[Note], index: SubstringIndex[str] | _Scan, terms: list[str], limit: int) -> list[Note]:
+    scored = ((_score(index.text(n.id) or "", terms)[0], n.updated, n.id, n) for n in notes)
     return [item[3] for item in heapq.nlargest(limit, scored, key=lambda s: (s[0], s[1], s[2]))]
 
 
@@ -166,8 +218,7 @@ def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit:
     if not terms:
         notes, total = list_notes(state, filters, limit=limit)
         return SearchResult(notes, [], total)
-    refresh_note_index(state)
-    index = state.note_index
+    index = _texts(state)
     ordered = sorted(terms, key=index.count_estimate)
     candidates = index.candidates(ordered[0])
     for term in ordered[1:]:
@@ -176,14 +227,13 @@ def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit:
         candidates = {key for key in candidates if term in (index.text(key) or "")}
     matches = [n for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
     cap = MAX_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))
-    hits = _bounded(_ranked(matches, terms, cap), limit)
-    near = [] if matches else _near(state, terms, filters)
+    hits = _bounded(_ranked(matches, index, terms, cap), limit)
+    near = [] if matches else _near(state, index, terms, filters)
     return SearchResult(hits, near, len(matches))
 
 
-def _near(state: State, terms: list[str], filters: Filters) -> list[Note]:
+def _near(state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters) -> list[Note]:
     """Closest notes when nothing matched every term: most terms matched, or a term's longest matching prefix."""
-    index = state.note_index
     probes: list[str] = []
     for term in terms:
         probe = term
@@ -197,7 +247,7 @@ def _near(state: State, terms: list[str], filters: Filters) -> list[Note]:
     notes = [n for n in (state.note(k) for k in keys) if n is not None and filters.admit(n)]
     scored = []
     for note in notes:
-        relevance, matched = _score(note, probes)
+        relevance, matched = _score(index.text(note.id) or "", probes)
         scored.append((matched, relevance, note.updated, note.id, note))
     return [item[4] for item in heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:4])]
 
@@ -212,8 +262,16 @@ def list_notes(
     return (_bounded(page, limit) if limit is None else page[: max(0, min(limit, MAX_LIMIT))]), len(notes)
 
 
+_WORD = re.compile(r"\w+")
+
+
+def _folded_words(folded: str) -> set[str]:
+    return {w for w in _WORD.findall(folded) if len(w) > 2 and w not in _STOPWORDS}
+
+
 def words(text: str) -> set[str]:
-    return {w for w in re.findall(r"\w+", fold_text(text)) if len(w) > 2 and w not in _STOPWORDS}
+    """The words that carry meaning in `text` (folded, three letters or more, common English words dropped)."""
+    return _folded_words(fold_text(text))
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
@@ -226,31 +284,60 @@ def similar_notes(
     kind: str,
     project: str | None,
     title: str,
-    body: str,
     exclude: str | None = None,
     threshold: float = 0.5,
 ) -> list[Note]:
-    """Live notes of the same kind and project that look like the same fact: most title words shared (or
-    most words overall), so the caller can suggest updating that note instead of adding a near-copy."""
-    refresh_note_index(state)
-    my_title, mine = words(title), words(f"{title} {body}")
-    probe = my_title or mine
-    if not probe:
+    """Live notes of the same kind and project that look like the same fact: at least `threshold` of their
+    title words shared (Jaccard), so the caller can suggest updating that note instead of adding a near-copy.
+
+    Runs on every remember, so it never waits for the index: notes changed since the last search are
+    checked directly, the rest through the title-word postings."""
+    mine = words(title)
+    if not mine:
         return []
-    index = state.note_index
-    keys: set[str] = set()
-    for word in sorted(probe, key=index.count_estimate)[:6]:
-        keys |= index.candidates(word)
-    found: list[tuple[float, Note]] = []
-    for key in keys:
-        note = state.note(key)
-        if note is None or note.trashed or note.id == exclude or note.kind != kind or note.project != project:
-            continue
-        likeness = max(_jaccard(my_title, words(note.title)), _jaccard(mine, words(f"{note.title} {note.body}")))
-        if likeness >= threshold:
-            found.append((likeness, note))
-    found.sort(key=lambda item: (-item[0], -item[1].updated))
-    return [note for _, note in found[:3]]
+    if len(state.changed_notes) > PENDING_DIRECT:
+        refresh_note_index(state, budget=COLD_INDEX)
+    pending = state.changed_notes
+    want = (fold_text(project or ""), fold_text(kind))
+    found: dict[str, float] = {}
+
+    def consider(note_id: str, folded_title: str, folded_project: str, folded_kind: str) -> None:
+        if (folded_project, folded_kind) == want:
+            likeness = _jaccard(mine, _folded_words(folded_title))
+            if likeness >= threshold:
+                found[note_id] = likeness
+
+    if len(pending) > COLD_INDEX:
+        direct: Iterable[str] = state.notes  # the index is cold: look at every title once
+    else:
+        direct = pending
+        # Jaccard >= t means the other title holds at least ceil(t * n) of our n words: count each note's
+        # hits over the words' postings and look closer only at notes that reach that (minus the words
+        # too common to count).
+        postings = state.title_words
+        hits: Counter[str] = Counter()
+        skipped = 0
+        for word in mine:
+            ids = postings.get(word, ())
+            if len(ids) > COMMON_TITLE_WORD:
+                skipped += 1
+            else:
+                hits.update(set(ids))
+        need = max(1, math.ceil(threshold * len(mine)) - skipped)
+        for key in {key for key, count in hits.items() if count >= need} - pending:
+            folded_title, _, folded_project, folded_kind, _ = _fields(state.note_index.text(key) or "")
+            consider(key, folded_title, folded_project, folded_kind)
+    for note_id in direct:
+        note = state.note(note_id)
+        if note is not None:
+            consider(note_id, fold_text(note.title), fold_text(note.project or ""), note.kind)
+    notes = [
+        (likeness, note)
+        for note_id, likeness in found.items()
+        if (note := state.note(note_id)) is not None and not note.trashed and note.id != exclude
+    ]
+    notes.sort(key=lambda item: (-item[0], -item[1].updated))
+    return [note for _, note in notes[:3]]
 
 
 # -- knowledge graph ------------------------------------------------------------------------------

@@ -434,7 +434,7 @@ class Store:
                     self.fsyncs += 1
                     self._size += len(batch)
                     self._durable = upto
-                    self._advance_own_cursor()
+                    self._advance_own_cursor(batch)
             failure = self._failed_ticket(ticket)
             if failure:
                 raise StoreWriteFailed(
@@ -470,18 +470,18 @@ class Store:
         stats = self.state.nodes.get(self.node)
         self._seq = stats.max_seq if stats else 0
 
-    def _advance_own_cursor(self) -> None:
+    def _advance_own_cursor(self, batch: bytes) -> None:
+        """We wrote these bytes ourselves: move our cursor past them without reading them back."""
         assert self.shard_path is not None
         with self.lock:
             cur = self._cursors.get(self.shard_path.name)
             if cur is None:
                 # First write to a fresh shard: start following it.
-                st = os.stat(self.shard_path)
+                st = os.fstat(self._fh.fileno())
                 cur = self._cursors[self.shard_path.name] = _Cursor(self.shard_path, st.st_ino, st.st_dev)
             cur.offset = self._size
             cur.health.ops = self.state.nodes[self.node].ops if self.node in self.state.nodes else 0
-            with open(self.shard_path, "rb") as fh:
-                cur.tail_sig = self._tail_sig(fh, self._size)
+            cur.tail_sig = (cur.tail_sig + batch)[-64:] if len(batch) < 64 else batch[-64:]
 
     # -- compaction ---------------------------------------------------------------------------------
 

@@ -142,3 +142,22 @@ def test_search_returns_exactly_the_notes_a_brute_force_scan_finds(
     assert {n.id for n in result.hits} == expected
     assert result.total == len(expected)
     assert not (expected and result.near)
+
+
+def test_a_cold_index_scans_and_finds_exactly_what_the_index_finds(store: Store, monkeypatch: object) -> None:
+    import hivenote.server.search as search
+
+    notebook = Notebook(store)
+    seed(notebook)
+    notebook.remember(kind="fact", title="Prisma pinned", body="café")
+    queries = ["prisma", "café cold", "drizzles", "shop-api orm", "zzz", "e"]
+    with Store(store.data_dir, readonly=True) as cold, Store(store.data_dir, readonly=True) as warm:
+        setattr(search, "COLD_INDEX", 1)  # noqa: B010 - patched for this test only
+        try:
+            scanned = [search.search_notes(cold.state, queries[0], limit=50)]
+            assert len(cold.state.note_index) < len(cold.state.notes)  # answered by scanning
+            scanned += [search.search_notes(cold.state, q, limit=50) for q in queries[1:]]
+        finally:
+            setattr(search, "COLD_INDEX", 2000)  # noqa: B010
+        indexed = [search.search_notes(warm.state, q, limit=50) for q in queries]
+    assert scanned == indexed

@@ -1,0 +1,218 @@
+"""Benchmarks of the notebook core, each beside its baseline in the same run. Prints a table; not a test.
+
+    python bench/bench_core.py [--sizes 1000,10000,100000] [--dir /path/on/the/disk/to/measure]
+
+- append: Notebook.remember (validate, duplicate hint, encode, append, fsync) vs a bare append+fsync loop of
+  lines of the same size on the same disk;
+- search: p50/p99 of typed queries vs a naive full scan with the same matching rule;
+- cold start: a fresh process folding a log of N ops (time and peak RSS);
+- concurrency: 8 threads remembering at once (acknowledged writes per second, fsyncs shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from hivenote.server.model import Author, Op
+from hivenote.server.notebook import Notebook
+from hivenote.server.search import fold_text, refresh_note_index, search_notes
+from hivenote.server.store import Store
+
+RND = random.Random(7)
+VOCAB = ["".join(RND.choice("abcdefghijklmnoprstuvwy") for _ in range(RND.randint(3, 10))) for _ in range(5000)]
+WORDS = [*VOCAB, "drizzle", "prisma", "postgres", "redis", "auth", "token", "deploy", "café", "kubernetes"]
+PROJECTS = ["shop-api", "auth-svc", "web", "infra", "mobile", "billing", None]
+KINDS = ["fact", "decision", "preference", "project"]
+
+
+def note_fields(rnd: random.Random) -> dict[str, object]:
+    return {
+        "kind": rnd.choice(KINDS),
+        "title": " ".join(rnd.choices(WORDS, k=rnd.randint(3, 8))).capitalize(),
+        "body": " ".join(rnd.choices(WORDS, k=rnd.randint(10, 60))) + ".",
+        "tags": rnd.sample(WORDS[:200], k=rnd.randint(0, 3)),
+        "project": rnd.choice(PROJECTS),
+    }
+
+
+def write_log(data_dir: Path, n: int, seed: int = 1) -> None:
+    """A realistic log of n notes (written directly: filling it through fsync'd appends would take minutes)."""
+    rnd = random.Random(seed)
+    (data_dir / "log").mkdir(parents=True, exist_ok=True)
+    by = Author(agent="cursor", client="cursor-vscode 1.7")
+    base = 1_760_000_000_000
+    with open(data_dir / "log" / "seed-0001.jsonl", "wb") as fh:
+        for i in range(1, n + 1):
+            op = Op("seed-0001", i, base + i * 1000, 0, "note.set", {"id": f"01SEED{i:020d}", "fields": note_fields(rnd)}, by)
+            fh.write(op.encode())
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def bench_append(data_dir: Path, count: int) -> tuple[list[float], list[float]]:
+    rnd = random.Random(3)
+    with Store(data_dir) as store:
+        notebook = Notebook(store)
+        refresh_note_index(store.state)  # the server warms the index at start; the duplicate hint uses it
+        ours: list[float] = []
+        for _ in range(count):
+            fields = note_fields(rnd)
+            t = time.perf_counter()
+            notebook.remember(**fields)  # type: ignore[arg-type]
+            ours.append(time.perf_counter() - t)
+        line_size = sum(len(line) for line in store.shard_path.read_bytes().splitlines()[-count:]) // count  # type: ignore[union-attr]
+    bare: list[float] = []
+    line = b"x" * (line_size - 1) + b"\n"
+    with open(data_dir / "bare.jsonl", "ab") as fh:
+        for _ in range(count):
+            t = time.perf_counter()
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+            bare.append(time.perf_counter() - t)
+    return ours, bare
+
+
+def queries(rnd: random.Random, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        word = rnd.choice(WORDS)
+        shape = rnd.random()
+        if shape < 0.4:
+            out.append(word)
+        elif shape < 0.7:
+            out.append(f"{word} {rnd.choice(WORDS)}")
+        else:  # someone typing: a prefix of a word
+            out.append(word[: max(2, rnd.randint(2, len(word)))])
+    return out
+
+
+def bench_search(data_dir: Path, n_queries: int) -> tuple[list[float], list[float]]:
+    with Store(data_dir, readonly=True) as store:
+        state = store.state
+        refresh_note_index(state)  # what the server does right after it starts
+        qs = queries(random.Random(5), n_queries)
+        ours = []
+        for q in qs:
+            t = time.perf_counter()
+            search_notes(state, q)
+            ours.append(time.perf_counter() - t)
+        notes = list(state.iter_notes())
+        naive = []
+        for q in qs[: max(5, n_queries // 10)]:
+            terms = fold_text(q).split()
+            t = time.perf_counter()
+            hits = []
+            for note in notes:
+                text = fold_text(" ".join((note.title, note.body, " ".join(note.tags), note.project or "", note.kind)))
+                if all(term in text for term in terms):
+                    hits.append(note)
+            hits.sort(key=lambda note: note.updated, reverse=True)
+            naive.append(time.perf_counter() - t)
+    return ours, naive
+
+
+COLD = """
+import resource, sys, time
+t = time.perf_counter()
+from hivenote.server.store import Store
+with Store(sys.argv[1], readonly=True) as store:
+    elapsed = time.perf_counter() - t
+    n = len(store.state.notes)
+print(elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, n)
+"""
+
+
+def bench_cold(data_dir: Path, runs: int = 3) -> tuple[float, float]:
+    times, rss = [], []
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", COLD, str(data_dir)], capture_output=True, encoding="utf-8", check=True
+        ).stdout.split()
+        times.append(float(out[0]))
+        rss.append(float(out[1]))
+    return statistics.median(times), statistics.median(rss)
+
+
+def bench_concurrent(data_dir: Path, writers: int = 8, per_writer: int = 150) -> tuple[float, int, int]:
+    with Store(data_dir) as store:
+        notebook = Notebook(store)
+        refresh_note_index(store.state)
+        fsyncs = store.fsyncs
+
+        def work(seed: int) -> None:
+            rnd = random.Random(seed)
+            for _ in range(per_writer):
+                notebook.remember(**note_fields(rnd))  # type: ignore[arg-type]
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(writers)]
+        t = time.perf_counter()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        elapsed = time.perf_counter() - t
+        return writers * per_writer / elapsed, writers * per_writer, store.fsyncs - fsyncs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--dir", help="where to put the data (the disk being measured)")
+    parser.add_argument("--appends", type=int, default=300)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    root = Path(tempfile.mkdtemp(prefix="hivenote-bench-", dir=args.dir))
+    print(f"Hivenote core benchmark — Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, data on {root}")
+    ms = 1000.0
+    rows = []
+    for n in sizes:
+        data = root / f"n{n}"
+        write_log(data, n)
+        cold_s, cold_rss = bench_cold(data)
+        ours_s, naive_s = bench_search(data, args.queries)
+        ours_a, bare_a = bench_append(data, args.appends)
+        rows.append(
+            {
+                "notes": n,
+                "append p50 ms": pct(ours_a, 0.5) * ms,
+                "append p99 ms": pct(ours_a, 0.99) * ms,
+                "bare fsync p50 ms": pct(bare_a, 0.5) * ms,
+                "bare fsync p99 ms": pct(bare_a, 0.99) * ms,
+                "append/bare p50": pct(ours_a, 0.5) / pct(bare_a, 0.5),
+                "search p50 ms": pct(ours_s, 0.5) * ms,
+                "search p99 ms": pct(ours_s, 0.99) * ms,
+                "naive scan p50 ms": pct(naive_s, 0.5) * ms,
+                "naive/search p50": pct(naive_s, 0.5) / pct(ours_s, 0.5),
+                "cold start s": cold_s,
+                "cold RSS MB": cold_rss,
+            }
+        )
+    width = max(len(k) for k in rows[0])
+    print()
+    print(f"{'':<{width}}" + "".join(f"{r['notes']:>12,}" for r in rows))
+    for key in rows[0]:
+        if key == "notes":
+            continue
+        print(f"{key:<{width}}" + "".join(f"{r[key]:>12.2f}" for r in rows))
+    rate, total, fsyncs = bench_concurrent(root / f"n{sizes[0]}")
+    print(f"\n8 concurrent writers: {rate:,.0f} acknowledged writes/s ({total} writes, {fsyncs} fsyncs)")
+    print(json.dumps({"rows": rows, "concurrent_writes_per_s": rate}), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
