@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from hivenote.server.model import Author, Op
 from hivenote.server.notebook import Notebook
@@ -35,7 +36,15 @@ PROJECTS = ["shop-api", "auth-svc", "web", "infra", "mobile", "billing", None]
 KINDS = ["fact", "decision", "preference", "project"]
 
 
-def note_fields(rnd: random.Random) -> dict[str, object]:
+class NoteFields(TypedDict):
+    kind: str
+    title: str
+    body: str
+    tags: list[str]
+    project: str | None
+
+
+def note_fields(rnd: random.Random) -> NoteFields:
     return {
         "kind": rnd.choice(KINDS),
         "title": " ".join(rnd.choices(WORDS, k=rnd.randint(3, 8))).capitalize(),
@@ -53,8 +62,8 @@ def write_log(data_dir: Path, n: int, seed: int = 1) -> None:
     base = 1_760_000_000_000
     with open(data_dir / "log" / "seed-0001.jsonl", "wb") as fh:
         for i in range(1, n + 1):
-            op = Op("seed-0001", i, base + i * 1000, 0, "note.set", {"id": f"01SEED{i:020d}", "fields": note_fields(rnd)}, by)
-            fh.write(op.encode())
+            data = {"id": f"01SEED{i:020d}", "fields": dict(note_fields(rnd))}
+            fh.write(Op("seed-0001", i, base + i * 1000, 0, "note.set", data, by).encode())
 
 
 def pct(values: list[float], q: float) -> float:
@@ -71,9 +80,10 @@ def bench_append(data_dir: Path, count: int) -> tuple[list[float], list[float]]:
         for _ in range(count):
             fields = note_fields(rnd)
             t = time.perf_counter()
-            notebook.remember(**fields)  # type: ignore[arg-type]
+            notebook.remember(**fields)
             ours.append(time.perf_counter() - t)
-        line_size = sum(len(line) for line in store.shard_path.read_bytes().splitlines()[-count:]) // count  # type: ignore[union-attr]
+        assert store.shard_path is not None
+        line_size = sum(len(line) for line in store.shard_path.read_bytes().splitlines()[-count:]) // count
     bare: list[float] = []
     line = b"x" * (line_size - 1) + b"\n"
     with open(data_dir / "bare.jsonl", "ab") as fh:
@@ -156,7 +166,7 @@ def bench_concurrent(data_dir: Path, writers: int = 8, per_writer: int = 150) ->
         def work(seed: int) -> None:
             rnd = random.Random(seed)
             for _ in range(per_writer):
-                notebook.remember(**note_fields(rnd))  # type: ignore[arg-type]
+                notebook.remember(**note_fields(rnd))
 
         threads = [threading.Thread(target=work, args=(i,)) for i in range(writers)]
         t = time.perf_counter()

@@ -40,9 +40,9 @@ class EntityNotFound(NotFound):
 
 
 class ImportRejected(InvalidInput):
-    def __init__(self, line: int, reason: str) -> None:
-        self.line = line
+    def __init__(self, line: int, reason: str, *, unit: str = "line") -> None:
+        self.line = line  # the line of a memory.jsonl, or the number of the note/entity/relation in an export
         self.reason = reason
         super().__init__(
-            f"line {line}: {reason}. Nothing was imported; fix that line or pass --skip-bad to import the rest."
+            f"{unit} {line}: {reason}. Nothing was imported; fix it or pass --skip-bad to import the rest."
         )

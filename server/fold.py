@@ -274,19 +274,21 @@ class State:
         """The whole graph in the official server's order (insertion order, i.e. by add stamp)."""
         cache = self._graph_cache
         if cache is not None and cache[0] == self.graph_version:
-            return cache[1], cache[2]
+            return list(cache[1]), list(cache[2])  # copies: callers may change what they get
         entities = self.sorted_entities(occ for occ in self.ent_add if self.entity_alive(occ))
         live = sorted((s, k) for k, s in self.rel_add.items() if self.relation_alive(k))
         relations = [Relation(k[0], k[1], k[2]) for _, k in live]
         self._graph_cache = (self.graph_version, entities, relations)
-        return entities, relations
+        return list(entities), list(relations)
 
     def relation_exists(self, f: str, t: str, ty: str) -> bool:
         return any(k[:3] == (f, t, ty) and self.relation_alive(k) for k in self.rel_by_name.get(f, ()))
 
-    def relation_count(self, f: str, t: str, ty: str) -> int:
-        """How many live copies of this triple exist (the official server keeps in-batch duplicates)."""
-        return sum(1 for k in self.rel_by_name.get(f, ()) if k[:3] == (f, t, ty) and self.relation_alive(k))
+    def relation_keys(self, f: str, t: str, ty: str) -> list[tuple[str, str, str, int]]:
+        """The live copies of this triple, oldest first (the official server keeps in-batch duplicates)."""
+        live = [k for k in self.rel_by_name.get(f, ()) if k[:3] == (f, t, ty) and self.relation_alive(k)]
+        live.sort(key=lambda k: self.rel_add[k])
+        return live
 
     # -- canonical form (for tests and compaction checks) -------------------------------------------
 

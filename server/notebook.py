@@ -213,9 +213,7 @@ class Notebook:
         similar: list[Note] = []
 
         def decide(state: State) -> list[Payload]:
-            similar.extend(
-                similar_notes(state, kind=fields["kind"], project=fields["project"], title=fields["title"])
-            )
+            similar.extend(similar_notes(state, kind=fields["kind"], project=fields["project"], title=fields["title"]))
             return [("note.set", {"id": note_id, "fields": fields})]
 
         self.store.write(decide, by or current_author.get())

@@ -8,8 +8,8 @@ the ids the fold marked as changed, so a query never rescans the whole notebook.
 from __future__ import annotations
 
 import heapq
-import math
 import itertools
+import math
 import re
 import unicodedata
 from collections import Counter
@@ -367,8 +367,9 @@ def search_graph(state: State, query: str) -> tuple[list[Entity], list[Relation]
     """The official `search_nodes`: case-insensitive substring over name, type and observations; relations
     with either end among the matches."""
     q = query.lower()
-    if not q:
-        return state.graph()
+    if not q:  # every entity matches; relations only where an end is an entity, as for any other query
+        entities, _ = state.graph()
+        return entities, state.relations_touching({e.name for e in entities})
     refresh_entity_index(state)
     pieces = q.split()
     occs: Iterable[OccKey]

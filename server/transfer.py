@@ -65,6 +65,35 @@ def export_memory_jsonl(entities: Iterable[Entity], relations: Iterable[Relation
     return "\n".join(lines)
 
 
+def _text(value: Any) -> bool:
+    """A JSON string Hivenote can store: lone surrogate escapes (valid JSON) cannot be written as UTF-8."""
+    if type(value) is not str:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            "contains an unpaired surrogate escape (\\ud800-\\udfff), which is not storable text"
+        ) from None
+    return True
+
+
+def _graph_item(item: Any, kind: Any) -> Entity | Relation:
+    if kind == "entity":
+        name, etype, obs = item.get("name"), item.get("entityType"), item.get("observations")
+        if not _text(name) or not _text(etype):
+            raise ValueError("an entity needs string 'name' and 'entityType'")
+        if not isinstance(obs, list) or not all(_text(o) for o in obs):
+            raise ValueError("an entity's 'observations' must be a list of strings")
+        return Entity(name, etype, tuple(obs))
+    if kind == "relation":
+        f, t, rtype = item.get("from"), item.get("to"), item.get("relationType")
+        if not (_text(f) and _text(t) and _text(rtype)):
+            raise ValueError("a relation needs string 'from', 'to' and 'relationType'")
+        return Relation(f, t, rtype)
+    raise ValueError(f'\'type\' must be "entity" or "relation" (got {kind!r})')
+
+
 def _parse_memory_line(raw: str) -> Entity | Relation:
     try:
         item = json.loads(raw)
@@ -72,20 +101,7 @@ def _parse_memory_line(raw: str) -> Entity | Relation:
         raise ValueError(f"not valid JSON ({exc})") from None
     if not isinstance(item, dict):
         raise ValueError("not a JSON object")
-    kind = item.get("type")
-    if kind == "entity":
-        name, etype, obs = item.get("name"), item.get("entityType"), item.get("observations")
-        if not isinstance(name, str) or not isinstance(etype, str):
-            raise ValueError("an entity needs string 'name' and 'entityType'")
-        if not isinstance(obs, list) or not all(isinstance(o, str) for o in obs):
-            raise ValueError("an entity's 'observations' must be a list of strings")
-        return Entity(name, etype, tuple(obs))
-    if kind == "relation":
-        f, t, rtype = item.get("from"), item.get("to"), item.get("relationType")
-        if not (isinstance(f, str) and isinstance(t, str) and isinstance(rtype, str)):
-            raise ValueError("a relation needs string 'from', 'to' and 'relationType'")
-        return Relation(f, t, rtype)
-    raise ValueError(f'\'type\' must be "entity" or "relation" (got {kind!r})')
+    return _graph_item(item, item.get("type"))
 
 
 def parse_memory_jsonl(
@@ -109,6 +125,17 @@ def parse_memory_jsonl(
     return entities, relations, bad
 
 
+def _ordinals(items: list[Any]) -> list[int]:
+    """For each item, how many equal items came before it in the file (0 for the first copy)."""
+    seen: Counter[Any] = Counter()
+    out = []
+    for item in items:
+        key = item.name if isinstance(item, Entity) else item
+        out.append(seen[key])
+        seen[key] += 1
+    return out
+
+
 def import_graph(
     graph: Graph,
     entities: list[Entity],
@@ -118,34 +145,29 @@ def import_graph(
     by: Author,
     progress: Progress | None = None,
 ) -> None:
-    """Merge entities and relations idempotently: the i-th same-name entity of the file maps to the i-th
-    live entity of that name (so in-file duplicates round-trip), missing observations are added, relations
-    already present are skipped."""
+    """Merge entities and relations idempotently: the i-th copy of a name (or relation) in the file maps to
+    the i-th live copy in the graph, so in-file duplicates round-trip and a second import adds nothing;
+    missing observations are added to entities that exist."""
     total = len(entities) + len(relations)
-    seen_names: Counter[str] = Counter()
-    ordinal = []
-    for e in entities:
-        ordinal.append(seen_names[e.name])
-        seen_names[e.name] += 1
     done = 0
-    for start in range(0, len(entities), BATCH):
-        chunk = list(zip(entities[start : start + BATCH], ordinal[start : start + BATCH], strict=True))
+    for items, merge in ((entities, _merge_entities), (relations, _merge_relations)):
+        numbered = list(zip(items, _ordinals(items), strict=True))
+        for start in range(0, len(numbered), BATCH):
+            chunk = numbered[start : start + BATCH]
 
-        def decide(state: State, chunk: list[tuple[Entity, int]] = chunk) -> list[Payload]:
-            return _merge_entities(state, chunk, summary)
+            def decide(state: State, chunk: list[tuple[Any, int]] = chunk, merge: Any = merge) -> list[Payload]:
+                payloads: list[Payload] = merge(state, chunk, summary)
+                return payloads
 
-        graph.store.write(decide, by)
-        done += len(chunk)
-        if progress:
-            progress(done, total)
-    for start in range(0, len(relations), BATCH):
-        chunk_r = relations[start : start + BATCH]
-        added = graph.create_relations(chunk_r, by=by)
-        summary.added["relations"] += len(added)
-        summary.skipped["relations"] += len(chunk_r) - len(added)
-        done += len(chunk_r)
-        if progress:
-            progress(done, total)
+            graph.store.write(decide, by)
+            done += len(chunk)
+            if progress:
+                progress(done, total)
+
+
+def _count(counter: Counter[str], key: str, n: int = 1) -> None:
+    if n:
+        counter[key] += n
 
 
 def _merge_entities(state: State, chunk: list[tuple[Entity, int]], summary: ImportSummary) -> list[Payload]:
@@ -156,7 +178,7 @@ def _merge_entities(state: State, chunk: list[tuple[Entity, int]], summary: Impo
         occs = state.occurrences(name)
         if nth < len(occs):
             k = occs[nth][1]
-            summary.skipped["entities"] += 1
+            _count(summary.skipped, "entities")
             have = Counter(state.observations(occs[nth]))
         else:
             busy = taken.setdefault(name, set())
@@ -166,7 +188,7 @@ def _merge_entities(state: State, chunk: list[tuple[Entity, int]], summary: Impo
                 k += 1
             busy.add(k)
             payloads.append(("entity.add", {"name": name, "type": entity.entityType, **({"k": k} if k else {})}))
-            summary.added["entities"] += 1
+            _count(summary.added, "entities")
             have = Counter()
         wanted = Counter(entity.observations)
         for text in entity.observations:
@@ -180,7 +202,28 @@ def _merge_entities(state: State, chunk: list[tuple[Entity, int]], summary: Impo
             if j:
                 data["j"] = j
             payloads.append(("obs.add", data))
-            summary.added["observations"] += 1
+            _count(summary.added, "observations")
+    return payloads
+
+
+def _merge_relations(state: State, chunk: list[tuple[Relation, int]], summary: ImportSummary) -> list[Payload]:
+    payloads: list[Payload] = []
+    taken: dict[Relation, set[int]] = {}
+    for rel, nth in chunk:
+        live = state.relation_keys(rel.from_, rel.to, rel.relationType)
+        if nth < len(live):
+            _count(summary.skipped, "relations")
+            continue
+        busy = taken.setdefault(rel, {key[3] for key in live})
+        j = 0
+        while j in busy:
+            j += 1
+        busy.add(j)
+        data: dict[str, Any] = {"from": rel.from_, "to": rel.to, "type": rel.relationType}
+        if j:
+            data["j"] = j
+        payloads.append(("rel.add", data))
+        _count(summary.added, "relations")
     return payloads
 
 
@@ -224,40 +267,41 @@ def parse_notebook(
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        line = getattr(exc, "lineno", 1)
-        raise ImportRejected(line, f"not valid JSON ({exc})") from None
+        raise ImportRejected(getattr(exc, "lineno", 1), f"not valid JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != NOTEBOOK_FORMAT:
         raise ImportRejected(1, f'not a Hivenote notebook export (expected "format": "{NOTEBOOK_FORMAT}")')
     raw_notes = doc.get("notes", [])
+    graph_doc = doc.get("graph") or {}
     if not isinstance(raw_notes, list):
         raise ImportRejected(1, "'notes' must be a list")
+    if not isinstance(graph_doc, dict):
+        raise ImportRejected(1, "'graph' must be an object with 'entities' and 'relations'")
     notes: list[dict[str, Any]] = []
+    entities: list[Entity] = []
+    relations: list[Relation] = []
     bad: list[tuple[int, str]] = []
+
+    def reject(unit: str, number: int, reason: str) -> None:
+        if not skip_bad:
+            raise ImportRejected(number, reason, unit=unit)
+        bad.append((number, f"{unit} {number}: {reason}"))
+
     for number, item in enumerate(raw_notes, start=1):
         try:
             notes.append(_parse_note(item))
         except InvalidInput as exc:
-            if not skip_bad:
-                raise ImportRejected(number, f"note {number}: {exc}") from None
-            bad.append((number, f"note {number}: {exc}"))
-    graph_doc = doc.get("graph", {}) or {}
-    entities: list[Entity] = []
-    relations: list[Relation] = []
-    if not isinstance(graph_doc, dict):
-        raise ImportRejected(1, "'graph' must be an object with 'entities' and 'relations'")
-    for label, items in (
-        ("entity", graph_doc.get("entities", [])),
-        ("relation", graph_doc.get("relations", [])),
-    ):
-        for number, item in enumerate(items if isinstance(items, list) else [items], start=1):
+            reject("note", number, str(exc))
+    for unit, key, out in (("entity", "entities", entities), ("relation", "relations", relations)):
+        items = graph_doc.get(key, [])
+        if not isinstance(items, list):
+            raise ImportRejected(1, f"'graph.{key}' must be a list")
+        for number, item in enumerate(items, start=1):
             try:
-                parsed = _parse_memory_line(json.dumps({"type": label, **item} if isinstance(item, dict) else item))
+                if not isinstance(item, dict):
+                    raise ValueError("not a JSON object")
+                out.append(_graph_item(item, unit))  # type: ignore[arg-type]
             except ValueError as exc:
-                if not skip_bad:
-                    raise ImportRejected(number, f"{label} {number}: {exc}") from None
-                bad.append((number, f"{label} {number}: {exc}"))
-                continue
-            (entities if isinstance(parsed, Entity) else relations).append(parsed)  # type: ignore[arg-type]
+                reject(unit, number, str(exc))
     return notes, entities, relations, bad
 
 
@@ -277,12 +321,12 @@ def import_notes(
             payloads: list[Payload] = []
             for item in chunk:
                 if item["id"] in state.notes and state.note(item["id"]) is not None:
-                    summary.skipped["notes"] += 1
+                    _count(summary.skipped, "notes")
                     continue
                 payloads.append(("note.set", {"id": item["id"], "fields": item["fields"]}))
                 if item["trashed"]:
                     payloads.append(("note.trash", {"id": item["id"]}))
-                summary.added["notes"] += 1
+                _count(summary.added, "notes")
             return payloads
 
         notebook.store.write(decide, by)
@@ -291,19 +335,24 @@ def import_notes(
 
 
 def detect_format(text: str) -> str:
-    """`memory-jsonl` or `notebook`, from the content."""
+    """`memory-jsonl` or `notebook`, from the content (a bad first line still reads as JSON lines, so the
+    error names the line)."""
     stripped = text.lstrip()
     if not stripped:
         return "memory-jsonl"
-    first = stripped.split("\n", 1)[0]
     try:
-        item = json.loads(first)
+        doc = json.loads(stripped)
     except ValueError:
-        item = None
-    if isinstance(item, dict) and item.get("type") in ("entity", "relation"):
-        return "memory-jsonl"
-    if stripped.startswith("{"):
-        return "notebook"
+        first = stripped.split("\n", 1)[0].strip()
+        if first == "{":  # a pretty-printed JSON document, broken somewhere: a notebook export
+            return "notebook"
+        if first.startswith("{"):
+            return "memory-jsonl"
+    else:
+        if isinstance(doc, dict) and "format" in doc:
+            return "notebook"
+        if isinstance(doc, dict):
+            return "memory-jsonl"  # a one-line memory.jsonl
     raise InvalidInput(
         "cannot tell the file's format: it is neither a memory.jsonl (one JSON object per line with a "
         '"type") nor a Hivenote notebook export; pass --format notebook or --format memory-jsonl'
