@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -22,10 +23,8 @@ json_values = st.recursive(
 
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_never_crash_the_decoder(line: bytes) -> None:
-    try:
+    with contextlib.suppress(CorruptLine):
         decode_op(line)
-    except CorruptLine:
-        pass
 
 
 @given(st.sampled_from(sorted(VALID)), json_values)
