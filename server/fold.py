@@ -14,6 +14,7 @@ from typing import Any
 from .model import Entity, Note, Op, Relation, Stamp, Version
 from .textindex import SubstringIndex
 
+_NOTE_OPS = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
 OccKey = tuple[str, int]  # (entity name, occurrence k): the official server allows same-name entities in one batch
 RelKey = tuple[str, str, str]  # (from, to, relationType)
 
@@ -86,6 +87,7 @@ class NoteRecord:
                 updated_by=last.by,
                 updated_on=last.node,
                 trashed=trash is not None and trash[1] and _newer(trash[0], purge),
+                revision=last.stamp,
             )
         self.view = view
         return view
@@ -106,7 +108,7 @@ class State:
 
     seen_upto: dict[str, int] = field(default_factory=dict)  # node -> every seq 1..n applied
     seen_extra: dict[str, set[int]] = field(default_factory=dict)  # node -> seqs applied beyond a gap
-    nodes: dict[str, NodeStats] = field(default_factory=dict)
+    last_wall: dict[str, int] = field(default_factory=dict)  # node -> latest wall clock seen in its ops
     notes: dict[str, NoteRecord] = field(default_factory=dict)
     ent_add: dict[OccKey, Op] = field(default_factory=dict)
     ent_ks: dict[str, set[int]] = field(default_factory=dict)
@@ -116,7 +118,6 @@ class State:
     rel_add: dict[tuple[str, str, str, int], Stamp] = field(default_factory=dict)
     rel_del: dict[RelKey, Stamp] = field(default_factory=dict)
     rel_by_name: dict[str, set[tuple[str, str, str, int]]] = field(default_factory=dict)
-    ops_applied: int = 0
     graph_version: int = 0
     notes_version: int = 0
     changed_notes: set[str] = field(default_factory=set)
@@ -135,11 +136,13 @@ class State:
         if upto is None:
             upto = self.seen_upto[node] = 0
             self.seen_extra[node] = set()
-            self.nodes[node] = NodeStats()
+            self.last_wall[node] = 0
         extra = self.seen_extra[node]
-        if seq <= upto or seq in extra:
+        if seq == upto + 1 and not extra:  # the usual case: a shard read in order
+            self.seen_upto[node] = seq
+        elif seq <= upto or seq in extra:
             return False
-        if seq == upto + 1:
+        elif seq == upto + 1:
             upto += 1
             while upto + 1 in extra:
                 upto += 1
@@ -147,15 +150,10 @@ class State:
             self.seen_upto[node] = upto
         else:
             extra.add(seq)
-        stats = self.nodes[node]
-        stats.ops += 1
-        if seq > stats.max_seq:
-            stats.max_seq = seq
-        if op.wall > stats.last_wall:
-            stats.last_wall = op.wall
-        self.ops_applied += 1
+        if op.wall > self.last_wall[node]:
+            self.last_wall[node] = op.wall
         kind, data = op.kind, op.data
-        if kind.startswith("note."):
+        if kind in _NOTE_OPS:
             note_id = data["id"]
             rec = self.notes.get(note_id)
             if rec is None:
@@ -192,6 +190,18 @@ class State:
             _max_into(self.rel_del, (data["from"], data["to"], data["type"]), stamp)
         self.graph_version += 1
         return True
+
+    @property
+    def nodes(self) -> dict[str, NodeStats]:
+        """What the fold has seen of each writer node (ops are counted once however often delivered)."""
+        return {
+            node: NodeStats(
+                ops=upto + len(self.seen_extra[node]),
+                max_seq=max(upto, *self.seen_extra[node]) if self.seen_extra[node] else upto,
+                last_wall=self.last_wall[node],
+            )
+            for node, upto in self.seen_upto.items()
+        }
 
     def seen(self, node: str) -> set[int]:
         """Every seq of `node` applied so far (for tests and sync; cheap only for small logs)."""

@@ -126,7 +126,7 @@ def decode_op(line: bytes | str) -> Op:
 
 
 @functools.lru_cache(maxsize=4096)
-def _author(agent: str, client: str, person: str) -> Author:
+def author(agent: str, client: str, person: str) -> Author:
     return Author(agent, client, person)  # a log has few distinct authors: share them
 
 
@@ -152,14 +152,14 @@ def op_from_json(raw: dict[str, Any]) -> Op:
     data = _payload(kind, raw)
     by_raw = raw.get("by")
     if by_raw is None:
-        by = _author("", "", "")
+        by = author("", "", "")
     else:
         if type(by_raw) is not dict:
             raise CorruptLine("'by' must map agent/client/person to strings")
         agent, client, person = by_raw.get("agent", ""), by_raw.get("client", ""), by_raw.get("person", "")
         if type(agent) is not str or type(client) is not str or type(person) is not str:
             raise CorruptLine("'by' must map agent/client/person to strings")
-        by = _author(agent, client, person)
+        by = author(agent, client, person)
     return Op(sys.intern(node), seq, wall, counter, _KINDS[kind], data, by)
 
 
@@ -226,6 +226,7 @@ class Note:
     updated_by: Author
     updated_on: str
     trashed: bool = False
+    revision: Stamp = Stamp(0, 0, "", 0)  # stamp of the latest op: orders notes updated in the same ms
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -208,8 +208,8 @@ def _score(text: str, terms: list[str]) -> tuple[float, int]:
 
 
 def _ranked(notes: list[Note], index: SubstringIndex[str] | _Scan, terms: list[str], limit: int) -> list[Note]:
-    scored = ((_score(index.text(n.id) or "", terms)[0], n.updated, n.id, n) for n in notes)
-    return [item[3] for item in heapq.nlargest(limit, scored, key=lambda s: (s[0], s[1], s[2]))]
+    scored = ((_score(index.text(n.id) or "", terms)[0], n.revision, n) for n in notes)
+    return [item[2] for item in heapq.nlargest(limit, scored, key=lambda s: (s[0], s[1]))]
 
 
 def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit: int | None = None) -> SearchResult:
@@ -248,8 +248,8 @@ def _near(state: State, index: SubstringIndex[str] | _Scan, terms: list[str], fi
     scored = []
     for note in notes:
         relevance, matched = _score(index.text(note.id) or "", probes)
-        scored.append((matched, relevance, note.updated, note.id, note))
-    return [item[4] for item in heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:4])]
+        scored.append((matched, relevance, note.revision, note))
+    return [item[3] for item in heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:3])]
 
 
 def list_notes(
@@ -257,7 +257,7 @@ def list_notes(
 ) -> tuple[list[Note], int]:
     """Notes passing `filters`, most recently updated first; returns (page, total)."""
     notes = [n for n in state.iter_notes() if filters.admit(n)]
-    notes.sort(key=lambda n: (n.updated, n.id), reverse=True)
+    notes.sort(key=lambda n: n.revision, reverse=True)
     page = notes[offset:]
     return (_bounded(page, limit) if limit is None else page[: max(0, min(limit, MAX_LIMIT))]), len(notes)
 
@@ -336,7 +336,7 @@ def similar_notes(
         for note_id, likeness in found.items()
         if (note := state.note(note_id)) is not None and not note.trashed and note.id != exclude
     ]
-    notes.sort(key=lambda item: (-item[0], -item[1].updated))
+    notes.sort(key=lambda item: (item[0], item[1].revision), reverse=True)
     return [note for _, note in notes[:3]]
 
 

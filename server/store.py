@@ -26,6 +26,7 @@ from typing import Any
 
 import filelock
 
+from . import opcache
 from .errors import HivenoteError
 from .fold import State
 from .hlc import Clock
@@ -37,6 +38,7 @@ Payload = tuple[str, dict[str, Any]]  # (op kind, payload) as decided by the not
 Decide = Callable[[State], list[Payload]]
 
 MAX_REPORTED_BAD_LINES = 50  # per shard; the count keeps going
+CACHE_MIN_NEW_OPS = 1000  # closing saves the op cache when at least this many ops are not in it yet
 READ_BLOCK = 4 << 20  # shards are read in blocks so a cold start never holds a whole log in memory twice
 
 
@@ -92,6 +94,7 @@ class _Cursor:
     line_no: int = 0
     tail_sig: bytes = b""
     health: ShardHealth = field(default_factory=ShardHealth)
+    ops: list[Op] = field(default_factory=list)  # every valid op read from it, for the op cache
 
 
 def host_fingerprint() -> str:
@@ -140,6 +143,7 @@ class Store:
         self._flush_lock = threading.Lock()  # one fsync at a time; waiters pile up behind it (group commit)
         self._cursors: dict[str, _Cursor] = {}
         self._pending: list[bytes] = []
+        self._pending_ops: list[Op] = []
         self._enqueued = 0
         self._durable = 0
         self._failed: list[tuple[int, int, str]] = []
@@ -149,6 +153,10 @@ class Store:
         self._filelock: filelock.BaseFileLock | None = None
         self.repaired_tail_bytes = 0
         self.fsyncs = 0  # group commits so far (status and tests)
+        self.cache_path = self.data_dir / "cache" / "oplog.bin"
+        self._cache: dict[str, opcache.ShardEntry] = {}
+        self._uncached = 0  # ops read or written that the cache file does not hold yet
+        self.cached_ops = 0  # ops taken from the cache at open instead of parsed from the log
         self.node = self._load_node(fingerprint) if not readonly else self._peek_node()
         self.shard_path = self.log_dir / f"{self.node}.jsonl" if self.node else None
 
@@ -188,7 +196,17 @@ class Store:
             except BaseException:
                 self._release_lock()
                 raise
-        self.refresh(include_own=True)
+        # The first fold allocates an object or more per op and keeps them all: generational GC passes over
+        # that growing heap are pure overhead, so they wait until it is built.
+        pause_gc = gc.isenabled()
+        gc.disable()
+        try:
+            self._cache = opcache.load(self.cache_path)
+            self.refresh(include_own=True)
+        finally:
+            self._cache = {}  # used once, at start
+            if pause_gc:
+                gc.enable()
         if not self.readonly:
             assert self.shard_path is not None
             stats = self.state.nodes.get(self.node)
@@ -198,6 +216,8 @@ class Store:
         return self
 
     def close(self) -> None:
+        if self._uncached >= CACHE_MIN_NEW_OPS:
+            self.checkpoint()
         with self._flush_lock, self.lock:
             if self._fh is not None:
                 self._fh.close()
@@ -298,6 +318,8 @@ class Store:
                 if start == 0:
                     cur.line_no = 0
                     cur.health = ShardHealth()
+                    cur.ops = []
+                    start = self._from_cache(fh, cur, st.st_size)
                 cur.ino, cur.dev = st.st_ino, st.st_dev
                 if st.st_size == start:
                     cur.offset = start
@@ -348,9 +370,58 @@ class Store:
             if pause_gc:
                 gc.enable()
 
+    def _from_cache(self, fh: Any, cur: _Cursor, size: int) -> int:
+        """Apply the cached ops of this shard if the file still holds the bytes they were read from;
+        returns the offset to go on reading from."""
+        entry = self._cache.get(cur.path.name)
+        if entry is None or size < entry.offset:
+            return 0
+        fh.seek(0)
+        if (
+            fh.read(min(opcache.HEAD, entry.offset)) != entry.head_sig
+            or self._tail_sig(fh, entry.offset) != entry.tail_sig
+        ):
+            return 0
+        apply = self.state.apply
+        latest: dict[str, tuple[int, int]] = {}  # the clock only needs each node's latest stamp
+        for op in entry.ops:
+            apply(op)
+            if (op.wall, op.counter) > latest.get(op.node, (-1, -1)):
+                latest[op.node] = (op.wall, op.counter)
+        for node, (wall, counter) in latest.items():
+            self.clock.observe(wall, counter, node)
+        self.cached_ops += len(entry.ops)
+        ops, bad, unknown, bad_lines = entry.health
+        cur.health = ShardHealth(ops, bad, unknown, [BadLine(line, reason) for line, reason in bad_lines])
+        cur.ops, cur.line_no, cur.offset, cur.tail_sig = entry.ops, entry.line_no, entry.offset, entry.tail_sig
+        return entry.offset
+
+    def checkpoint(self) -> None:
+        """Save the op cache so the next start skips parsing what was read so far (best effort: derived data)."""
+        with self._flush_lock, self.lock:
+            entries = []
+            for name, cur in self._cursors.items():
+                if cur.offset == 0:
+                    continue
+                try:
+                    with open(cur.path, "rb") as fh:
+                        head = fh.read(min(opcache.HEAD, cur.offset))
+                except OSError:
+                    continue
+                h = cur.health
+                health = (h.ops, h.bad, h.unknown, [(b.line, b.reason) for b in h.bad_lines])
+                entries.append(opcache.ShardEntry(name, cur.offset, cur.line_no, head, cur.tail_sig, health, cur.ops))
+            try:
+                opcache.save(self.cache_path, entries)
+            except OSError as exc:
+                log.info("op cache not saved (%s); the next start reads the log in full", exc)
+                return
+            self._uncached = 0
+
     def _apply_decoded(self, lines: list[str | bytes], cur: _Cursor) -> int:
         applied = 0
         health = cur.health
+        parsed = cur.ops
         apply, observe = self.state.apply, self.clock.observe
         for line in lines:
             cur.line_no += 1
@@ -367,9 +438,11 @@ class Store:
                 self._report(health, cur, str(exc))
                 continue
             health.ops += 1
+            parsed.append(op)
             observe(op.wall, op.counter, op.node)
             if apply(op):
                 applied += 1
+        self._uncached += len(lines)
         return applied
 
     @staticmethod
@@ -410,6 +483,7 @@ class Store:
             blob = b"".join(op.encode() for op in ops)  # raises before anything changes
             self._seq += len(ops)
             self._pending.append(blob)
+            self._pending_ops.extend(ops)
             for op in ops:
                 self.state.apply(op)
             self._enqueued += 1
@@ -422,7 +496,9 @@ class Store:
             if self._durable < ticket and not self._failed_ticket(ticket):
                 with self.lock:
                     batch = b"".join(self._pending)
+                    batch_ops = self._pending_ops
                     self._pending.clear()
+                    self._pending_ops = []
                     upto = self._enqueued
                 try:
                     self._fh.write(batch)
@@ -434,7 +510,7 @@ class Store:
                     self.fsyncs += 1
                     self._size += len(batch)
                     self._durable = upto
-                    self._advance_own_cursor(batch)
+                    self._advance_own_cursor(batch, batch_ops)
             failure = self._failed_ticket(ticket)
             if failure:
                 raise StoreWriteFailed(
@@ -453,6 +529,7 @@ class Store:
         with self.lock:
             self._failed.append((self._durable + 1, self._enqueued, str(exc)))
             self._pending.clear()
+            self._pending_ops = []
             self._durable = self._enqueued
             with contextlib.suppress(OSError, ValueError):
                 self._fh.close()
@@ -470,7 +547,7 @@ class Store:
         stats = self.state.nodes.get(self.node)
         self._seq = stats.max_seq if stats else 0
 
-    def _advance_own_cursor(self, batch: bytes) -> None:
+    def _advance_own_cursor(self, batch: bytes, ops: list[Op]) -> None:
         """We wrote these bytes ourselves: move our cursor past them without reading them back."""
         assert self.shard_path is not None
         with self.lock:
@@ -480,8 +557,11 @@ class Store:
                 st = os.fstat(self._fh.fileno())
                 cur = self._cursors[self.shard_path.name] = _Cursor(self.shard_path, st.st_ino, st.st_dev)
             cur.offset = self._size
-            cur.health.ops = self.state.nodes[self.node].ops if self.node in self.state.nodes else 0
+            cur.health.ops += len(ops)
+            cur.line_no += len(ops)  # one line each
             cur.tail_sig = (cur.tail_sig + batch)[-64:] if len(batch) < 64 else batch[-64:]
+            cur.ops.extend(ops)
+            self._uncached += len(ops)
 
     # -- compaction ---------------------------------------------------------------------------------
 

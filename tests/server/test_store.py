@@ -373,3 +373,56 @@ def test_state_folded_from_disk_equals_the_state_built_while_writing(tmp_path: P
 
         fresh.apply_all(decode_op(line) for line in path.read_bytes().split(b"\n") if line)
     assert fresh.snapshot() == live
+
+
+def test_a_restart_takes_parsed_ops_from_the_cache_and_reads_only_what_grew(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    with Store(data) as store:
+        for i in range(5):
+            remember(store, f"n{i}")
+        store.checkpoint()
+        remember(store, "after the checkpoint")
+        path = shard(store)
+    with path.open("ab") as fh:
+        fh.write(b"garbage\n")
+    with Store(data, readonly=True) as reader:
+        assert reader.cached_ops == 5
+        assert len(list(reader.state.iter_notes())) == 6
+        assert reader.health()[path.name].bad == 1
+        reader.checkpoint()
+    with Store(data, readonly=True) as again:
+        assert again.cached_ops == 6
+        health = again.health()[path.name]
+        assert (health.ops, health.bad, [b.line for b in health.bad_lines]) == (6, 1, [7])
+
+
+def test_a_cache_that_no_longer_matches_the_shard_is_ignored(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    with Store(data) as store:
+        note = remember(store, "v0")
+        for i in range(1, 4):
+            Notebook(store).update(note, title=f"v{i}")
+        store.checkpoint()
+        store.compact()  # the shard is rewritten shorter: the cached offset means nothing now
+        remember(store, "fresh")
+        expected = store.state.snapshot()
+    with Store(data, readonly=True) as reader:
+        assert reader.cached_ops == 0
+        assert reader.state.snapshot() == expected
+
+
+def test_a_damaged_cache_is_ignored(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    with Store(data) as store:
+        remember(store, "kept in the log")
+        store.checkpoint()
+        cache = store.cache_path
+    blob = bytearray(cache.read_bytes())
+    blob[-5] ^= 0xFF
+    cache.write_bytes(bytes(blob))
+    with Store(data, readonly=True) as reader:
+        assert reader.cached_ops == 0
+        assert [n.title for n in reader.state.iter_notes()] == ["kept in the log"]
+    cache.write_bytes(b"not a cache at all")
+    with Store(data, readonly=True) as reader:
+        assert [n.title for n in reader.state.iter_notes()] == ["kept in the log"]

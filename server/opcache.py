@@ -1,0 +1,90 @@
+"""A parsed copy of each shard's ops, so a restart does not re-parse every log line.
+
+Derived data only, kept outside `log/` (never synced, never exported): a missing, damaged or outdated cache
+is ignored and the log is read as usual. Each entry is used only if the shard still starts and ends (at the
+cached offset) with the same bytes, and its ops still go through the fold like any others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import marshal
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .model import Op, author
+
+MAGIC = b"hivenote-opcache-1\n"
+HEAD = 4096  # bytes of a shard's start that must still match
+
+
+@dataclass
+class ShardEntry:
+    name: str
+    offset: int
+    line_no: int
+    head_sig: bytes
+    tail_sig: bytes
+    health: tuple[int, int, int, list[tuple[int, str]]]  # ops, bad, unknown, first bad lines
+    ops: list[Op] = field(default_factory=list)
+
+
+def _digest(payload: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(payload, digest_size=16).digest()
+
+
+def save(path: Path, entries: list[ShardEntry]) -> None:
+    """Write the cache atomically (a unique temp file renamed over, so concurrent writers cannot mix)."""
+    rows = [
+        (
+            e.name,
+            e.offset,
+            e.line_no,
+            e.head_sig,
+            e.tail_sig,
+            e.health,
+            [(o.node, o.seq, o.wall, o.counter, o.kind, o.data, o.by.agent, o.by.client, o.by.person) for o in e.ops],
+        )
+        for e in entries
+    ]
+    payload = marshal.dumps(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(MAGIC + _digest(payload) + payload)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def load(path: Path) -> dict[str, ShardEntry]:
+    """The cached entries by shard name; empty when there is no usable cache."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return {}
+    start = len(MAGIC) + 16
+    payload = memoryview(blob)[start:]  # no copy of a cache that can be tens of MB
+    if not blob.startswith(MAGIC) or _digest(payload) != blob[len(MAGIC) : start]:
+        return {}
+    try:
+        rows: Any = marshal.loads(payload)
+        entries = {}
+        for name, offset, line_no, head_sig, tail_sig, health, ops in rows:
+            entries[name] = ShardEntry(
+                name,
+                offset,
+                line_no,
+                head_sig,
+                tail_sig,
+                (health[0], health[1], health[2], [(line, reason) for line, reason in health[3]]),
+                [Op(n, s, w, c, k, d, author(a, cl, p)) for n, s, w, c, k, d, a, cl, p in ops],
+            )
+        return entries
+    except (ValueError, TypeError, EOFError, IndexError):
+        return {}
