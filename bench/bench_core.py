@@ -216,6 +216,7 @@ def main() -> None:
                 "naive scan p50 ms": pct(naive_s, 0.5) * ms,
                 "naive/search p50": pct(naive_s, 0.5) / pct(ours_s, 0.5),
                 "cold start s (log only)": cold_s,
+                "cold RSS MB (log only)": cold_rss,
                 "cold start s (op cache)": cached_s,
                 "cold RSS MB (op cache)": cached_rss,
             }
