@@ -56,6 +56,9 @@ class Stamp(NamedTuple):
     seq: int
 
 
+NO_STAMP: Final = Stamp(0, 0, "", 0)
+
+
 class CorruptLine(ValueError):
     """A log line that is not a valid op. The fold skips and counts it; it is never deleted."""
 
@@ -226,7 +229,7 @@ class Note:
     updated_by: Author
     updated_on: str
     trashed: bool = False
-    revision: Stamp = Stamp(0, 0, "", 0)  # stamp of the latest op: orders notes updated in the same ms
+    revision: Stamp = NO_STAMP  # stamp of the latest op: orders notes updated in the same ms
 
     def to_json(self) -> dict[str, Any]:
         return {
