@@ -43,12 +43,10 @@ class Clock:
 
     def observe(self, wall: int, counter: int, node: str) -> None:
         """Advance past a stamp read from a log, unless it is implausibly far ahead (then only report it)."""
-        if (wall, counter) <= (self.wall, self.counter):
-            return
-        limit = self._now() + self.max_offset_ms
+        now = self._now()
+        limit = now + self.max_offset_ms
         if wall > limit:
-            self.skew.note(node, wall - self._now())
-            if limit > self.wall:
-                self.wall, self.counter = limit, 0
-            return
-        self.wall, self.counter = wall, counter
+            self.skew.note(node, wall - now)
+            wall, counter = limit, 0
+        if (wall, counter) > (self.wall, self.counter):
+            self.wall, self.counter = wall, counter

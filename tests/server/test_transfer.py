@@ -622,3 +622,42 @@ def _from_pool(calls: list[tuple[str, Any]], pool: list[str]) -> list[tuple[str,
         else:
             out.append((kind, [name(n) for n in items]))
     return out
+
+
+_note_text = st.text(st.characters(exclude_categories=["Cc", "Cs"]), min_size=1, max_size=30).filter(str.strip)
+_note_specs = st.lists(
+    st.tuples(
+        st.sampled_from(["fact", "decision", "preference", "project"]),
+        _note_text,
+        st.text(st.characters(exclude_categories=["Cs"]), max_size=60).map(
+            lambda t: "".join(c for c in t if c in "\n\t\r" or not (c < " " or "\x7f" <= c <= "\x9f"))
+        ),
+        st.lists(_note_text.map(lambda t: t[:20]).filter(str.strip), max_size=3),
+        st.one_of(st.none(), st.sampled_from(["shop-api", "Zoë", "auth svc"])),
+        st.booleans(),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_note_specs)
+def test_any_notebook_round_trips_through_export_and_import(specs: list[tuple[Any, ...]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        with Store(Path(tmp) / "a") as source:
+            notebook = Notebook(source)
+            for kind, title, body, tags, project, trashed in specs:
+                note = notebook.remember(kind=kind, title=title, body=body, tags=tags, project=project).note
+                if trashed:
+                    notebook.forget(note.id)
+            exported = json.dumps(export_notebook(source.state, node=source.node, now_ms=0))
+            expected = _notes(source)
+        notes, _, _, bad = parse_notebook(exported)
+        assert bad == []
+        with Store(Path(tmp) / "b") as target:
+            summary = ImportSummary("notebook")
+            import_notes(Notebook(target), notes, summary, by=Author(agent="import"))
+            assert _notes(target) == expected
+            again = ImportSummary("notebook")
+            import_notes(Notebook(target), notes, again, by=Author(agent="import"))
+            assert not again.added and again.skipped["notes"] == len(specs)
