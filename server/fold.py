@@ -7,6 +7,7 @@ member decided by the total order of `Stamp`s, so the result does not depend on 
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,7 +124,11 @@ class State:
     changed_notes: set[str] = field(default_factory=set)
     changed_names: set[str] = field(default_factory=set)
     note_index: SubstringIndex[str] = field(default_factory=SubstringIndex)
-    title_words: dict[str, list[str]] = field(default_factory=dict)  # word -> note ids (stale ids tolerated)
+    # The duplicate hint's postings: title word -> note numbers (stale entries tolerated). Numbers in compact
+    # arrays, not id strings in lists: counting them then never chases pointers across the heap.
+    title_words: dict[str, array[int]] = field(default_factory=dict)
+    note_numbers: dict[str, int] = field(default_factory=dict)
+    numbered_notes: list[str] = field(default_factory=list)
     entity_index: SubstringIndex[OccKey] = field(default_factory=SubstringIndex)
     _graph_cache: tuple[int, list[Entity], list[Relation]] | None = None
 

@@ -12,6 +12,7 @@ import itertools
 import math
 import re
 import unicodedata
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ MAX_LIMIT = 200
 TOKEN_BUDGET = 1500  # default result size, in estimated model tokens of the one-line summaries
 NEAR_LIMIT = 5
 COMMON_TITLE_WORD = 2000  # postings longer than this are not counted by the duplicate hint
-PENDING_DIRECT = 32  # the duplicate hint checks up to this many not-yet-indexed notes one by one
+PENDING_DIRECT = 8  # the duplicate hint checks up to this many not-yet-indexed notes one by one
 COLD_INDEX = 2000  # with more notes than this waiting and no index yet, a query scans instead of indexing all
 _STOPWORDS = frozenset(
     [
@@ -141,8 +142,17 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
         text = note_text(note)
         old = index.text(note_id)
         known = _folded_words(_fields(old)[0]) if old is not None else set()
-        for word in _folded_words(_fields(text)[0]) - known:
-            title_words.setdefault(word, []).append(note_id)
+        new_words = _folded_words(_fields(text)[0]) - known
+        if new_words:
+            number = state.note_numbers.get(note_id)
+            if number is None:
+                number = state.note_numbers[note_id] = len(state.numbered_notes)
+                state.numbered_notes.append(note_id)
+            for word in new_words:
+                postings = title_words.get(word)
+                if postings is None:
+                    postings = title_words[word] = array("I")
+                postings.append(number)
         index.set(note_id, text)
     changed.difference_update(todo)
     return not changed
@@ -315,16 +325,12 @@ def similar_notes(
         # hits over the words' postings and look closer only at notes that reach that (minus the words
         # too common to count).
         postings = state.title_words
-        hits: Counter[str] = Counter()
-        skipped = 0
-        for word in mine:
-            ids = postings.get(word, ())
-            if len(ids) > COMMON_TITLE_WORD:
-                skipped += 1
-            else:
-                hits.update(set(ids))
-        need = max(1, math.ceil(threshold * len(mine)) - skipped)
-        for key in {key for key, count in hits.items() if count >= need} - pending:
+        lists = [ids for ids in (postings.get(word, ()) for word in mine) if len(ids) <= COMMON_TITLE_WORD]
+        need = max(1, math.ceil(threshold * len(mine)) - (len(mine) - len(lists)))
+        # Stale ids may count twice: that only adds a candidate to check, never loses one.
+        hits = Counter(itertools.chain.from_iterable(lists))
+        numbered = state.numbered_notes
+        for key in {numbered[n] for n, count in hits.items() if count >= need} - pending:
             folded_title, _, folded_project, folded_kind, _ = _fields(state.note_index.text(key) or "")
             consider(key, folded_title, folded_project, folded_kind)
     for note_id in direct:
