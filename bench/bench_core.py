@@ -74,26 +74,25 @@ def pct(values: list[float], q: float) -> float:
 
 
 def bench_append(data_dir: Path, count: int) -> tuple[list[float], list[float]]:
+    """Interleaved, so both see the same disk: one remember, then one bare append+fsync of a line as long."""
     rnd = random.Random(3)
-    with Store(data_dir) as store:
+    ours: list[float] = []
+    bare: list[float] = []
+    with Store(data_dir) as store, open(data_dir / "bare.jsonl", "ab") as raw:
         notebook = Notebook(store)
         refresh_note_index(store.state)  # the server warms the index at start; the duplicate hint uses it
-        ours: list[float] = []
+        assert store.shard_path is not None
         for _ in range(count):
             fields = note_fields(rnd)
+            size = store.shard_path.stat().st_size
             t = time.perf_counter()
             notebook.remember(**fields)
             ours.append(time.perf_counter() - t)
-        assert store.shard_path is not None
-        line_size = sum(len(line) for line in store.shard_path.read_bytes().splitlines()[-count:]) // count
-    bare: list[float] = []
-    line = b"x" * (line_size - 1) + b"\n"
-    with open(data_dir / "bare.jsonl", "ab") as fh:
-        for _ in range(count):
+            line = b"x" * (store.shard_path.stat().st_size - size - 1) + b"\n"
             t = time.perf_counter()
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+            raw.write(line)
+            raw.flush()
+            os.fsync(raw.fileno())
             bare.append(time.perf_counter() - t)
     return ours, bare
 
@@ -155,7 +154,7 @@ def _cold_run(data_dir: Path) -> tuple[float, float]:
     return float(out[0]), float(out[1])
 
 
-def bench_cold(data_dir: Path, runs: int = 3) -> tuple[float, float, float, float]:
+def bench_cold(data_dir: Path, runs: int = 5) -> tuple[float, float, float, float]:
     """(seconds, peak RSS MB) of a fresh process folding the log: first with no op cache, then with the
     cache the first run left (the median of `runs`)."""
     shutil.rmtree(data_dir / "cache", ignore_errors=True)
