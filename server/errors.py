@@ -6,13 +6,18 @@
      │   ├─ NoteNotFound
      │   └─ EntityNotFound        (the official memory server's exact message)
      ├─ ImportRejected            invalid      a bad line in an imported file (with its line number)
-     └─ StoreError                store        (server/store.py: ShardLocked, ReadOnlyStore, StoreWriteFailed)
+     └─ StoreError                store
+         ├─ ShardLocked                        another process writes this data dir
+         ├─ ReadOnlyStore                      a write on a store opened for reading
+         └─ StoreWriteFailed                   the disk refused a write (nothing was acknowledged)
 
 REST maps `code` to a status in one place; MCP tools turn the message into a tool error; the CLI prints it
 and exits non-zero.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 class HivenoteError(Exception):
@@ -46,3 +51,29 @@ class ImportRejected(InvalidInput):
         super().__init__(
             f"{unit} {line}: {reason}. Nothing was imported; fix it or pass --skip-bad to import the rest."
         )
+
+
+class StoreError(HivenoteError):
+    """Base of everything the store raises on purpose."""
+
+    code = "store"
+
+
+class ShardLocked(StoreError):
+    """Another process already writes this data dir's shard."""
+
+    def __init__(self, data_dir: Path, pid: int | None) -> None:
+        self.pid = pid
+        who = f"pid {pid}" if pid else "pid unknown"
+        super().__init__(
+            f"Hivenote is already running for this data dir ({who}): {data_dir}. "
+            "Use that instance, stop it first, or pass a different --data-dir."
+        )
+
+
+class ReadOnlyStore(StoreError):
+    """A write was attempted on a store opened read-only."""
+
+
+class StoreWriteFailed(StoreError):
+    """Writing the log failed (disk full, read-only file system, folder gone); nothing was acknowledged."""

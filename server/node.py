@@ -1,0 +1,111 @@
+"""This install's identity and its claim on its shard: `node.json` (node id + host fingerprint) and the OS
+file lock that keeps exactly one writer per shard (OPLOG.md, "Node identity")."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import platform
+import secrets
+import socket
+import uuid
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from .errors import ShardLocked
+
+log = logging.getLogger(__name__)
+
+
+def host_fingerprint() -> str:
+    """A stable id of this machine, so a `node.json` copied to another machine is noticed."""
+    parts = [socket.gethostname(), platform.system(), f"{uuid.getnode():x}"]
+    for candidate in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        with contextlib.suppress(OSError):
+            parts.append(Path(candidate).read_text(encoding="utf-8").strip())
+            break
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def new_node_name() -> str:
+    """`<hostname>-<4 random hex>`: readable in provenance, unique without coordination."""
+    host = "".join(c if c.isalnum() or c == "-" else "-" for c in socket.gethostname().split(".")[0].lower())
+    return f"{host.strip('-')[:32] or 'node'}-{secrets.token_hex(2)}"
+
+
+def read_node(data_dir: Path) -> str:
+    """The node id recorded in this data dir, or "" when nothing was ever written here."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return str(json.loads((data_dir / "node.json").read_text(encoding="utf-8"))["node"])
+    return ""
+
+
+def claim_node(data_dir: Path, fingerprint: str, now_ms: int) -> str:
+    """This machine's node id for the data dir, minting (and recording) a new one on first use or when
+    `node.json` was copied from another machine, so two machines never append to the same shard."""
+    path = data_dir / "node.json"
+    info: Any = {}
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads(path.read_text(encoding="utf-8"))
+    node = info.get("node") if isinstance(info, dict) else None
+    if isinstance(node, str) and node and info.get("host") == fingerprint:
+        return node
+    if isinstance(node, str) and node:
+        log.warning("node.json was copied from another machine (%s); minting a new node id", node)
+    node = new_node_name()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(
+        json.dumps({"node": node, "host": fingerprint, "created": now_ms}, indent=2) + "\n", encoding="utf-8"
+    )
+    os.replace(tmp, path)
+    return node
+
+
+class ShardClaim:
+    """The OS lock on `log/<node>.lock`, with the holder's pid written in it for the next one to name."""
+
+    def __init__(self, data_dir: Path, node: str) -> None:
+        self.data_dir = data_dir
+        self.path = data_dir / "log" / f"{node}.lock"
+        self._lock: filelock.BaseFileLock | None = None
+
+    def acquire(self) -> None:
+        lock = filelock.FileLock(self.path)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            pid: int | None = None
+            with contextlib.suppress(OSError, ValueError):
+                pid = int(self.path.read_text(encoding="utf-8").strip() or "0") or None
+            raise ShardLocked(self.data_dir, pid) from None
+        self._lock = lock
+        with open(self.path, "w", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()}\n")
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+
+def lock_holder(data_dir: Path) -> int | None:
+    """The pid of the process writing this data dir's shard, or None when no process holds it (0: unknown pid)."""
+    node = read_node(Path(data_dir))
+    lock_path = Path(data_dir) / "log" / f"{node}.lock"
+    if not node or not lock_path.exists():
+        return None
+    probe = filelock.FileLock(lock_path)
+    try:
+        probe.acquire(timeout=0)
+    except filelock.Timeout:
+        with contextlib.suppress(OSError, ValueError):
+            return int(lock_path.read_text(encoding="utf-8").strip() or "0")
+        return 0
+    probe.release()
+    return None

@@ -1,0 +1,233 @@
+"""Following the log folder: every shard read by offset into the state (a file replaced by a sync tool resumes
+where its bytes still match, a shrunk one is re-read whole), what each read found (ops, unreadable lines,
+torn tail), and the op cache that lets a restart skip re-parsing. Callers hold the store lock.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from . import opcache
+from .fold import State
+from .hlc import Clock
+from .model import CorruptLine, Op, UnknownOp, decode_op
+
+log = logging.getLogger(__name__)
+
+MAX_REPORTED_BAD_LINES = 50  # per shard; the count keeps going
+READ_BLOCK = 4 << 20  # shards are read in blocks so a cold start never holds a whole log in memory twice
+SIG = 64  # bytes before a cursor's offset that must still match for a replaced file to resume there
+
+
+@dataclass
+class BadLine:
+    line: int
+    reason: str
+
+
+@dataclass
+class ShardHealth:
+    """What reading one shard file found: counts and the first few unreadable lines (never deleted)."""
+
+    ops: int = 0
+    bad: int = 0
+    unknown: int = 0
+    bad_lines: list[BadLine] = field(default_factory=list)
+    torn_tail_bytes: int = 0
+
+
+@dataclass
+class Cursor:
+    """How far one shard file has been read."""
+
+    path: Path
+    ino: int = -1
+    dev: int = -1
+    offset: int = 0
+    line_no: int = 0
+    tail_sig: bytes = b""
+    health: ShardHealth = field(default_factory=ShardHealth)
+    ops: list[Op] = field(default_factory=list)  # every valid op read from it, for the op cache
+
+
+def is_shard_file(name: str) -> bool:
+    """Files in log/ that hold ops: `<node>.jsonl` and sync-conflict copies; never temp or hidden files."""
+    return name.endswith(".jsonl") and not name.startswith(".") and ".tmp" not in name
+
+
+def tail_sig(fh: BinaryIO, offset: int) -> bytes:
+    fh.seek(max(0, offset - SIG))
+    return fh.read(min(SIG, offset))
+
+
+class Shards:
+    """The cursors over every shard in `log_dir`, folding what they read into `state` and `clock`."""
+
+    def __init__(self, log_dir: Path, state: State, clock: Clock, cache: dict[str, opcache.ShardEntry]) -> None:
+        self.log_dir = log_dir
+        self.state = state
+        self.clock = clock
+        self.cursors: dict[str, Cursor] = {}
+        self._cache = cache  # entries not yet used; each is used at most once, on a shard's first read
+        self.uncached = 0  # ops read or written that the cache file does not hold yet
+        self.cached_ops = 0  # ops taken from the cache instead of parsed
+
+    def names(self) -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir(self.log_dir) if e.is_file() and is_shard_file(e.name))
+        except FileNotFoundError:
+            return []
+
+    def forget_missing(self, names: list[str]) -> None:
+        for gone in set(self.cursors) - set(names):
+            del self.cursors[gone]
+
+    def health(self) -> dict[str, ShardHealth]:
+        return {name: cur.health for name, cur in sorted(self.cursors.items())}
+
+    def follow(self, name: str) -> int:
+        """Fold what this shard gained since the last call. Returns the number of new ops applied."""
+        try:
+            fh = open(self.log_dir / name, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return 0
+        with fh:
+            st = os.fstat(fh.fileno())
+            cur = self.cursors.get(name)
+            if cur is None:
+                cur = self.cursors[name] = Cursor(self.log_dir / name)
+            start = cur.offset
+            if (st.st_ino, st.st_dev) != (cur.ino, cur.dev) or st.st_size < start:
+                # Replaced (sync tools rename a fresh copy in) or shrunk (compaction): resume only where
+                # the bytes before our offset are still the same, else read it all again (ops are
+                # idempotent, so that is always safe).
+                start = cur.offset if 0 < cur.offset <= st.st_size and tail_sig(fh, cur.offset) == cur.tail_sig else 0
+            if start == 0:
+                cur.line_no, cur.health, cur.ops = 0, ShardHealth(), []
+                start = self._from_cache(fh, cur, st.st_size)
+            cur.ino, cur.dev = st.st_ino, st.st_dev
+            applied = 0
+            pos, carry = start, b""
+            fh.seek(start)
+            while pos < st.st_size:
+                chunk = fh.read(min(READ_BLOCK, st.st_size - pos))
+                if not chunk:  # shrank while we read: the next call re-reads it
+                    break
+                pos += len(chunk)
+                block = carry + chunk
+                cut = block.rfind(b"\n") + 1
+                if cut:
+                    applied += self._apply_lines(block[:cut], cur)
+                carry = block[cut:]
+            cur.health.torn_tail_bytes = len(carry)  # a write in progress, or torn: read once it ends
+            cur.offset = pos - len(carry)
+            cur.tail_sig = tail_sig(fh, cur.offset)
+            return applied
+
+    def wrote(self, name: str, fd: int, batch: bytes, ops: list[Op]) -> None:
+        """Our own appends to shard `name`: move its cursor past them without reading them back."""
+        cur = self.cursors.get(name)
+        if cur is None:  # first write to a fresh shard
+            st = os.fstat(fd)
+            cur = self.cursors[name] = Cursor(self.log_dir / name, st.st_ino, st.st_dev)
+        cur.offset += len(batch)
+        cur.health.ops += len(ops)
+        cur.line_no += len(ops)  # one line each
+        cur.tail_sig = (cur.tail_sig + batch)[-SIG:]
+        cur.ops.extend(ops)
+        self.uncached += len(ops)
+
+    # -- reading lines ------------------------------------------------------------------------------
+
+    def _apply_lines(self, data: bytes, cur: Cursor) -> int:
+        try:
+            lines: list[str | bytes] = list(data.decode("utf-8").split("\n")[:-1])
+        except UnicodeDecodeError:  # some line is not UTF-8: decode line by line so only it is reported
+            lines = list(data.split(b"\n")[:-1])
+        # A big read allocates objects per op and keeps them all: generational GC passes over that
+        # growing heap are pure overhead, so they wait until it is done.
+        pause_gc = len(data) > 1 << 20 and gc.isenabled()
+        if pause_gc:
+            gc.disable()
+        try:
+            return self._apply_decoded(lines, cur)
+        finally:
+            if pause_gc:
+                gc.enable()
+
+    def _apply_decoded(self, lines: list[str | bytes], cur: Cursor) -> int:
+        applied = 0
+        health, parsed = cur.health, cur.ops
+        apply, observe = self.state.apply, self.clock.observe
+        for line in lines:
+            cur.line_no += 1
+            if not line or line.isspace():
+                continue
+            try:
+                op = decode_op(line)
+            except UnknownOp as exc:
+                health.unknown += 1
+                self._report(cur, str(exc))
+                continue
+            except CorruptLine as exc:
+                health.bad += 1
+                self._report(cur, str(exc))
+                continue
+            health.ops += 1
+            parsed.append(op)
+            observe(op.wall, op.counter, op.node)
+            if apply(op):
+                applied += 1
+        self.uncached += len(lines)
+        return applied
+
+    @staticmethod
+    def _report(cur: Cursor, reason: str) -> None:
+        if len(cur.health.bad_lines) < MAX_REPORTED_BAD_LINES:
+            cur.health.bad_lines.append(BadLine(cur.line_no, reason))
+        log.warning("%s line %d skipped: %s", cur.path.name, cur.line_no, reason)
+
+    # -- the op cache -------------------------------------------------------------------------------
+
+    def _from_cache(self, fh: BinaryIO, cur: Cursor, size: int) -> int:
+        """Apply the cached ops of this shard if the file still holds the bytes they were read from;
+        returns the offset to go on reading from."""
+        entry = self._cache.pop(cur.path.name, None)
+        if entry is None or size < entry.offset:
+            return 0
+        fh.seek(0)
+        if fh.read(min(opcache.HEAD, entry.offset)) != entry.head_sig or tail_sig(fh, entry.offset) != entry.tail_sig:
+            return 0
+        apply = self.state.apply
+        latest: dict[str, tuple[int, int]] = {}  # the clock only needs each node's latest stamp
+        for op in entry.ops:
+            apply(op)
+            if (op.wall, op.counter) > latest.get(op.node, (-1, -1)):
+                latest[op.node] = (op.wall, op.counter)
+        for node, (wall, counter) in latest.items():
+            self.clock.observe(wall, counter, node)
+        self.cached_ops += len(entry.ops)
+        ops, bad, unknown, bad_lines = entry.health
+        cur.health = ShardHealth(ops, bad, unknown, [BadLine(line, reason) for line, reason in bad_lines])
+        cur.ops, cur.line_no, cur.offset, cur.tail_sig = entry.ops, entry.line_no, entry.offset, entry.tail_sig
+        return entry.offset
+
+    def cache_entries(self) -> list[opcache.ShardEntry]:
+        entries = []
+        for name, cur in self.cursors.items():
+            if cur.offset == 0:
+                continue
+            try:
+                with open(cur.path, "rb") as fh:
+                    head = fh.read(min(opcache.HEAD, cur.offset))
+            except OSError:
+                continue
+            h = cur.health
+            health = (h.ops, h.bad, h.unknown, [(b.line, b.reason) for b in h.bad_lines])
+            entries.append(opcache.ShardEntry(name, cur.offset, cur.line_no, head, cur.tail_sig, health, cur.ops))
+        return entries
