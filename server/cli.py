@@ -38,6 +38,12 @@ from .transfer import (
 )
 
 EXIT_INVALID, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_LOCKED, EXIT_STORE = 1, 2, 3, 4, 5
+EXIT_CODES = (
+    (ShardLocked, EXIT_LOCKED),
+    (NotFound, EXIT_NOT_FOUND),
+    (StoreError, EXIT_STORE),
+    (HivenoteError, EXIT_INVALID),
+)
 CLI_AUTHOR = Author(agent="cli", client=f"hivenote-cli {__version__}")
 
 
@@ -463,18 +469,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     try:
         with acting_as(CLI_AUTHOR):
             return func(ctx)
-    except ShardLocked as exc:
-        err.write(f"hivenote: {exc}\n")
-        return EXIT_LOCKED
-    except NotFound as exc:
-        err.write(f"hivenote: {exc}\n")
-        return EXIT_NOT_FOUND
-    except StoreError as exc:
-        err.write(f"hivenote: {exc}\n")
-        return EXIT_STORE
     except HivenoteError as exc:
-        err.write(f"hivenote: {exc}\n")
-        return EXIT_INVALID
+        if ctx.json:
+            err.write(json.dumps({"error": {"code": exc.code, "message": str(exc)}}, ensure_ascii=False) + "\n")
+        else:
+            err.write(f"hivenote: {exc}\n")
+        return next(code for kind, code in EXIT_CODES if isinstance(exc, kind))
     except BrokenPipeError:  # `hivenote list | head`: the reader left; not an error
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

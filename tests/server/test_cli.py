@@ -186,3 +186,21 @@ def test_data_dir_comes_from_the_environment_when_no_flag_is_given(
     out = io.StringIO()
     assert main(["remember", "--kind", "fact", "--title", "env"], out=out, err=io.StringIO()) == 0
     assert (tmp_path / "from-env" / "node.json").exists()
+
+
+def test_errors_come_as_json_when_asked(run: Run) -> None:
+    code, out, err = run("get", "01NOTHERE", "--json")
+    assert (code, out) == (3, "")
+    error = json.loads(err)["error"]
+    assert error["code"] == "not_found" and "No note with id" in error["message"]
+
+
+def test_a_large_import_shows_progress_on_stderr(run: Run, tmp_path: Path) -> None:
+    source = tmp_path / "big.jsonl"
+    lines = [
+        json.dumps({"type": "entity", "name": f"E{i}", "entityType": "t", "observations": []}) for i in range(1500)
+    ]
+    source.write_text("\n".join(lines), encoding="utf-8")
+    code, out, err = run("import", str(source))
+    assert code == 0 and "added 1500 entities" in out
+    assert "importing: 500/1500 (33%)" in err and "importing: 1500/1500 (100%)" in err
