@@ -124,8 +124,8 @@ class State:
     changed_notes: set[str] = field(default_factory=set)
     changed_names: set[str] = field(default_factory=set)
     note_index: SubstringIndex[str] = field(default_factory=SubstringIndex)
-    # The duplicate hint's postings: title word -> note numbers (stale entries tolerated). Numbers in compact
-    # arrays, not id strings in lists: counting them then never chases pointers across the heap.
+    # The duplicate hint's postings: (kind, project, title word) -> note numbers (stale entries tolerated). In
+    # compact arrays, not id strings in lists: counting them then never chases pointers across the heap.
     title_words: dict[str, array[int]] = field(default_factory=dict)
     note_numbers: dict[str, int] = field(default_factory=dict)
     numbered_notes: list[str] = field(default_factory=list)

@@ -128,6 +128,16 @@ def note_text(note: Note) -> str:
     return fold_text("\n".join((note.title, " ".join(note.tags), note.project or "", note.kind, note.body)))
 
 
+def _title_key(kind: str, project: str, word: str) -> str:
+    """Postings are per kind and project too: the duplicate hint only ever compares notes that share both."""
+    return f"{kind}\x00{project}\x00{word}"
+
+
+def _title_keys(text: str) -> set[str]:
+    title, _, project, kind, _ = _fields(text)
+    return {_title_key(kind, project, word) for word in _folded_words(title)}
+
+
 def refresh_note_index(state: State, budget: int | None = None) -> bool:
     """Index up to `budget` of the notes the fold changed since the last call (all when None).
     Returns True when the index is fully up to date."""
@@ -141,8 +151,7 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
             continue
         text = note_text(note)
         old = index.text(note_id)
-        known = _folded_words(_fields(old)[0]) if old is not None else set()
-        new_words = _folded_words(_fields(text)[0]) - known
+        new_words = _title_keys(text) - (_title_keys(old) if old is not None else set())
         if new_words:
             number = state.note_numbers.get(note_id)
             if number is None:
@@ -325,7 +334,8 @@ def similar_notes(
         # hits over the words' postings and look closer only at notes that reach that (minus the words
         # too common to count).
         postings = state.title_words
-        lists = [ids for ids in (postings.get(word, ()) for word in mine) if len(ids) <= COMMON_TITLE_WORD]
+        keys = (_title_key(want[1], want[0], word) for word in mine)
+        lists = [ids for ids in (postings.get(key, ()) for key in keys) if len(ids) <= COMMON_TITLE_WORD]
         need = max(1, math.ceil(threshold * len(mine)) - (len(mine) - len(lists)))
         # Stale ids may count twice: that only adds a candidate to check, never loses one.
         hits = Counter(itertools.chain.from_iterable(lists))

@@ -161,3 +161,39 @@ def test_a_cold_index_scans_and_finds_exactly_what_the_index_finds(store: Store,
             setattr(search, "COLD_INDEX", 2000)  # noqa: B010
         indexed = [search.search_notes(warm.state, q, limit=50) for q in queries]
     assert scanned == indexed
+
+
+title_words = st.lists(st.sampled_from(["use", "drizzle", "prisma", "orm", "cache", "redis", "ok", "Café"]), max_size=5)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(title_words, st.sampled_from(["fact", "decision"]), st.sampled_from([None, "api"])), max_size=12
+    ),
+    title_words,
+    st.integers(0, 12),
+)
+def test_duplicate_hints_are_exactly_the_brute_force_ones(
+    notes: list[tuple[list[str], str, str | None]], probe: list[str], indexed: int
+) -> None:
+    from hivenote.server.search import _jaccard, refresh_note_index, similar_notes, words
+
+    state = State()
+    for i, (title, kind, project) in enumerate(notes, start=1):
+        fields = {"kind": kind, "title": " ".join(title) or "t", "body": "", "tags": [], "project": project}
+        state.apply(Op("n-0001", i, i, 0, "note.set", {"id": f"N{i:03}", "fields": fields}, Author()))
+        if i == indexed:
+            refresh_note_index(state)  # some notes indexed, the rest still pending
+    title = " ".join(probe)
+    mine = words(title)
+    expected = sorted(
+        (
+            (_jaccard(mine, words(n.title)), n.revision, n.id)
+            for n in state.iter_notes()
+            if n.kind == "decision" and n.project == "api" and mine and _jaccard(mine, words(n.title)) >= 0.5
+        ),
+        reverse=True,
+    )[:3]
+    got = similar_notes(state, kind="decision", project="api", title=title)
+    assert [n.id for n in got] == [item[2] for item in expected]
