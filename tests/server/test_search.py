@@ -180,8 +180,14 @@ def test_duplicate_hints_are_exactly_the_brute_force_ones(
     from hivenote.server.search import _jaccard, refresh_note_index, similar_notes, words
 
     state = State()
-    for i, (title, kind, project) in enumerate(notes, start=1):
-        fields = {"kind": kind, "title": " ".join(title) or "t", "body": "", "tags": [], "project": project}
+    for i, (note_words, kind, project) in enumerate(notes, start=1):
+        fields: dict[str, object] = {
+            "kind": kind,
+            "title": " ".join(note_words) or "t",
+            "body": "",
+            "tags": [],
+            "project": project,
+        }
         state.apply(Op("n-0001", i, i, 0, "note.set", {"id": f"N{i:03}", "fields": fields}, Author()))
         if i == indexed:
             refresh_note_index(state)  # some notes indexed, the rest still pending
