@@ -10,7 +10,9 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,7 +26,7 @@ from .notebook import UNSET, Notebook
 from .provenance import acting_as
 from .render import ago, note_line, note_text
 from .search import Filters
-from .settings import resolve_data_dir
+from .settings import load_settings, resolve_data_dir
 from .store import ShardLocked, Store, StoreError, lock_holder
 from .transfer import (
     ImportSummary,
@@ -368,6 +370,88 @@ def cmd_graph(ctx: Context) -> int:
     return 0
 
 
+def cmd_serve(ctx: Context) -> int:
+    from .app import create_app  # the server's dependencies load only for the commands that need them
+    from .serve import ServerThread, bind
+
+    a = ctx.args
+    settings = load_settings(
+        {"host": a.host, "port": a.port, "auth": False if a.no_auth else None}, data_dir=ctx.data_dir
+    )
+    if not settings.auth:
+        ctx.err.write(
+            "WARNING: --no-auth: any program on this machine can read and change the notebook without a token.\n"
+        )
+    sock = bind(settings.host, settings.port)
+    with Store(settings.data_dir) as store:
+        server = ServerThread(create_app(settings, store), settings, sock)
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            server.start()
+            while not server.started and server.thread.is_alive():
+                server.thread.join(0.05)
+            if not server.started:
+                raise HivenoteError(f"the server did not start: {server.error}")
+            url = f"http://{settings.base_url.removeprefix('http://')}"
+            ctx.out.write(f"Hivenote {__version__} serving {settings.data_dir} on {url}\n")
+            ctx.out.write(f"  MCP (notebook): {url}/mcp\n  MCP (memory graph): {url}/mcp/graph\n")
+            ctx.out.write("  `hivenote connect <client>` prints a ready config. Ctrl-C stops.\n")
+            ctx.out.flush()
+            while server.thread.is_alive() and not stop.wait(0.25):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            server.stop()
+    return 0
+
+
+def cmd_token(ctx: Context) -> int:
+    from .auth import Tokens
+
+    a = ctx.args
+    tokens = Tokens(ctx.data_dir / "tokens.json")
+    if a.token_command == "show":
+        token = tokens.default()
+        ctx.emit({"token": token}, token)
+    elif a.token_command == "add":
+        token = tokens.add(a.name)
+        ctx.emit(
+            {"name": a.name, "token": token},
+            f"{token}\nThe token for {a.name}; it is shown only this once. Notes they write carry their name.",
+        )
+    elif a.token_command == "revoke":
+        tokens.revoke(a.name)
+        ctx.emit({"revoked": a.name}, f"Revoked the token of {a.name}.")
+    else:
+        people = tokens.people()
+        ctx.emit(
+            [{"name": p.name, "created": p.created} for p in people],
+            "\n".join(f"{p.name}  (since {ago(p.created, _now())})" for p in people) or "No personal tokens yet.",
+        )
+    return 0
+
+
+def cmd_connect(ctx: Context) -> int:
+    from .auth import Tokens
+    from .connect import CLIENTS, snippet
+
+    a = ctx.args
+    if not a.client:
+        ctx.emit(list(CLIENTS), "Clients: " + ", ".join(CLIENTS) + "\nRun `hivenote connect <client>` for its config.")
+        return 0
+    settings = load_settings(data_dir=ctx.data_dir)
+    token = Tokens(ctx.data_dir / "tokens.json").default() if settings.auth else None
+    url = f"{settings.base_url}/mcp/graph" if a.graph else f"{settings.base_url}/mcp"
+    found = snippet(a.client, url=url, token=token, graph=a.graph)
+    where = "\n".join(f"  {system}: {path}" for system, path in found.where.items())
+    steps = "\n".join(f"  - {step}" for step in found.steps)
+    ctx.emit(found.to_json(), f"{found.title} ({found.format}):\n\n{found.text}\n\nWhere:\n{where}\n\nSteps:\n{steps}")
+    return 0
+
+
 # -- parser -----------------------------------------------------------------------------------------
 
 
@@ -445,6 +529,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("compact", "shrink this machine's log shard (drops old history)", cmd_compact)
     add("doctor", "check the data dir, the log and the clock", cmd_doctor)
+
+    p = add("serve", "run the Hivenote server headless (MCP, REST)", cmd_serve)
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1; beyond loopback needs a token)")
+    p.add_argument("--port", type=int, help="port (default 7788)")
+    p.add_argument("--no-auth", action="store_true", help="no token needed (loopback only)")
+
+    p = add("connect", "print a ready config for an agent (Cursor, Claude, Codex, ...)", cmd_connect)
+    p.add_argument("client", nargs="?", help="cursor, claude-desktop, claude-code, codex, gemini-cli, vscode, ...")
+    p.add_argument("--graph", action="store_true", help="the official memory tools endpoint instead")
+
+    p = add("token", "show the token, or manage per-person tokens", cmd_token)
+    tsub = p.add_subparsers(dest="token_command", required=True, metavar="show|add|list|revoke")
+    tsub.add_parser("show", parents=[common], help="print the default token")
+    tsub.add_parser("list", parents=[common], help="list per-person tokens")
+    tsub.add_parser("add", parents=[common], help="issue a token for a person").add_argument("name")
+    tsub.add_parser("revoke", parents=[common], help="revoke a person's token").add_argument("name")
 
     p = add("graph", "read the knowledge graph (paged)", cmd_graph)
     gsub = p.add_subparsers(dest="graph_command", required=True, metavar="read|search|open")

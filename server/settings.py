@@ -1,12 +1,23 @@
-"""Where Hivenote keeps its data: `--data-dir` > `HIVENOTE_DATA_DIR` > the platform's user data folder."""
+"""Settings, read once at start-up: command-line flags > environment (`HIVENOTE_*`) > `<data dir>/settings.json`
+> defaults, then passed down (no module-level state)."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 import platformdirs
+
+from .errors import InvalidInput
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7788  # fixed, so connect snippets pasted into agents' configs stay valid
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def default_data_dir() -> Path:
@@ -20,3 +31,118 @@ def resolve_data_dir(flag: str | None, environ: Mapping[str, str] = os.environ) 
     if env:
         return Path(env).expanduser()
     return default_data_dir()
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the server needs to know, as data (see SETTINGS_HELP for what each one means)."""
+
+    data_dir: Path
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    auth: bool = True
+    graph_extras: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = 1 << 20
+    max_import_bytes: int = 64 << 20
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def settings_path(self) -> Path:
+        return self.data_dir / "settings.json"
+
+    def check(self) -> None:
+        """Refuse what would be unsafe or cannot work, saying what to do instead."""
+        if not 0 <= self.port <= 65535:
+            raise InvalidInput(f"port must be between 1 and 65535 (got {self.port})")
+        if not self.auth and not self.loopback:
+            raise InvalidInput(
+                f"--no-auth is only allowed on a loopback address; {self.host} is reachable from other machines. "
+                "Keep auth on and give teammates a token (`hivenote token add <name>`)."
+            )
+
+
+SETTINGS_HELP = {
+    "host": "address to listen on; 127.0.0.1 (default) keeps the notebook on this machine",
+    "port": f"TCP port (default {DEFAULT_PORT})",
+    "auth": "require a bearer token (only loopback may turn it off)",
+    "graph_extras": "offer limit/offset/namesOnly on the MCP graph tools (off keeps the official tool list)",
+    "allowed_hosts": "extra Host names accepted when listening beyond loopback (e.g. a Tailscale name)",
+    "max_body_bytes": "largest request body accepted (413 beyond)",
+    "max_import_bytes": "largest file accepted by the import endpoint",
+}
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"cannot read {path}: {exc}; fix or delete the file") from None
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"{path} must hold a JSON object")
+    return raw
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kinds = {f.name: f.type for f in fields(Settings)}
+    kind = kinds.get(name)
+    try:
+        if kind == "int":
+            return int(value)
+        if kind == "bool":
+            if isinstance(value, str):
+                if value.lower() in ("1", "true", "yes", "on"):
+                    return True
+                if value.lower() in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if kind == "tuple[str, ...]":
+            return tuple(v for v in (value.split(",") if isinstance(value, str) else value) if v)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"setting {name!r} has an invalid value {value!r}") from None
+    return value
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] = os.environ, *, data_dir: Path | None = None
+) -> Settings:
+    """Flags (only those given, i.e. not None) > HIVENOTE_* environment > settings.json > defaults."""
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    directory = data_dir or resolve_data_dir(flags.pop("data_dir", None), environ)
+    known = {f.name for f in fields(Settings)} - {"data_dir", "extra"}
+    values: dict[str, Any] = {}
+    for name, value in _read_file(directory / "settings.json").items():
+        if name in known:
+            values[name] = _coerce(name, value)
+    for name in known:
+        env = environ.get(f"HIVENOTE_{name.upper()}")
+        if env is not None:
+            values[name] = _coerce(name, env)
+    for name, value in flags.items():
+        if name in known:
+            values[name] = _coerce(name, value)
+    settings = replace(Settings(data_dir=directory), **values)
+    settings.check()
+    return settings

@@ -1,0 +1,121 @@
+"""Which agent is calling (provenance) and which agents are connected ("online" = a request in the last two
+minutes). The product is inferred from the MCP clientInfo name, with the User-Agent as fallback; it is never
+taken from tool arguments. Tracking is in memory and must never break a request."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .model import Author
+
+ONLINE_MS = 120_000
+
+# (pattern on the lowercased clientInfo name or User-Agent, agent id); first match wins.
+_PRODUCTS: tuple[tuple[str, str], ...] = (
+    (r"claude-code|claude code", "claude-code"),
+    (r"claude-ai|claude desktop|claude-desktop", "claude-desktop"),
+    (r"cursor", "cursor"),
+    (r"codex", "codex"),
+    (r"gemini", "gemini-cli"),
+    (r"visual[ -]studio[ -]code|vscode", "vscode"),
+    (r"windsurf", "windsurf"),
+    (r"^zed\b|\bzed/", "zed"),
+    (r"roo-code|roo code", "roo-code"),
+    (r"kilo-code|kilo code", "kilo-code"),
+    (r"cline", "cline"),
+    (r"continue", "continue"),
+    (r"opencode", "opencode"),
+    (r"goose", "goose"),
+    (r"junie", "junie"),
+    (r"jetbrains", "jetbrains"),
+    (r"github-copilot|copilot", "copilot"),
+    (r"q-dev-cli|amazon q", "amazon-q"),
+    (r"^amp\b|amp-mcp", "amp"),
+    (r"chatgpt|openai", "chatgpt"),
+    (r"antigravity", "antigravity"),
+    (r"inspector", "inspector"),
+    (r"^hivenote-cli|hivenote cli", "cli"),
+    (r"^hivenote-dashboard", "dashboard"),
+)
+_COMPILED = tuple((re.compile(p), agent) for p, agent in _PRODUCTS)
+_VIA_REMOTE = re.compile(r"\s*\(via mcp-remote[^)]*\)\s*$", re.IGNORECASE)
+
+
+def agent_id(client_name: str | None, user_agent: str | None = None) -> str:
+    """The normalized product id: cursor, claude-code, codex, ... or "other"."""
+    for raw in (client_name, user_agent):
+        if not raw:
+            continue
+        text = _VIA_REMOTE.sub("", raw).strip().lower()
+        for pattern, agent in _COMPILED:
+            if pattern.search(text):
+                return agent
+    return "other"
+
+
+def author_for(client_name: str | None, client_version: str | None, user_agent: str | None, person: str) -> Author:
+    """Provenance of a request: product id, the raw client string (name and version, else User-Agent), person."""
+    client = " ".join(part for part in (client_name, client_version) if part) or (user_agent or "")
+    return Author(agent=agent_id(client_name, user_agent), client=client[:200], person=person)
+
+
+@dataclass
+class AgentSeen:
+    agent: str
+    person: str
+    client: str
+    first_seen: int
+    last_seen: int
+    requests: int = 0
+    last_tool: str = ""
+
+    def to_json(self, now_ms: int) -> dict[str, object]:
+        return {
+            "agent": self.agent,
+            "person": self.person,
+            "client": self.client,
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "requests": self.requests,
+            "last_tool": self.last_tool,
+            "online": now_ms - self.last_seen < ONLINE_MS,
+        }
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AgentTracker:
+    """Last-seen per (agent, person, client). Thread-safe; the clock is injectable for tests."""
+
+    def __init__(self, now_ms: Callable[[], int] = _wall_ms) -> None:
+        self.now_ms = now_ms
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str, str], AgentSeen] = {}
+
+    def record(self, author: Author, tool: str = "") -> None:
+        now = self.now_ms()
+        key = (author.agent, author.person, author.client)
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None:
+                seen = self._seen[key] = AgentSeen(author.agent, author.person, author.client, now, now)
+            seen.last_seen = max(seen.last_seen, now)
+            seen.requests += 1
+            if tool:
+                seen.last_tool = tool
+
+    def snapshot(self) -> list[AgentSeen]:
+        """Every agent seen, most recent first (copies: callers may keep them)."""
+        with self._lock:
+            items = [AgentSeen(**vars(s)) for s in self._seen.values()]
+        return sorted(items, key=lambda s: s.last_seen, reverse=True)
+
+    def online(self) -> list[AgentSeen]:
+        now = self.now_ms()
+        return [s for s in self.snapshot() if now - s.last_seen < ONLINE_MS]

@@ -1,0 +1,149 @@
+"""The one Starlette app (`create_app(settings, store)`): MCP at /mcp (notebook) and /mcp/graph (official memory
+tools), REST under /api, all behind the auth guard; long-lived work (MCP session managers, following other
+machines' shards, warming the search index) lives in the lifespan."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from . import __version__
+from .agents import AgentTracker
+from .auth import Guard, Tokens
+from .errors import HivenoteError
+from .graph import Graph
+from .mcp_common import identify, tracking_middleware
+from .mcp_notebook import build_notebook_server
+from .notebook import Notebook
+from .search import refresh_note_index
+from .settings import Settings
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+FOLLOW_INTERVAL_S = 0.5  # how often other machines' shards are looked at (sync transports add file watching)
+WARM_BATCH = 2000  # notes indexed per step while warming the search index, so writers never wait long
+# The guard checks Host/Origin on every route; the SDK's own check would refuse LAN names when sharing.
+NO_SDK_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+STATUS = {
+    400: "invalid",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    422: "invalid",
+    500: "internal",
+    503: "unavailable",
+}
+ERROR_STATUS = {"invalid": 400, "not_found": 404, "store": 503}
+
+
+@dataclass
+class Services:
+    """What the routes work with, built once per app."""
+
+    settings: Settings
+    store: Store
+    notebook: Notebook
+    graph: Graph
+    tokens: Tokens
+    tracker: AgentTracker
+    started: float = field(default_factory=time.monotonic)
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+async def _hivenote_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HivenoteError)
+    return error_response(ERROR_STATUS.get(exc.code, 400), exc.code, str(exc))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = getattr(exc, "status_code", 500)
+    detail = getattr(exc, "detail", "") or "error"
+    return error_response(status, STATUS.get(status, "error"), str(detail))
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"ok": True, "version": __version__})
+
+
+async def _follow_and_warm(services: Services) -> None:
+    """Fold shards other machines' transports bring, and build the search index in steps after start."""
+    store = services.store
+    while True:
+        try:
+            await anyio.to_thread.run_sync(store.refresh)
+
+            def warm() -> bool:
+                with store.reading() as state:
+                    return refresh_note_index(state, budget=WARM_BATCH)
+
+            if store.state.changed_notes:
+                await anyio.to_thread.run_sync(warm)
+        except Exception:  # keep following; the error shows in the log and in status
+            log.exception("following the log folder failed")
+        await anyio.sleep(FOLLOW_INTERVAL_S)
+
+
+def create_app(
+    settings: Settings,
+    store: Store,
+    *,
+    tokens: Tokens | None = None,
+    tracker: AgentTracker | None = None,
+    extra_routes: list[BaseRoute] | None = None,
+) -> Starlette:
+    """The whole server over an open store. Tokens and the agent tracker can be passed in (tests, the tray)."""
+    services = Services(
+        settings=settings,
+        store=store,
+        notebook=Notebook(store),
+        graph=Graph(store),
+        tokens=tokens or Tokens(settings.data_dir / "tokens.json"),
+        tracker=tracker or AgentTracker(),
+    )
+    if settings.auth:
+        services.tokens.default()  # exists before the first request, so snippets and clients can use it
+    notebook_mcp = build_notebook_server(services.notebook, identify)
+    notebook_mcp._lowlevel_server.middleware.append(tracking_middleware(services.tracker))
+    notebook_http = notebook_mcp.streamable_http_app(
+        streamable_http_path="/mcp", transport_security=NO_SDK_HOST_CHECK, host=settings.host
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        async with notebook_mcp.session_manager.run(), anyio.create_task_group() as tasks:
+            tasks.start_soon(_follow_and_warm, services)
+            yield {"services": services}
+            tasks.cancel_scope.cancel()
+
+    routes: list[BaseRoute] = [
+        Route("/api/health", health),
+        *(extra_routes or []),
+        *notebook_http.routes,
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(Guard, settings=settings, tokens=services.tokens)],
+        exception_handlers={HivenoteError: _hivenote_error, 404: _http_error, 405: _http_error, 500: _http_error},
+    )
+    app.state.services = services
+    return app

@@ -1,0 +1,275 @@
+"""Who may talk to the server: bearer tokens (a default one for this machine's own agents, per-person ones for a
+team) and the guard in front of every route (Host and Origin checks against DNS rebinding and cross-site
+requests, well-known probes answered with a JSON 404, body size limits).
+
+Tokens live in `<data dir>/tokens.json` with mode 0600, never in the log. Per-person tokens are kept only as
+SHA-256 digests (shown once); the default one is kept so `hivenote token show` and connect snippets can use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import ipaddress
+import json
+import os
+import re
+import secrets
+import socket
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import InvalidInput, NotFound
+from .settings import Settings
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+OPEN_PATHS = ("/api/health",)
+PROTECTED_PREFIXES = ("/mcp", "/api", "/sync")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,63}$")
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_token() -> str:
+    return "hn_" + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class Person:
+    name: str
+    created: int
+
+
+class Tokens:
+    """The token file: one default token (this machine's owner) and any number of per-person tokens."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._default = ""
+        self._people: dict[str, tuple[str, int]] = {}  # name -> (sha256 hex, created ms)
+        self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file as last read
+        self._load()
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def _load(self) -> None:
+        """Read the file if it changed since the last read (`hivenote token add` while the server runs)."""
+        seen = self._stat()
+        if seen == self._seen:
+            return
+        self._seen = seen
+        self._default, self._people = "", {}
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            raise InvalidInput(
+                f"cannot read {self.path}: {exc}; fix or delete it (tokens are then re-issued)"
+            ) from None
+        self._default = str(raw.get("default", ""))
+        for item in raw.get("people", []):
+            self._people[str(item["name"])] = (str(item["sha256"]), int(item.get("created", 0)))
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {
+            "default": self._default,
+            "people": [{"name": n, "sha256": h, "created": c} for n, (h, c) in sorted(self._people.items())],
+        }
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2)
+        os.replace(tmp, self.path)
+        with contextlib.suppress(OSError):  # Windows has no such modes; the profile folder is private there
+            os.chmod(self.path, 0o600)
+        self._seen = self._stat()
+
+    def default(self) -> str:
+        """The owner's token, created on first use."""
+        self._load()
+        if not self._default:
+            self._default = new_token()
+            self._save()
+        return self._default
+
+    def add(self, name: str) -> str:
+        """A new token for `name`; returned once, stored only as a digest."""
+        self._load()
+        if not _NAME.match(name):
+            raise InvalidInput("a token name is 1-64 letters, digits, spaces or . _ @ - (e.g. a person's name)")
+        if name in self._people:
+            raise InvalidInput(f"{name!r} already has a token; revoke it first to issue a new one")
+        token = new_token()
+        self._people[name] = (_digest(token), time.time_ns() // 1_000_000)
+        self._save()
+        return token
+
+    def revoke(self, name: str) -> None:
+        self._load()
+        if self._people.pop(name, None) is None:
+            raise NotFound(f"no token named {name!r}; `hivenote token list` shows them")
+        self._save()
+
+    def people(self) -> list[Person]:
+        self._load()
+        return [Person(n, c) for n, (_, c) in sorted(self._people.items())]
+
+    def owner(self, presented: str) -> str | None:
+        """The person a token belongs to ("" for the default token), or None. Constant-time comparisons."""
+        self._load()
+        found: str | None = None
+        if self._default and hmac.compare_digest(presented.encode(), self._default.encode()):
+            found = ""
+        digest = _digest(presented)
+        for name, (stored, _) in self._people.items():
+            if hmac.compare_digest(digest, stored):
+                found = name
+        return found
+
+
+def machine_names() -> frozenset[str]:
+    names = {"localhost"}
+    with contextlib.suppress(OSError):
+        host = socket.gethostname().lower()
+        names |= {host, f"{host}.local", socket.getfqdn().lower()}
+    return frozenset(names)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+class Guard:
+    """ASGI middleware in front of every route. DNS rebinding needs a hostname the attacker controls, so a Host
+    must be an IP literal, localhost, this machine's name or a configured name; a browser Origin must be this
+    server itself; protected paths need a valid bearer token (when auth is on)."""
+
+    def __init__(self, app: ASGIApp, settings: Settings, tokens: Tokens) -> None:
+        self.app = app
+        self.settings = settings
+        self.tokens = tokens
+        self.names = machine_names() | {h.lower() for h in settings.allowed_hosts}
+        if not _is_ip(settings.host):
+            self.names |= {settings.host.lower()}
+
+    def host_allowed(self, host: str) -> bool:
+        name = host.lower()
+        if name.startswith("["):
+            name = name[1 : name.index("]")] if "]" in name else name
+        else:
+            name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+        return bool(name) and (_is_ip(name) or name in self.names)
+
+    def origin_allowed(self, origin: str) -> bool:
+        try:
+            parts = urlsplit(origin)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return False
+        return (
+            parts.scheme in ("http", "https")
+            and bool(parts.hostname)
+            and port == self.settings.port
+            and (_is_ip(parts.hostname or "") or (parts.hostname or "").lower() in self.names)
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        path: str = scope["path"]
+        if not self.host_allowed(headers.get("host", "")):
+            await reply(send, 421, "bad_host", "Invalid Host header: this Hivenote only answers to its own names.")
+            return
+        origin = headers.get("origin")
+        if origin is not None and not self.origin_allowed(origin):
+            await reply(
+                send, 403, "bad_origin", "Invalid Origin header: only pages served by this Hivenote may call it."
+            )
+            return
+        if path.startswith("/.well-known/"):
+            await reply(send, 404, "not_found", "Not found: Hivenote uses bearer tokens, not OAuth.")
+            return
+        if self.settings.auth and path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
+            scheme, _, presented = headers.get("authorization", "").partition(" ")
+            person = self.tokens.owner(presented.strip()) if scheme.lower() == "bearer" and presented else None
+            if person is None:
+                await reply(
+                    send,
+                    401,
+                    "unauthorized",
+                    "This Hivenote needs a token: send `Authorization: Bearer <token>`. `hivenote token show` "
+                    "prints it and `hivenote connect <client>` prints a ready config.",
+                    [(b"www-authenticate", b'Bearer realm="hivenote"')],
+                )
+                return
+            scope.setdefault("state", {})["person"] = person
+        limit = self.settings.max_import_bytes if path.startswith("/api/import") else self.settings.max_body_bytes
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            await reply(send, 413, "too_large", f"Request body over {limit} bytes; nothing was written.")
+            return
+        started = False
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, _limited(receive, limit), tracked_send)
+        except BodyTooLarge:  # a streamed body without Content-Length grew past the limit
+            if not started:
+                await reply(send, 413, "too_large", f"Request body over {limit} bytes; nothing was written.")
+
+
+class BodyTooLarge(Exception):
+    """A body without Content-Length grew past the limit while streaming."""
+
+
+def _limited(receive: Receive, limit: int) -> Receive:
+    seen = 0
+
+    async def wrapped() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise BodyTooLarge(f"request body over {limit} bytes")
+        return message
+
+    return wrapped
+
+
+async def reply(
+    send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

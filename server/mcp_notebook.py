@@ -1,0 +1,246 @@
+"""The notebook as MCP tools (`/mcp`): thin adapters over `notebook.Notebook`. The descriptions are product copy
+for models: they carry what users of shared notebooks learned the hard way."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from . import __version__
+from .errors import HivenoteError
+from .model import Author, Note
+from .notebook import UNSET, Notebook
+from .render import ago, note_line, note_text
+from .search import Filters
+
+Identify = Callable[[Any, str], Author]  # (MCP request context, tool name) -> who is calling (mcp_common.identify)
+
+INSTRUCTIONS = """\
+Hivenote is the shared notebook of every AI agent this person uses (Cursor, Claude, Codex, Gemini, VS Code, ...).
+Connecting does not copy chat history: the other agents know nothing you did not store here, and you know \
+nothing they did not store.
+- Before answering questions about earlier decisions, conventions or project facts, search (brain_search).
+- When a durable decision, fact, preference or project note comes up, store it (brain_remember), written so \
+another agent can act on it without this conversation: what was decided, why, and what to do.
+- `project` is the codebase's name, like `shop-api` - never a file path.
+- Change a note with brain_update instead of adding a near-copy; brain_forget moves a note to the trash.
+Notes are for durable choices, not for chat logs or scratch work."""
+
+Kind = Literal["fact", "decision", "preference", "project"]
+ProjectArg = Annotated[
+    str | None,
+    Field(description="The codebase's name, like 'shop-api' (never a file path). Same name on every machine."),
+]
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def _now() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _summary(note: Note) -> dict[str, Any]:
+    data = note.to_json()
+    data.pop("body")
+    return data
+
+
+def _ok(text: str, structured: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+def _error(exc: HivenoteError) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+
+
+def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
+    """The `/mcp` server: six brain_* tools and the instructions every client receives on connect."""
+    mcp = MCPServer("hivenote", version=__version__, instructions=INSTRUCTIONS)
+
+    @mcp.tool(
+        name="brain_search",
+        title="Search the shared notebook",
+        annotations=READ,
+        description=(
+            "Search the notebook every agent of this person shares. Do this before answering questions about "
+            "earlier decisions, conventions, preferences or project facts: another agent (or you, in another "
+            "chat) may have stored the answer. Every word must match somewhere (title, body, tags, project, "
+            "kind; case and accents ignored). Returns one line per note with its id, kind, project and who "
+            "wrote it where and when; read a whole note with brain_get."
+        ),
+    )
+    def brain_search(
+        ctx: Context,
+        query: Annotated[str, Field(description="Words to find, e.g. 'orm prisma' or 'deploy friday'.")],
+        kind: Kind | None = None,
+        project: ProjectArg = None,
+        tag: str | None = None,
+        limit: Annotated[int | None, Field(ge=1, le=50, description="At most this many results.")] = None,
+    ) -> CallToolResult:
+        identify(ctx, "brain_search")
+        try:
+            result = notebook.search(query, Filters(kind=kind, project=project, tag=tag), limit)
+        except HivenoteError as exc:
+            return _error(exc)
+        now = _now()
+        if result.hits:
+            lines = [note_line(n, now) for n in result.hits]
+            if result.total > len(result.hits):
+                lines.append(f"({len(result.hits)} of {result.total} shown; narrow the query or raise limit)")
+        else:
+            lines = ["No matching memories. If this is a new decision or fact, store it with brain_remember."]
+            if result.near:
+                lines.append("Closest partial matches:")
+                lines += [note_line(n, now) for n in result.near]
+        structured = {
+            "results": [_summary(n) for n in result.hits],
+            "near": [_summary(n) for n in result.near],
+            "total": result.total,
+        }
+        return _ok("\n".join(lines), structured)
+
+    @mcp.tool(
+        name="brain_get",
+        title="Read a note",
+        annotations=READ,
+        description=(
+            "Read one note in full (body, tags, who wrote it where and when) by the id a search or list showed."
+        ),
+    )
+    def brain_get(
+        ctx: Context, id: Annotated[str, Field(description="The note's id (a unique prefix works).")]
+    ) -> CallToolResult:
+        identify(ctx, "brain_get")
+        try:
+            note = notebook.get(id)
+        except HivenoteError as exc:
+            return _error(exc)
+        return _ok(note_text(note, _now()), note.to_json())
+
+    @mcp.tool(
+        name="brain_remember",
+        title="Store a note for every agent",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+        description=(
+            "Store a durable decision, fact, preference or project note in the notebook every agent of this "
+            "person shares. Write it so another agent can act on it without this conversation: the title says "
+            "what was decided or learned, the body says why and what to do (include names, versions, commands). "
+            "Not for chat logs or scratch work. If the answer names a note that looks the same, update that one "
+            "with brain_update instead of keeping both."
+        ),
+    )
+    def brain_remember(
+        ctx: Context,
+        kind: Annotated[Kind, Field(description="decision, fact, preference, or project (a note about a codebase).")],
+        title: Annotated[str, Field(description="One line, up to 200 characters: what was decided or learned.")],
+        body: Annotated[str, Field(description="Why, details, and what to do. Markdown is fine.")] = "",
+        project: ProjectArg = None,
+        tags: Annotated[list[str] | None, Field(description="Up to 20 short labels.")] = None,
+    ) -> CallToolResult:
+        by = identify(ctx, "brain_remember")
+        try:
+            result = notebook.remember(kind=kind, title=title, body=body, tags=tags or [], project=project, by=by)
+        except HivenoteError as exc:
+            return _error(exc)
+        lines = [f"Stored: {note_line(result.note, _now())}"]
+        lines += [
+            f"Looks like {n.id} {n.title!r}; if this replaces it, call brain_update on {n.id} and brain_forget the "
+            "new one."
+            for n in result.similar
+        ]
+        structured = {"note": result.note.to_json(), "similar": [_summary(n) for n in result.similar]}
+        return _ok("\n".join(lines), structured)
+
+    @mcp.tool(
+        name="brain_update",
+        title="Change a note",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+        description=(
+            "Change some fields of a note; fields you leave out keep their value, and every earlier version "
+            "stays in the note's history. Use it when a decision changes, instead of storing a near-copy."
+        ),
+    )
+    def brain_update(
+        ctx: Context,
+        id: Annotated[str, Field(description="The note's id.")],
+        title: str | None = None,
+        body: str | None = None,
+        kind: Kind | None = None,
+        project: ProjectArg = None,
+        tags: list[str] | None = None,
+    ) -> CallToolResult:
+        by = identify(ctx, "brain_update")
+        given: dict[str, Any] = {
+            "title": title,
+            "body": body,
+            "kind": kind,
+            "project": project,
+            "tags": tags,
+        }
+        try:
+            note = notebook.update(id, by=by, **{k: (UNSET if v is None else v) for k, v in given.items()})
+        except HivenoteError as exc:
+            return _error(exc)
+        return _ok(f"Updated: {note_line(note, _now())}", note.to_json())
+
+    @mcp.tool(
+        name="brain_list",
+        title="List recent notes",
+        annotations=READ,
+        description="List notes, most recently changed first, optionally of one kind, project, tag or agent.",
+    )
+    def brain_list(
+        ctx: Context,
+        kind: Kind | None = None,
+        project: ProjectArg = None,
+        tag: str | None = None,
+        agent: Annotated[str | None, Field(description="Only notes written by this agent, e.g. 'cursor'.")] = None,
+        limit: Annotated[int, Field(ge=1, le=50)] = 20,
+        offset: Annotated[int, Field(ge=0)] = 0,
+    ) -> CallToolResult:
+        identify(ctx, "brain_list")
+        try:
+            notes, total = notebook.list(
+                Filters(kind=kind, project=project, tag=tag, agent=agent), limit=limit, offset=offset
+            )
+        except HivenoteError as exc:
+            return _error(exc)
+        now = _now()
+        lines = [note_line(n, now) for n in notes] or ["No notes yet."]
+        if total > offset + len(notes):
+            lines.append(f"({len(notes)} of {total} shown; pass offset={offset + len(notes)} for more)")
+        return _ok("\n".join(lines), {"results": [_summary(n) for n in notes], "total": total})
+
+    @mcp.tool(
+        name="brain_forget",
+        title="Move a note to the trash",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        ),
+        description=(
+            "Move a note to the trash, e.g. when it is wrong or no longer true. It disappears from search and "
+            "lists for every agent, and can be restored from the Hivenote dashboard."
+        ),
+    )
+    def brain_forget(ctx: Context, id: Annotated[str, Field(description="The note's id.")]) -> CallToolResult:
+        by = identify(ctx, "brain_forget")
+        try:
+            note = notebook.forget(id, by=by)
+        except HivenoteError as exc:
+            return _error(exc)
+        return _ok(
+            f"Moved to the trash: {note.title!r} ({note.id}); it can be restored from the dashboard "
+            f"(trashed {ago(note.updated, _now())}).",
+            note.to_json(),
+        )
+
+    return mcp
