@@ -5,83 +5,20 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import time
-import urllib.error
-import urllib.request
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, Implementation, TextContent
+from mcp.types import CallToolResult, TextContent
 
-from hivenote.server.agents import AgentTracker, agent_id
-from hivenote.server.app import create_app
+from hivenote.server.agents import agent_id
 from hivenote.server.auth import Tokens
-from hivenote.server.serve import PortInUse, ServerThread, bind
-from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.serve import PortInUse, bind
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@dataclass
-class Running:
-    url: str
-    token: str
-    store: Store
-    tracker: AgentTracker
-    clock: Clock
-    tokens: Tokens
-
-
-def wait_until(condition: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "not reached before the deadline"
-        time.sleep(0.01)
-
-
-@pytest.fixture
-def running(tmp_path: Path) -> Iterator[Running]:
-    sock = bind("127.0.0.1", 0)
-    settings = replace(Settings(data_dir=tmp_path / "data"), port=sock.getsockname()[1])
-    clock = Clock()
-    tracker = AgentTracker(now_ms=clock)
-    tokens = Tokens(settings.data_dir / "tokens.json")
-    with Store(settings.data_dir) as store:
-        server = ServerThread(create_app(settings, store, tokens=tokens, tracker=tracker), settings, sock)
-        server.start()
-        wait_until(lambda: server.started or not server.thread.is_alive())
-        assert server.started, server.error
-        try:
-            yield Running(f"http://127.0.0.1:{server.port}", tokens.default(), store, tracker, clock, tokens)
-        finally:
-            server.stop()
-
-
-@contextlib.asynccontextmanager
-async def mcp_client(running: Running, name: str = "cursor-vscode", token: str | None = None) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {token or running.token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-        client = Client(
-            streamable_http_client(f"{running.url}/mcp", http_client=http),
-            client_info=Implementation(name=name, version="1.7.0"),
-            mode="legacy",
-        )
-        async with client:
-            yield client
+if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
+    from tests.server.live import Running, fetch, mcp_client
+else:
+    from live import Running, fetch, mcp_client
 
 
 def text(result: CallToolResult) -> str:
@@ -176,17 +113,6 @@ def test_connected_agents_are_online_for_two_minutes_after_their_last_request(ru
     running.clock.now += 2_000
     assert running.tracker.online() == []
     assert running.tracker.snapshot()[0].agent == "gemini-cli"
-
-
-def fetch(
-    url: str, headers: dict[str, str] | None = None, data: bytes | None = None
-) -> tuple[int, dict[str, str], Any]:
-    request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data else "GET")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), json.loads(error.read() or b"null")
 
 
 def test_requests_without_a_valid_token_are_refused_with_a_bearer_challenge(running: Running) -> None:

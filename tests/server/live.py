@@ -1,0 +1,70 @@
+"""A real Hivenote server for tests: uvicorn on 127.0.0.1 over a real store, a clock to move, MCP and HTTP clients."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import Implementation
+
+from hivenote.server.agents import AgentTracker
+from hivenote.server.auth import Tokens
+from hivenote.server.store import Store
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@dataclass
+class Running:
+    url: str
+    token: str
+    store: Store
+    tracker: AgentTracker
+    clock: Clock
+    tokens: Tokens
+
+
+def wait_until(condition: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not reached before the deadline"
+        time.sleep(0.01)
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(running: Running, name: str = "cursor-vscode", token: str | None = None) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token or running.token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        client = Client(
+            streamable_http_client(f"{running.url}/mcp", http_client=http),
+            client_info=Implementation(name=name, version="1.7.0"),
+            mode="legacy",
+        )
+        async with client:
+            yield client
+
+
+def fetch(
+    url: str, headers: dict[str, str] | None = None, data: bytes | None = None
+) -> tuple[int, dict[str, str], Any]:
+    request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read() or b"null")
