@@ -452,6 +452,19 @@ def cmd_connect(ctx: Context) -> int:
     return 0
 
 
+def cmd_stdio(ctx: Context) -> int:
+    from .auth import Tokens
+    from .bridge import ensure_server, run_bridge
+
+    a = ctx.args
+    settings = load_settings({"port": a.port}, data_dir=ctx.data_dir)
+    base = settings.base_url
+    ensure_server(base, ctx.data_dir, settings.port)
+    token = Tokens(ctx.data_dir / "tokens.json").default()
+    run_bridge(f"{base}/mcp/graph" if a.graph else f"{base}/mcp", token)
+    return 0
+
+
 # -- parser -----------------------------------------------------------------------------------------
 
 
@@ -538,6 +551,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("connect", "print a ready config for an agent (Cursor, Claude, Codex, ...)", cmd_connect)
     p.add_argument("client", nargs="?", help="cursor, claude-desktop, claude-code, codex, gemini-cli, vscode, ...")
     p.add_argument("--graph", action="store_true", help="the official memory tools endpoint instead")
+
+    p = add("stdio", "MCP over stdin/stdout for stdio-only clients (starts the server if needed)", cmd_stdio)
+    p.add_argument("--graph", action="store_true", help="the official memory tools (drop-in for server-memory)")
+    p.add_argument("--port", type=int, help="port of the local server (default 7788)")
 
     p = add("token", "show the token, or manage per-person tokens", cmd_token)
     tsub = p.add_subparsers(dest="token_command", required=True, metavar="show|add|list|revoke")
