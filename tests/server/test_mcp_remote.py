@@ -22,7 +22,9 @@ MCP_REMOTE = Path(__file__).resolve().parents[1] / "tools" / "node_modules" / ".
 def test_mcp_remote_reaches_hivenote_with_a_bearer_header_and_is_named_in_provenance(
     running: Running, tmp_path: Path
 ) -> None:
-    assert MCP_REMOTE.exists(), "mcp-remote is missing: run `npm ci --prefix tests/tools` (the README's test command does)"
+    assert MCP_REMOTE.exists(), (
+        "mcp-remote is missing: run `npm ci --prefix tests/tools` (the README's test command does)"
+    )
     params = StdioServerParameters(
         command=str(MCP_REMOTE),
         args=[f"{running.url}/mcp", "--header", "Authorization:${AUTH_HEADER}", "--transport", "http-only"],
