@@ -25,6 +25,7 @@ from .auth import Guard, Tokens
 from .errors import HivenoteError
 from .graph import Graph
 from .mcp_common import identify, tracking_middleware
+from .mcp_graph import GraphMCP
 from .mcp_notebook import build_notebook_server
 from .notebook import Notebook
 from .search import refresh_note_index
@@ -84,8 +85,9 @@ async def health(request: Request) -> Response:
     return JSONResponse({"ok": True, "version": __version__})
 
 
-async def _follow_and_warm(services: Services) -> None:
-    """Fold shards other machines' transports bring, and build the search index in steps after start."""
+async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
+    """Fold shards other machines' transports bring, build the search index in steps after start, and tell
+    graph subscribers about changes from any source (REST, the dashboard, another machine)."""
     store = services.store
     while True:
         try:
@@ -97,6 +99,7 @@ async def _follow_and_warm(services: Services) -> None:
 
             if store.state.changed_notes:
                 await anyio.to_thread.run_sync(warm)
+            await graph_mcp.publish_if_changed()
         except Exception:  # keep following; the error shows in the log and in status
             log.exception("following the log folder failed")
         await anyio.sleep(FOLLOW_INTERVAL_S)
@@ -126,17 +129,27 @@ def create_app(
     notebook_http = notebook_mcp.streamable_http_app(
         streamable_http_path="/mcp", transport_security=NO_SDK_HOST_CHECK, host=settings.host
     )
+    graph_mcp = GraphMCP(services.graph, identify=identify, extras=settings.graph_extras)
+    graph_mcp.server.middleware.append(tracking_middleware(services.tracker))
+    graph_http = graph_mcp.server.streamable_http_app(
+        streamable_http_path="/mcp/graph", transport_security=NO_SDK_HOST_CHECK, host=settings.host
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        async with notebook_mcp.session_manager.run(), anyio.create_task_group() as tasks:
-            tasks.start_soon(_follow_and_warm, services)
+        async with (
+            notebook_mcp.session_manager.run(),
+            graph_mcp.server.session_manager.run(),
+            anyio.create_task_group() as tasks,
+        ):
+            tasks.start_soon(_follow_and_warm, services, graph_mcp)
             yield {"services": services}
             tasks.cancel_scope.cancel()
 
     routes: list[BaseRoute] = [
         Route("/api/health", health),
         *(extra_routes or []),
+        *graph_http.routes,
         *notebook_http.routes,
     ]
     app = Starlette(
@@ -146,4 +159,6 @@ def create_app(
         exception_handlers={HivenoteError: _hivenote_error, 404: _http_error, 405: _http_error, 500: _http_error},
     )
     app.state.services = services
+    app.state.notebook_mcp = notebook_mcp  # benchmarks add a no-op tool to measure the protocol floor
+    app.state.graph_mcp = graph_mcp
     return app

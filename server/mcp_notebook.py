@@ -60,7 +60,8 @@ def _error(exc: HivenoteError) -> CallToolResult:
 
 def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
     """The `/mcp` server: six brain_* tools and the instructions every client receives on connect."""
-    mcp = MCPServer("hivenote", version=__version__, instructions=INSTRUCTIONS)
+    # log_level: MCPServer configures root logging itself; INFO would log every HTTP request.
+    mcp = MCPServer("hivenote", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @mcp.tool(
         name="brain_search",

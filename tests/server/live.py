@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import httpx2
 from mcp import Client
+from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import Implementation
+from mcp.types import EmptyResult, Implementation, ResourceUpdatedNotification, SubscribeRequest, SubscribeRequestParams
 
 from hivenote.server.agents import AgentTracker
 from hivenote.server.auth import Tokens
@@ -47,13 +49,21 @@ def wait_until(condition: Any, timeout: float = 10.0) -> None:
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(running: Running, name: str = "cursor-vscode", token: str | None = None) -> AsyncIterator[Client]:
+async def mcp_client(
+    running: Running,
+    name: str = "cursor-vscode",
+    token: str | None = None,
+    *,
+    path: str = "/mcp",
+    message_handler: Any = None,
+) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token or running.token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
         client = Client(
-            streamable_http_client(f"{running.url}/mcp", http_client=http),
+            streamable_http_client(f"{running.url}{path}", http_client=http),
             client_info=Implementation(name=name, version="1.7.0"),
             mode="legacy",
+            message_handler=message_handler,
         )
         async with client:
             yield client
@@ -68,3 +78,32 @@ def fetch(
             return response.status, dict(response.headers), json.loads(response.read() or b"null")
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), json.loads(error.read() or b"null")
+
+
+GRAPH_URI = "memory://knowledge-graph"
+WAIT_S = 10  # generous deadline for anything that should take milliseconds
+
+
+class Inbox:
+    """Notifications one client received, with a way to wait for the next ones."""
+
+    def __init__(self) -> None:
+        self.updates: list[str] = []
+        self._changed = anyio.Event()
+
+    async def handle(self, message: IncomingMessage) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            self.updates.append(message.params.uri)
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def until(self, count: int) -> None:
+        with anyio.fail_after(WAIT_S):
+            while len(self.updates) < count:
+                await self._changed.wait()
+
+
+async def subscribe(client: Client, uri: str = GRAPH_URI) -> None:
+    # `Client.subscribe_resource` is deprecated (MCPDeprecationWarning: gone in the 2026-07-28 era); the request
+    # itself is what handshake-era clients send.
+    await client.session.send_request(SubscribeRequest(params=SubscribeRequestParams(uri=uri)), EmptyResult)

@@ -13,12 +13,14 @@ from mcp.types import CallToolResult, TextContent
 
 from hivenote.server.agents import agent_id
 from hivenote.server.auth import Tokens
+from hivenote.server.graph import Graph
+from hivenote.server.model import Entity
 from hivenote.server.serve import PortInUse, bind
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.live import Running, fetch, mcp_client
+    from tests.server.live import Inbox, Running, fetch, mcp_client, subscribe
 else:
-    from live import Running, fetch, mcp_client
+    from live import Inbox, Running, fetch, mcp_client, subscribe
 
 
 def text(result: CallToolResult) -> str:
@@ -234,3 +236,42 @@ def test_client_names_map_to_agent_products(name: str, agent: str) -> None:
 def test_the_user_agent_names_the_product_when_client_info_does_not() -> None:
     assert agent_id(None, "claude-code/2.1.143 (external, cli)") == "claude-code"
     assert agent_id("", "undici") == "other"
+
+
+def test_the_graph_endpoint_is_the_official_drop_in_and_tells_subscribers_of_changes_from_anywhere(
+    running: Running,
+) -> None:
+    async def scenario() -> None:
+        inbox = Inbox()
+        with anyio.fail_after(30):
+            async with mcp_client(running, "claude-ai", path="/mcp/graph", message_handler=inbox.handle) as client:
+                tools = [t.name for t in (await client.list_tools()).tools]
+                assert tools == [
+                    "create_entities",
+                    "create_relations",
+                    "add_observations",
+                    "delete_entities",
+                    "delete_observations",
+                    "delete_relations",
+                    "read_graph",
+                    "search_nodes",
+                    "open_nodes",
+                ]
+                await subscribe(client)
+                made = await client.call_tool(
+                    "create_entities", {"entities": [{"name": "Ann", "entityType": "person", "observations": []}]}
+                )
+                assert not made.is_error
+                await inbox.until(1)
+                # A change that does not come through MCP at all (REST, the dashboard, another machine's shard).
+                await anyio.to_thread.run_sync(
+                    lambda: Graph(running.store).create_entities([Entity("Bob", "person", ())])
+                )
+                await inbox.until(2)
+                read = await client.call_tool("read_graph", {})
+                assert read.structured_content is not None
+                assert [e["name"] for e in read.structured_content["entities"]] == ["Ann", "Bob"]
+
+    anyio.run(scenario)
+    ann = running.store.state.ent_add[("Ann", 0)]
+    assert ann.by.agent == "claude-desktop"

@@ -1,0 +1,109 @@
+"""The notebook over real HTTP: brain_remember and brain_search at 10k notes beside a no-op tool on the same
+server and session (the protocol floor), interleaved so all three see the same conditions. The client runs in
+its own process, as agents do, so it does not share the server's interpreter. Prints a table.
+
+    python bench/bench_server.py [--notes 10000] [--calls 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import Implementation
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_core import WORDS, note_fields, write_log  # noqa: E402
+
+from hivenote.server.app import create_app  # noqa: E402
+from hivenote.server.search import refresh_note_index  # noqa: E402
+from hivenote.server.serve import ServerThread, bind  # noqa: E402
+from hivenote.server.settings import Settings  # noqa: E402
+from hivenote.server.store import Store  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def measure(url: str, token: str, calls: int) -> dict[str, list[float]]:
+    rnd = random.Random(11)
+    times: dict[str, list[float]] = {"noop": [], "brain_search": [], "brain_remember": []}
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+        client = Client(
+            streamable_http_client(f"{url}/mcp", http_client=http),
+            client_info=Implementation(name="bench", version="1"),
+            mode="legacy",
+        )
+        async with client:
+            for _ in range(20):  # warm-up
+                await client.call_tool("noop", {})
+            for _ in range(calls):
+                fields = note_fields(rnd)
+                for name, args in (
+                    ("noop", {}),
+                    ("brain_search", {"query": rnd.choice(WORDS)}),
+                    ("brain_remember", dict(fields)),
+                ):
+                    t = time.perf_counter()
+                    result = await client.call_tool(name, args)
+                    times[name].append(time.perf_counter() - t)
+                    assert not result.is_error, result
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--client", nargs=2, metavar=("URL", "TOKEN"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.client:  # the measuring side, in its own process
+        print(json.dumps(anyio.run(measure, args.client[0], args.client[1], args.calls)))
+        return
+    data = Path(tempfile.mkdtemp(prefix="hivenote-bench-http-")) / "data"
+    write_log(data, args.notes)
+    sock = bind("127.0.0.1", 0)
+    settings = replace(Settings(data_dir=data), port=sock.getsockname()[1])
+    with Store(data) as store:
+        refresh_note_index(store.state)  # as the server's warm-up does shortly after start
+        app = create_app(settings, store)
+
+        def noop() -> str:
+            """Does nothing: the cost of one MCP tool call over HTTP on this server."""
+            return "ok"
+
+        app.state.notebook_mcp.add_tool(noop, name="noop")
+        server = ServerThread(app, settings, sock)
+        server.start()
+        while not server.started:
+            time.sleep(0.01)
+        try:
+            token = app.state.services.tokens.default()
+            url = f"http://127.0.0.1:{server.port}"
+            client = [sys.executable, __file__, "--calls", str(args.calls), "--client", url, token]
+            times = json.loads(subprocess.run(client, capture_output=True, encoding="utf-8", check=True).stdout)
+        finally:
+            server.stop()
+    floor = statistics.median(times["noop"])
+    print(f"MCP over HTTP at {args.notes:,} notes, {args.calls} calls each, one session (ms)")
+    print(f"{'tool':<16}{'p50':>8}{'p99':>8}{'p50 / no-op':>13}")
+    for name, values in times.items():
+        print(f"{name:<16}{pct(values, 0.5) * 1e3:>8.2f}{pct(values, 0.99) * 1e3:>8.2f}{pct(values, 0.5) / floor:>12.2f}x")
+
+
+if __name__ == "__main__":
+    main()
