@@ -35,3 +35,11 @@ def test_every_cli_command_appears_in_the_readme() -> None:
     sub = next(a for a in parser._actions if a.dest == "command")
     for name in sub.choices:  # type: ignore[union-attr]
         assert f"hivenote {name}" in readme, f"`hivenote {name}` is not documented in the README"
+
+
+def test_every_connect_client_is_in_the_readme() -> None:
+    from hivenote.server.connect import CLIENTS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for client in CLIENTS:
+        assert f"`hivenote connect {client}`" in readme, f"{client} has no row in the README's client table"
