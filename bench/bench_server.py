@@ -25,13 +25,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_core import WORDS, note_fields, write_log  # noqa: E402
+from bench_core import WORDS, note_fields, write_log
 
-from hivenote.server.app import create_app  # noqa: E402
-from hivenote.server.search import refresh_note_index  # noqa: E402
-from hivenote.server.serve import ServerThread, bind  # noqa: E402
-from hivenote.server.settings import Settings  # noqa: E402
-from hivenote.server.store import Store  # noqa: E402
+from hivenote.server.app import create_app
+from hivenote.server.search import refresh_note_index
+from hivenote.server.serve import ServerThread, bind
+from hivenote.server.settings import Settings
+from hivenote.server.store import Store
 
 
 def pct(values: list[float], q: float) -> float:
@@ -102,7 +102,9 @@ def main() -> None:
     print(f"MCP over HTTP at {args.notes:,} notes, {args.calls} calls each, one session (ms)")
     print(f"{'tool':<16}{'p50':>8}{'p99':>8}{'p50 / no-op':>13}")
     for name, values in times.items():
-        print(f"{name:<16}{pct(values, 0.5) * 1e3:>8.2f}{pct(values, 0.99) * 1e3:>8.2f}{pct(values, 0.5) / floor:>12.2f}x")
+        print(
+            f"{name:<16}{pct(values, 0.5) * 1e3:>8.2f}{pct(values, 0.99) * 1e3:>8.2f}{pct(values, 0.5) / floor:>12.2f}x"
+        )
 
 
 if __name__ == "__main__":
