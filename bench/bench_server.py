@@ -17,6 +17,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import httpx2
@@ -24,14 +25,16 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
-sys.path.insert(0, str(Path(__file__).parent))
-from bench_core import WORDS, note_fields, write_log
-
 from hivenote.server.app import create_app
 from hivenote.server.search import refresh_note_index
 from hivenote.server.serve import ServerThread, bind
 from hivenote.server.settings import Settings
 from hivenote.server.store import Store
+
+if TYPE_CHECKING:  # mypy resolves bench/ from the project root; run as a script, this folder is on sys.path
+    from bench.bench_core import WORDS, note_fields, write_log
+else:
+    from bench_core import WORDS, note_fields, write_log
 
 
 def pct(values: list[float], q: float) -> float:
