@@ -28,6 +28,7 @@ from .mcp_common import identify, tracking_middleware
 from .mcp_graph import GraphMCP
 from .mcp_notebook import build_notebook_server
 from .notebook import Notebook
+from .rest import rest_routes
 from .search import refresh_note_index
 from .settings import Settings
 from .store import Store
@@ -148,6 +149,7 @@ def create_app(
 
     routes: list[BaseRoute] = [
         Route("/api/health", health),
+        *rest_routes(services),
         *(extra_routes or []),
         *graph_http.routes,
         *notebook_http.routes,
