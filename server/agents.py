@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .model import Author
 
 ONLINE_MS = 120_000
+PEOPLE_NOT_AGENTS = frozenset({"dashboard", "cli"})  # a person at the dashboard or shell is not a connected agent
 
 # (pattern on the lowercased clientInfo name or User-Agent, agent id); first match wins.
 _PRODUCTS: tuple[tuple[str, str], ...] = (

@@ -51,7 +51,7 @@ STATUS = {
     500: "internal",
     503: "unavailable",
 }
-ERROR_STATUS = {"invalid": 400, "not_found": 404, "store": 503}
+ERROR_STATUS = {"invalid": 400, "invalid_json": 400, "forbidden": 403, "not_found": 404, "store": 503}
 
 
 @dataclass

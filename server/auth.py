@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ class Tokens:
         self._default = ""
         self._people: dict[str, tuple[str, int]] = {}  # name -> (sha256 hex, created ms)
         self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file as last read
+        self._lock = threading.RLock()  # the guard checks tokens on the event loop while REST may change them
         self._load()
 
     def _stat(self) -> tuple[int, int] | None:
@@ -105,45 +107,50 @@ class Tokens:
 
     def default(self) -> str:
         """The owner's token, created on first use."""
-        self._load()
-        if not self._default:
-            self._default = new_token()
-            self._save()
-        return self._default
+        with self._lock:
+            self._load()
+            if not self._default:
+                self._default = new_token()
+                self._save()
+            return self._default
 
     def add(self, name: str) -> str:
         """A new token for `name`; returned once, stored only as a digest."""
-        self._load()
-        if not _NAME.match(name):
-            raise InvalidInput("a token name is 1-64 letters, digits, spaces or . _ @ - (e.g. a person's name)")
-        if name in self._people:
-            raise InvalidInput(f"{name!r} already has a token; revoke it first to issue a new one")
-        token = new_token()
-        self._people[name] = (_digest(token), time.time_ns() // 1_000_000)
-        self._save()
-        return token
+        with self._lock:
+            self._load()
+            if not _NAME.match(name):
+                raise InvalidInput("a token name is 1-64 letters, digits, spaces or . _ @ - (e.g. a person's name)")
+            if name in self._people:
+                raise InvalidInput(f"{name!r} already has a token; revoke it first to issue a new one")
+            token = new_token()
+            self._people[name] = (_digest(token), time.time_ns() // 1_000_000)
+            self._save()
+            return token
 
     def revoke(self, name: str) -> None:
-        self._load()
-        if self._people.pop(name, None) is None:
-            raise NotFound(f"no token named {name!r}; `hivenote token list` shows them")
-        self._save()
+        with self._lock:
+            self._load()
+            if self._people.pop(name, None) is None:
+                raise NotFound(f"no token named {name!r}; `hivenote token list` shows them")
+            self._save()
 
     def people(self) -> list[Person]:
-        self._load()
-        return [Person(n, c) for n, (_, c) in sorted(self._people.items())]
+        with self._lock:
+            self._load()
+            return [Person(n, c) for n, (_, c) in sorted(self._people.items())]
 
     def owner(self, presented: str) -> str | None:
         """The person a token belongs to ("" for the default token), or None. Constant-time comparisons."""
-        self._load()
-        found: str | None = None
-        if self._default and hmac.compare_digest(presented.encode(), self._default.encode()):
-            found = ""
-        digest = _digest(presented)
-        for name, (stored, _) in self._people.items():
-            if hmac.compare_digest(digest, stored):
-                found = name
-        return found
+        with self._lock:
+            self._load()
+            found: str | None = None
+            if self._default and hmac.compare_digest(presented.encode(), self._default.encode()):
+                found = ""
+            digest = _digest(presented)
+            for name, (stored, _) in self._people.items():
+                if hmac.compare_digest(digest, stored):
+                    found = name
+            return found
 
 
 def machine_names() -> frozenset[str]:

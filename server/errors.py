@@ -2,6 +2,7 @@
 
     HivenoteError                 (code)
      ├─ InvalidInput              invalid      bad field value, limit exceeded, file path as project, ...
+     ├─ Forbidden                 forbidden    a person's token asking for what only the owner may do
      ├─ NotFound                  not_found
      │   ├─ NoteNotFound
      │   └─ EntityNotFound        (the official memory server's exact message)
@@ -26,6 +27,10 @@ class HivenoteError(Exception):
 
 class InvalidInput(HivenoteError, ValueError):
     code = "invalid"
+
+
+class Forbidden(HivenoteError, PermissionError):
+    code = "forbidden"
 
 
 class NotFound(HivenoteError, LookupError):

@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .agents import AgentTracker, author_for
-from .errors import InvalidInput
+from .agents import PEOPLE_NOT_AGENTS, AgentTracker, author_for
+from .errors import Forbidden, InvalidInput
 from .model import NOTE_KINDS, Author
 from .search import MAX_LIMIT
 from .settings import SETTINGS_HELP, Settings
@@ -324,6 +324,8 @@ def _author(request: Request, person: str) -> Author:
 
 
 def _track(tracker: AgentTracker, author: Author, what: str) -> None:
+    if author.agent in PEOPLE_NOT_AGENTS:
+        return
     try:
         tracker.record(author, what)
     except Exception:  # tracking must never break a request
@@ -359,7 +361,7 @@ def route(ep: Endpoint, services: Services) -> Route:
         author = _author(request, person)
         _track(services.tracker, author, f"{ep.method} {ep.openapi_path}")
         if ep.owner_only and person:
-            return JSONResponse({"error": {"code": "forbidden", "message": FORBIDDEN}}, status_code=403)
+            raise Forbidden(FORBIDDEN)
         query = parse_query(ep.query, request.query_params.multi_items())
         call = Call(services, request, author, person, request.path_params, query, await _body(ep, request))
         result = await anyio.to_thread.run_sync(handler, call) if ep.blocking else handler(call)

@@ -72,8 +72,12 @@ class Settings:
 
     def check(self) -> None:
         """Refuse what would be unsafe or cannot work, saying what to do instead."""
-        if not 0 <= self.port <= 65535:
+        if not 1 <= self.port <= 65535:
             raise InvalidInput(f"port must be between 1 and 65535 (got {self.port})")
+        if self.max_body_bytes < 128 << 10:
+            raise InvalidInput(f"max_body_bytes must be at least {128 << 10} (a note alone may be 64 KiB)")
+        if self.max_import_bytes < self.max_body_bytes:
+            raise InvalidInput("max_import_bytes must be at least max_body_bytes")
         if not self.auth and not self.loopback:
             raise InvalidInput(
                 f"--no-auth is only allowed on a loopback address; {self.host} is reachable from other machines. "
@@ -109,6 +113,8 @@ def _coerce(name: str, value: Any) -> Any:
     kind = kinds.get(name)
     try:
         if kind == "int":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
             return int(value)
         if kind == "bool":
             if isinstance(value, str):

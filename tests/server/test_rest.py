@@ -384,15 +384,16 @@ def test_writes_carry_the_client_header_and_the_token_owner(running: Running, co
     updated = cli("PATCH", "/api/notes/{id}", {"tags": ["db"]}, expect=200, id=note["id"]).body
     assert updated["created_by"]["person"] == "ana"
     assert updated["updated_by"] == {"agent": "cli", "client": "hivenote-cli 0.1.0", "node": running.store.node}
-    seen = {(s.agent, s.person): s for s in running.tracker.snapshot()}
-    assert seen["dashboard", "ana"].last_tool == "POST /api/notes"
-    assert seen["cli", ""].last_tool == "PATCH /api/notes/{id}"
+    # People at the dashboard or the shell are not connected agents; a script naming itself is.
+    assert running.tracker.snapshot() == []
+    script = connect(running, client="nightly-sync/2.0")
+    remember(script, "From a script")
     agents = cli("GET", "/api/agents", expect=200).body
-    online = {(a["agent"], a["person"]) for a in agents["agents"] if a["online"]}
-    assert online == {("dashboard", "ana"), ("cli", "")}
+    online = {(a["agent"], a["client"], a["last_tool"]) for a in agents["agents"] if a["online"]}
+    assert online == {("other", "nightly-sync 2.0", "POST /api/notes")}
     assert agents["machine"]["node"] == running.store.node
     running.clock.now += 121_000
-    assert not any(a["online"] for a in cli("GET", "/api/agents", expect=200).body["agents"][1:])
+    assert not any(a["online"] for a in cli("GET", "/api/agents", expect=200).body["agents"])
 
 
 def test_without_a_client_header_the_user_agent_names_the_caller(running: Running, connect: Connect) -> None:
@@ -428,7 +429,7 @@ def test_a_failing_tracker_never_breaks_a_request(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, connect: Connect
 ) -> None:
     with serve(tmp_path / "data", tracker=BrokenTracker()) as broken:
-        client = connect(broken)
+        client = connect(broken, client="nightly-sync/2.0")
         assert remember(client, "Still stored")["title"] == "Still stored"
     assert "could not record the calling client" in caplog.text
 
@@ -549,7 +550,7 @@ def test_status_reports_counts_machines_and_unreadable_lines(api: Api, running: 
     assert status["nodes"]["laptop-beef"]["last_op"] == 5 and status["nodes"]["laptop-beef"]["lag_ms"] > 0
     assert status["nodes"][running.store.node]["ops"] == 1
     assert (status["node"], status["version"], status["auth"]) == (running.store.node, __version__, True)
-    assert status["listen"]["shared"] is False and status["fsyncs"] >= 1 and status["agents_online"] == 1
+    assert status["listen"]["shared"] is False and status["fsyncs"] >= 1 and status["agents_online"] == 0
     assert status["data_dir"] == str(running.store.data_dir)
 
 
