@@ -22,6 +22,7 @@ from starlette.routing import BaseRoute, Route
 from . import __version__
 from .agents import AgentTracker
 from .auth import Guard, Tokens
+from .client import announce, withdraw
 from .errors import HivenoteError
 from .graph import Graph
 from .mcp_common import identify, tracking_middleware
@@ -144,8 +145,12 @@ def create_app(
             anyio.create_task_group() as tasks,
         ):
             tasks.start_soon(_follow_and_warm, services, graph_mcp)
-            yield {"services": services}
-            tasks.cancel_scope.cancel()
+            announce(settings.data_dir, settings.base_url)  # so the CLI can reach us while we hold the lock
+            try:
+                yield {"services": services}
+            finally:
+                withdraw(settings.data_dir)
+                tasks.cancel_scope.cancel()
 
     routes: list[BaseRoute] = [
         Route("/api/health", health),

@@ -14,11 +14,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
+from .client import RemoteNotebook, running_server
 from .errors import HivenoteError, InvalidInput, NotFound
 from .graph import Graph, graph_json
 from .model import NOTE_KINDS, Author
@@ -40,6 +41,7 @@ from .transfer import (
 )
 
 EXIT_INVALID, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_LOCKED, EXIT_STORE = 1, 2, 3, 4, 5
+LOCK_WAIT_S = 5.0  # another CLI command may hold the data dir for a moment
 EXIT_CODES = (
     (ShardLocked, EXIT_LOCKED),
     (NotFound, EXIT_NOT_FOUND),
@@ -60,7 +62,23 @@ class Context:
         self.json = bool(getattr(args, "json", False))
 
     def store(self, *, write: bool) -> Store:
-        return Store(self.data_dir, readonly=not write)  # opened by `with`
+        return Store(self.data_dir, readonly=not write, lock_timeout=LOCK_WAIT_S)  # opened by `with`
+
+    @contextlib.contextmanager
+    def notebook(self) -> Iterator[Notebook | RemoteNotebook]:
+        """Where the notebook's writes go: the running server when one holds the data dir, else the store."""
+        url = running_server(self.data_dir)
+        if url is not None:
+            from .auth import Tokens
+
+            remote = RemoteNotebook(url, Tokens(self.data_dir / "tokens.json").default())
+            try:
+                yield remote
+            finally:
+                remote.close()
+            return
+        with self.store(write=True) as store:
+            yield Notebook(store)
 
     def emit(self, value: Any, text: str) -> None:
         if self.json:
@@ -112,8 +130,8 @@ def cmd_status(ctx: Context) -> int:
 
 def cmd_remember(ctx: Context) -> int:
     a = ctx.args
-    with ctx.store(write=True) as store:
-        result = Notebook(store).remember(
+    with ctx.notebook() as notebook:
+        result = notebook.remember(
             kind=a.kind, title=a.title, body=_read_body(a) or "", tags=a.tag or [], project=a.project
         )
     lines = [f"Remembered {note_line(result.note, _now())}"]
@@ -180,8 +198,8 @@ def cmd_update(ctx: Context) -> int:
         tags = []
     elif a.tag is not None:
         tags = a.tag
-    with ctx.store(write=True) as store:
-        note = Notebook(store).update(
+    with ctx.notebook() as notebook:
+        note = notebook.update(
             a.id,
             kind=a.kind if a.kind is not None else UNSET,
             title=a.title if a.title is not None else UNSET,
@@ -195,8 +213,8 @@ def cmd_update(ctx: Context) -> int:
 
 def _flag_command(verb: str, done: str) -> Callable[[Context], int]:
     def run(ctx: Context) -> int:
-        with ctx.store(write=True) as store:
-            note = getattr(Notebook(store), verb)(ctx.args.id)
+        with ctx.notebook() as notebook:
+            note = getattr(notebook, verb)(ctx.args.id)
         ctx.emit(note.to_json(), f"{done} {note_line(note, _now())}")
         return 0
 
@@ -204,8 +222,8 @@ def _flag_command(verb: str, done: str) -> Callable[[Context], int]:
 
 
 def cmd_purge(ctx: Context) -> int:
-    with ctx.store(write=True) as store:
-        note_id = Notebook(store).purge(ctx.args.id)
+    with ctx.notebook() as notebook:
+        note_id = notebook.purge(ctx.args.id)
     ctx.emit({"purged": note_id}, f"Purged {note_id} for good.")
     return 0
 
@@ -246,6 +264,17 @@ def cmd_import(ctx: Context) -> int:
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
     fmt = a.format or detect_format(text)
+    url = running_server(ctx.data_dir)
+    if url is not None:  # the server owns the data dir: it imports (and validates) the file itself
+        from .auth import Tokens
+
+        remote = RemoteNotebook(url, Tokens(ctx.data_dir / "tokens.json").default())
+        try:
+            answer = remote.import_file(text.encode("utf-8"), fmt, a.skip_bad)
+        finally:
+            remote.close()
+        _report_import(ctx, path, fmt, answer)
+        return 0
     summary = ImportSummary(fmt)
     by = Author(agent="import", client=f"hivenote import {path.name}")
     progress = _progress(ctx, "importing")
@@ -258,12 +287,16 @@ def cmd_import(ctx: Context) -> int:
     with ctx.store(write=True) as store, acting_as(by):
         import_notes(Notebook(store), notes, summary, by=by, progress=progress)
         import_graph(Graph(store), entities, relations, summary, by=by, progress=progress)
-    added = ", ".join(f"{n} {k}" for k, n in summary.added.items() if n) or "nothing new"
-    skipped = ", ".join(f"{n} {k}" for k, n in summary.skipped.items() if n)
-    text_out = f"Imported {path.name} ({fmt}): added {added}" + (f"; already present: {skipped}" if skipped else "")
-    text_out += "".join(f"\nskipped line {line}: {reason}" for line, reason in summary.rejected)
-    ctx.emit(summary.to_json(), text_out)
+    _report_import(ctx, path, fmt, summary.to_json())
     return 0
+
+
+def _report_import(ctx: Context, path: Path, fmt: str, summary: dict[str, Any]) -> None:
+    added = ", ".join(f"{n} {k}" for k, n in summary["added"].items() if n) or "nothing new"
+    skipped = ", ".join(f"{n} {k}" for k, n in summary["skipped"].items() if n)
+    text_out = f"Imported {path.name} ({fmt}): added {added}" + (f"; already present: {skipped}" if skipped else "")
+    text_out += "".join(f"\nskipped line {r['line']}: {r['reason']}" for r in summary["rejected"])
+    ctx.emit(summary, text_out)
 
 
 def cmd_export(ctx: Context) -> int:

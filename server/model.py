@@ -246,6 +246,26 @@ class Note:
             "trashed": self.trashed,
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Note:
+        """The inverse of `to_json` (a note that came over the REST API)."""
+        created, updated = data["created_by"], data["updated_by"]
+        return cls(
+            id=data["id"],
+            kind=data["kind"],
+            title=data["title"],
+            body=data.get("body", ""),
+            tags=tuple(data["tags"]),
+            project=data["project"],
+            created=data["created"],
+            updated=data["updated"],
+            created_by=Author(created.get("agent", ""), created.get("client", ""), created.get("person", "")),
+            created_on=created["node"],
+            updated_by=Author(updated.get("agent", ""), updated.get("client", ""), updated.get("person", "")),
+            updated_on=updated["node"],
+            trashed=data["trashed"],
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Version:

@@ -70,15 +70,16 @@ def claim_node(data_dir: Path, fingerprint: str, now_ms: int) -> str:
 class ShardClaim:
     """The OS lock on `log/<node>.lock`, with the holder's pid written in it for the next one to name."""
 
-    def __init__(self, data_dir: Path, node: str) -> None:
+    def __init__(self, data_dir: Path, node: str, timeout: float = 0) -> None:
         self.data_dir = data_dir
         self.path = data_dir / "log" / f"{node}.lock"
+        self.timeout = timeout  # how long to wait for a short-lived holder (another CLI command)
         self._lock: filelock.BaseFileLock | None = None
 
     def acquire(self) -> None:
         lock = filelock.FileLock(self.path)
         try:
-            lock.acquire(timeout=0)
+            lock.acquire(timeout=self.timeout)
         except filelock.Timeout:
             pid: int | None = None
             with contextlib.suppress(OSError, ValueError):

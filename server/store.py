@@ -62,6 +62,7 @@ class Store:
         now_ms: Callable[[], int] = _wall_ms,
         fingerprint: Callable[[], str] = host_fingerprint,
         max_clock_offset_ms: int | None = None,
+        lock_timeout: float = 0,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.log_dir = self.data_dir / "log"
@@ -85,7 +86,7 @@ class Store:
         self.fsyncs = 0  # group commits so far (status and tests)
         self.node = read_node(self.data_dir) if readonly else claim_node(self.data_dir, fingerprint(), now_ms())
         self.shard_path = self.log_dir / f"{self.node}.jsonl" if self.node else None
-        self._claim = ShardClaim(self.data_dir, self.node)
+        self._claim = ShardClaim(self.data_dir, self.node, lock_timeout)
 
     # -- identity and lifecycle ---------------------------------------------------------------------
 

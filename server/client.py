@@ -1,0 +1,110 @@
+"""The CLI's way to a running Hivenote: find it (the server records its URL in `<data dir>/server.json` while it
+holds the shard lock) and make the notebook's writes through its REST API, so the CLI keeps working while the
+server owns the data dir. Reads stay local: a read-only fold sees every acknowledged write."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from . import __version__
+from .errors import Forbidden, HivenoteError, InvalidInput, NotFound, StoreError
+from .model import Note
+from .node import lock_holder
+from .notebook import UNSET, Remembered
+
+SERVER_FILE = "server.json"
+_ERRORS: dict[str, type[HivenoteError]] = {
+    "invalid": InvalidInput,
+    "invalid_json": InvalidInput,
+    "not_found": NotFound,
+    "forbidden": Forbidden,
+    "store": StoreError,
+}
+
+
+def announce(data_dir: Path, url: str) -> None:
+    """Written by the server once it answers: where to reach it."""
+    path = data_dir / SERVER_FILE
+    tmp = path.with_name(f".{SERVER_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def withdraw(data_dir: Path) -> None:
+    """Removed by the server as it stops (only its own record)."""
+    path = data_dir / SERVER_FILE
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        if json.loads(path.read_text(encoding="utf-8"))["pid"] == os.getpid():
+            path.unlink()
+
+
+def running_server(data_dir: Path) -> str | None:
+    """The URL of the Hivenote that holds this data dir's lock, or None when none does."""
+    holder = lock_holder(data_dir)
+    if not holder:
+        return None
+    try:
+        record = json.loads((data_dir / SERVER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return str(record["url"]) if record.get("pid") == holder else None
+
+
+class RemoteNotebook:
+    """The notebook's write calls, made on a running server over REST (the same code path as the dashboard)."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.http = httpx2.Client(
+            base_url=url,
+            headers={"Authorization": f"Bearer {token}", "X-Hivenote-Client": f"hivenote-cli/{__version__}"},
+            timeout=60,
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx2.HTTPError as exc:
+            raise StoreError(f"the running Hivenote at {self.http.base_url} did not answer ({exc})") from None
+        if response.status_code >= 400:
+            try:
+                error = response.json()["error"]
+            except (ValueError, KeyError, TypeError):
+                raise HivenoteError(f"the running Hivenote answered {response.status_code}") from None
+            raise _ERRORS.get(error.get("code"), HivenoteError)(error.get("message", "error"))
+        return response.json()
+
+    def remember(
+        self, *, kind: str, title: str, body: str = "", tags: Any = (), project: str | None = None
+    ) -> Remembered:
+        doc = {"kind": kind, "title": title, "body": body, "tags": list(tags), "project": project}
+        answer = self._call("POST", "/api/notes", json=doc)
+        return Remembered(Note.from_json(answer["note"]), [Note.from_json(n) for n in answer["similar"]])
+
+    def update(self, note_id: str, **fields: Any) -> Note:
+        changes = {k: v for k, v in fields.items() if v is not UNSET}
+        if changes.get("project") == "":
+            changes["project"] = None
+        return Note.from_json(self._call("PATCH", f"/api/notes/{note_id}", json=changes))
+
+    def forget(self, note_id: str) -> Note:
+        return Note.from_json(self._call("POST", f"/api/notes/{note_id}/trash"))
+
+    def restore(self, note_id: str) -> Note:
+        return Note.from_json(self._call("POST", f"/api/notes/{note_id}/restore"))
+
+    def purge(self, note_id: str) -> str:
+        return str(self._call("DELETE", f"/api/notes/{note_id}")["purged"])
+
+    def import_file(self, content: bytes, fmt: str, skip_bad: bool) -> dict[str, Any]:
+        params = {"format": fmt, "skip_bad": "true" if skip_bad else "false"}
+        answer: dict[str, Any] = self._call("POST", "/api/import", params=params, content=content)
+        return answer
