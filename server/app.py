@@ -5,6 +5,7 @@ machines' shards, warming the search index) lives in the lifespan."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -91,6 +92,7 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
     """Fold shards other machines' transports bring, build the search index in steps after start, and tell
     graph subscribers about changes from any source (REST, the dashboard, another machine)."""
     store = services.store
+    frozen = False
     while True:
         try:
             await anyio.to_thread.run_sync(store.refresh)
@@ -101,6 +103,11 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
 
             if store.state.changed_notes:
                 await anyio.to_thread.run_sync(warm)
+            if not frozen and not store.state.changed_notes:
+                # The folded notebook lives as long as the server: keep the collector from walking it again
+                # and again (a full pass over a big notebook is a latency spike on whichever request meets it).
+                gc.freeze()
+                frozen = True
             await graph_mcp.publish_if_changed()
         except Exception:  # keep following; the error shows in the log and in status
             log.exception("following the log folder failed")
