@@ -7,8 +7,9 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,7 +20,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import EmptyResult, Implementation, ResourceUpdatedNotification, SubscribeRequest, SubscribeRequestParams
 
 from hivenote.server.agents import AgentTracker
+from hivenote.server.app import create_app
 from hivenote.server.auth import Tokens
+from hivenote.server.serve import ServerThread, bind
+from hivenote.server.settings import Settings
 from hivenote.server.store import Store
 
 
@@ -107,3 +111,22 @@ async def subscribe(client: Client, uri: str = GRAPH_URI) -> None:
     # `Client.subscribe_resource` is deprecated (MCPDeprecationWarning: gone in the 2026-07-28 era); the request
     # itself is what handshake-era clients send.
     await client.session.send_request(SubscribeRequest(params=SubscribeRequestParams(uri=uri)), EmptyResult)
+
+
+@contextlib.contextmanager
+def serve(data_dir: Path, tracker: AgentTracker | None = None, **changes: Any) -> Iterator[Running]:
+    """Another real server (conftest's `running` with other settings, or a second notebook)."""
+    sock = bind("127.0.0.1", 0)
+    settings = replace(Settings(data_dir=data_dir), port=sock.getsockname()[1], **changes)
+    clock = Clock()
+    tracker = tracker or AgentTracker(now_ms=clock)
+    tokens = Tokens(data_dir / "tokens.json")
+    with Store(data_dir) as store:
+        server = ServerThread(create_app(settings, store, tokens=tokens, tracker=tracker), settings, sock)
+        server.start()
+        wait_until(lambda: server.started or not server.thread.is_alive())
+        assert server.started, server.error
+        try:
+            yield Running(f"http://127.0.0.1:{server.port}", tokens.default(), store, tracker, clock, tokens)
+        finally:
+            server.stop()

@@ -4,11 +4,10 @@ and the document itself is validated and compared with the routes actually serve
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -28,14 +27,13 @@ from hivenote.server.notebook import Notebook
 from hivenote.server.rest import ENDPOINTS
 from hivenote.server.rest_schema import openapi_document
 from hivenote.server.search import Filters
-from hivenote.server.serve import ServerThread, bind
 from hivenote.server.settings import Settings
 from hivenote.server.store import Store
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.live import Clock, Running, wait_until
+    from tests.server.live import Running, serve, wait_until
 else:
-    from live import Clock, Running, wait_until
+    from live import Running, serve, wait_until
 
 DOC = openapi_document(ENDPOINTS, __version__)
 OPERATIONS = {(method.upper(), path) for path, ops in DOC["paths"].items() for method in ops}
@@ -125,25 +123,6 @@ def connect() -> Iterator[Connect]:
 @pytest.fixture
 def api(running: Running, connect: Connect) -> Api:
     return connect(running)
-
-
-@contextlib.contextmanager
-def serve(data_dir: Path, tracker: AgentTracker | None = None, **changes: Any) -> Iterator[Running]:
-    """Another real server (conftest's `running` with other settings, or a second notebook)."""
-    sock = bind("127.0.0.1", 0)
-    settings = replace(Settings(data_dir=data_dir), port=sock.getsockname()[1], **changes)
-    clock = Clock()
-    tracker = tracker or AgentTracker(now_ms=clock)
-    tokens = Tokens(data_dir / "tokens.json")
-    with Store(data_dir) as store:
-        server = ServerThread(create_app(settings, store, tokens=tokens, tracker=tracker), settings, sock)
-        server.start()
-        wait_until(lambda: server.started or not server.thread.is_alive())
-        assert server.started, server.error
-        try:
-            yield Running(f"http://127.0.0.1:{server.port}", tokens.default(), store, tracker, clock, tokens)
-        finally:
-            server.stop()
 
 
 def shard_size(running: Running) -> int:
