@@ -1,0 +1,285 @@
+"""CLI commands around the notebook: status, import/export, compaction, doctor, and the server side (`serve`,
+`stdio`, `connect`, `token`)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import __version__
+from .cli_notes import now_ms
+from .client import RemoteNotebook, running_server
+from .errors import HivenoteError, InvalidInput
+from .graph import Graph
+from .model import Author
+from .notebook import Notebook
+from .provenance import acting_as
+from .render import ago
+from .settings import load_settings
+from .store import Store, lock_holder
+from .transfer import (
+    ImportSummary,
+    detect_format,
+    export_memory_jsonl,
+    export_notebook,
+    import_graph,
+    import_notes,
+    parse_memory_jsonl,
+    parse_notebook,
+)
+
+if TYPE_CHECKING:
+    from .cli import Context
+
+
+def cmd_status(ctx: Context) -> int:
+    with ctx.store(write=False) as store:
+        counts = Notebook(store).counts()
+    holder = lock_holder(ctx.data_dir)
+    running = f"a Hivenote server is running (pid {holder})" if holder else "no Hivenote server is running"
+    ctx.emit(
+        {"data_dir": str(ctx.data_dir), "running_pid": holder, **counts},
+        f"Hivenote {__version__} — data in {ctx.data_dir}\n"
+        f"{counts['notes']} notes ({counts['trashed']} in the trash), {counts['entities']} entities, "
+        f"{counts['relations']} relations; {running}.\n"
+        "Run `hivenote --help` for commands.",
+    )
+    return 0
+
+
+def _progress(ctx: Context, label: str) -> Callable[[int, int], None] | None:
+    if ctx.json:
+        return None
+
+    def show(done: int, total: int) -> None:
+        if total > 1000:
+            end = "\n" if done >= total else "\r"
+            ctx.err.write(f"{label}: {done}/{total} ({done * 100 // total}%){end}")
+            ctx.err.flush()
+
+    return show
+
+
+def cmd_import(ctx: Context) -> int:
+    a = ctx.args
+    path = Path(a.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
+    fmt = a.format or detect_format(text)
+    url = running_server(ctx.data_dir)
+    if url is not None:  # the server owns the data dir: it imports (and validates) the file itself
+        from .auth import Tokens
+
+        remote = RemoteNotebook(url, Tokens(ctx.data_dir / "tokens.json").default())
+        try:
+            answer = remote.import_file(text.encode("utf-8"), fmt, a.skip_bad)
+        finally:
+            remote.close()
+        _report_import(ctx, path, fmt, answer)
+        return 0
+    summary = ImportSummary(fmt)
+    by = Author(agent="import", client=f"hivenote import {path.name}")
+    progress = _progress(ctx, "importing")
+    if fmt == "memory-jsonl":
+        entities, relations, bad = parse_memory_jsonl(text, skip_bad=a.skip_bad)
+        notes: list[dict[str, Any]] = []
+    else:
+        notes, entities, relations, bad = parse_notebook(text, skip_bad=a.skip_bad)
+    summary.rejected.extend(bad)
+    with ctx.store(write=True) as store, acting_as(by):
+        import_notes(Notebook(store), notes, summary, by=by, progress=progress)
+        import_graph(Graph(store), entities, relations, summary, by=by, progress=progress)
+    _report_import(ctx, path, fmt, summary.to_json())
+    return 0
+
+
+def _report_import(ctx: Context, path: Path, fmt: str, summary: dict[str, Any]) -> None:
+    added = ", ".join(f"{n} {k}" for k, n in summary["added"].items() if n) or "nothing new"
+    skipped = ", ".join(f"{n} {k}" for k, n in summary["skipped"].items() if n)
+    text_out = f"Imported {path.name} ({fmt}): added {added}" + (f"; already present: {skipped}" if skipped else "")
+    text_out += "".join(f"\nskipped line {r['line']}: {r['reason']}" for r in summary["rejected"])
+    ctx.emit(summary, text_out)
+
+
+def cmd_export(ctx: Context) -> int:
+    a = ctx.args
+    fmt = a.format or ("memory-jsonl" if a.file.endswith(".jsonl") else "notebook")
+    with ctx.store(write=False) as store, store.reading() as state:
+        if fmt == "memory-jsonl":
+            entities, relations = state.graph()
+            data = export_memory_jsonl(entities, relations)
+            counted = f"{len(entities)} entities, {len(relations)} relations"
+        else:
+            doc = export_notebook(state, node=store.node, now_ms=now_ms())
+            data = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+            counted = f"{len(doc['notes'])} notes, {len(doc['graph']['entities'])} entities"
+    if a.file == "-":
+        ctx.out.write(data)
+        return 0
+    target = Path(a.file)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        tmp.write_text(data, encoding="utf-8", newline="")
+        tmp.replace(target)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {target}: {exc.strerror}") from None
+    ctx.emit({"file": str(target), "format": fmt}, f"Exported {counted} to {target} ({fmt}).")
+    return 0
+
+
+def cmd_compact(ctx: Context) -> int:
+    with ctx.store(write=True) as store:
+        before, after = store.compact()
+    ctx.emit({"before": before, "after": after}, f"Compacted this node's shard: {before} → {after} lines.")
+    return 0
+
+
+def cmd_doctor(ctx: Context) -> int:
+    holder = lock_holder(ctx.data_dir)
+    with ctx.store(write=False) as store:
+        health = store.health()
+        counts = Notebook(store).counts()
+        skew = dict(store.clock.skew.ahead_ms)
+        nodes = {n: {"ops": s.ops, "last_op": s.last_wall} for n, s in store.state.nodes.items()}
+        node = store.node
+    report = {
+        "data_dir": str(ctx.data_dir),
+        "node": node,
+        "running_pid": holder,
+        "counts": counts,
+        "nodes": nodes,
+        "clock_skew_ms": skew,
+        "shards": {
+            name: {
+                "ops": h.ops,
+                "bad_lines": h.bad,
+                "unknown_ops": h.unknown,
+                "torn_tail_bytes": h.torn_tail_bytes,
+                "problems": [{"line": b.line, "reason": b.reason} for b in h.bad_lines],
+            }
+            for name, h in health.items()
+        },
+    }
+    lines = [
+        f"data dir: {ctx.data_dir}",
+        f"this node: {node or '(none yet: nothing written here)'}",
+        f"server: {'running, pid ' + str(holder) if holder else 'not running'}",
+        f"notes: {counts['notes']} live, {counts['trashed']} in the trash; graph: {counts['entities']} entities",
+    ]
+    for name, h in health.items():
+        state = "ok" if not (h.bad or h.unknown) else f"{h.bad} unreadable, {h.unknown} from a newer version"
+        tail = f", {h.torn_tail_bytes} bytes of an unfinished last line" if h.torn_tail_bytes else ""
+        lines.append(f"shard {name}: {h.ops} ops, {state}{tail}")
+        lines += [f"  line {b.line}: {b.reason}" for b in h.bad_lines]
+    now = now_ms()
+    for other, ahead in skew.items():
+        lines.append(f"clock skew: {other} writes stamps {ahead // 1000} s ahead of this machine's clock")
+    for other, s in nodes.items():
+        lines.append(f"node {other}: {s['ops']} ops, last {ago(s['last_op'], now)}")
+    if any(h.bad for h in health.values()):
+        lines.append("Unreadable lines are skipped and kept in place; nothing is deleted.")
+    ctx.emit(report, "\n".join(lines))
+    return 0
+
+
+def cmd_serve(ctx: Context) -> int:
+    from .app import create_app  # the server's dependencies load only for the commands that need them
+    from .serve import ServerThread, bind
+
+    a = ctx.args
+    settings = load_settings(
+        {"host": a.host, "port": a.port, "auth": False if a.no_auth else None}, data_dir=ctx.data_dir
+    )
+    if not settings.auth:
+        ctx.err.write(
+            "WARNING: --no-auth: any program on this machine can read and change the notebook without a token.\n"
+        )
+    sock = bind(settings.host, settings.port)
+    with Store(settings.data_dir) as store:
+        server = ServerThread(create_app(settings, store), settings, sock)
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            server.start()
+            while not server.started and server.thread.is_alive():
+                server.thread.join(0.05)
+            if not server.started:
+                raise HivenoteError(f"the server did not start: {server.error}")
+            url = f"http://{settings.base_url.removeprefix('http://')}"
+            ctx.out.write(f"Hivenote {__version__} serving {settings.data_dir} on {url}\n")
+            ctx.out.write(f"  MCP (notebook): {url}/mcp\n  MCP (memory graph): {url}/mcp/graph\n")
+            ctx.out.write("  `hivenote connect <client>` prints a ready config. Ctrl-C stops.\n")
+            ctx.out.flush()
+            while server.thread.is_alive() and not stop.wait(0.25):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            server.stop()
+    return 0
+
+
+def cmd_token(ctx: Context) -> int:
+    from .auth import Tokens
+
+    a = ctx.args
+    tokens = Tokens(ctx.data_dir / "tokens.json")
+    if a.token_command == "show":
+        token = tokens.default()
+        ctx.emit({"token": token}, token)
+    elif a.token_command == "add":
+        token = tokens.add(a.name)
+        ctx.emit(
+            {"name": a.name, "token": token},
+            f"{token}\nThe token for {a.name}; it is shown only this once. Notes they write carry their name.",
+        )
+    elif a.token_command == "revoke":
+        tokens.revoke(a.name)
+        ctx.emit({"revoked": a.name}, f"Revoked the token of {a.name}.")
+    else:
+        people = tokens.people()
+        ctx.emit(
+            [{"name": p.name, "created": p.created} for p in people],
+            "\n".join(f"{p.name}  (since {ago(p.created, now_ms())})" for p in people) or "No personal tokens yet.",
+        )
+    return 0
+
+
+def cmd_connect(ctx: Context) -> int:
+    from .auth import Tokens
+    from .connect import CLIENTS, snippet
+
+    a = ctx.args
+    if not a.client:
+        ctx.emit(list(CLIENTS), "Clients: " + ", ".join(CLIENTS) + "\nRun `hivenote connect <client>` for its config.")
+        return 0
+    settings = load_settings(data_dir=ctx.data_dir)
+    token = Tokens(ctx.data_dir / "tokens.json").default() if settings.auth else None
+    url = f"{settings.base_url}/mcp/graph" if a.graph else f"{settings.base_url}/mcp"
+    found = snippet(a.client, url=url, token=token, graph=a.graph)
+    where = "\n".join(f"  {system}: {path}" for system, path in found.where.items())
+    steps = "\n".join(f"  - {step}" for step in found.steps)
+    ctx.emit(found.to_json(), f"{found.title} ({found.format}):\n\n{found.text}\n\nWhere:\n{where}\n\nSteps:\n{steps}")
+    return 0
+
+
+def cmd_stdio(ctx: Context) -> int:
+    from .auth import Tokens
+    from .bridge import ensure_server, run_bridge
+
+    a = ctx.args
+    settings = load_settings({"port": a.port}, data_dir=ctx.data_dir)
+    base = settings.base_url
+    ensure_server(base, ctx.data_dir, settings.port)
+    token = Tokens(ctx.data_dir / "tokens.json").default()
+    run_bridge(f"{base}/mcp/graph" if a.graph else f"{base}/mcp", token)
+    return 0

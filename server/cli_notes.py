@@ -1,0 +1,178 @@
+"""CLI commands on notes and the knowledge graph (`remember`, `search`, `list`, `get`, `update`, `forget`,
+`restore`, `purge`, `history`, `graph`): thin adapters over the same use-cases as MCP and REST."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .graph import Graph, graph_json
+from .notebook import UNSET, Notebook
+from .render import ago, note_line, note_text
+from .search import Filters
+
+if TYPE_CHECKING:
+    from .cli import Context
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _filters(args: argparse.Namespace, *, trashed: bool = False) -> Filters:
+    return Filters(
+        kind=args.kind,
+        project=args.project,
+        tag=getattr(args, "tag", None),
+        agent=getattr(args, "agent", None),
+        trashed=trashed,
+    )
+
+
+def _read_body(args: argparse.Namespace) -> str | None:
+    if getattr(args, "body_file", None):
+        source = args.body_file
+        return sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    body: str | None = args.body
+    return body
+
+
+def cmd_remember(ctx: Context) -> int:
+    a = ctx.args
+    with ctx.notebook() as notebook:
+        result = notebook.remember(
+            kind=a.kind, title=a.title, body=_read_body(a) or "", tags=a.tag or [], project=a.project
+        )
+    lines = [f"Remembered {note_line(result.note, now_ms())}"]
+    lines += [
+        f"Looks like {n.id} {n.title!r}; if the new note replaces it, update that one instead "
+        f"(hivenote update {n.id} ...) and forget this one."
+        for n in result.similar
+    ]
+    ctx.emit({"note": result.note.to_json(), "similar": [n.to_json() for n in result.similar]}, "\n".join(lines))
+    return 0
+
+
+def cmd_search(ctx: Context) -> int:
+    a = ctx.args
+    with ctx.store(write=False) as store:
+        result = Notebook(store).search(a.query, _filters(a, trashed=a.trash), a.limit)
+    now = now_ms()
+    if result.hits:
+        more = (
+            f"\n({len(result.hits)} of {result.total} shown; use --limit for more)"
+            if result.total > len(result.hits)
+            else ""
+        )
+        text = "\n".join(note_line(n, now) for n in result.hits) + more
+    else:
+        text = "No matching notes."
+        if result.near:
+            text += " Closest partial matches:\n" + "\n".join(note_line(n, now) for n in result.near)
+    ctx.emit(
+        {
+            "results": [n.to_json() for n in result.hits],
+            "near": [n.to_json() for n in result.near],
+            "total": result.total,
+        },
+        text,
+    )
+    return 0
+
+
+def cmd_list(ctx: Context) -> int:
+    a = ctx.args
+    with ctx.store(write=False) as store:
+        notes, total = Notebook(store).list(_filters(a, trashed=a.trash), limit=a.limit, offset=a.offset)
+    now = now_ms()
+    text = "\n".join(note_line(n, now) for n in notes) or ("The trash is empty." if a.trash else "No notes yet.")
+    if total > a.offset + len(notes):
+        text += f"\n({len(notes)} of {total} shown; use --limit/--offset for more)"
+    ctx.emit({"results": [n.to_json() for n in notes], "total": total}, text)
+    return 0
+
+
+def cmd_get(ctx: Context) -> int:
+    with ctx.store(write=False) as store:
+        note = Notebook(store).get(ctx.args.id)
+    ctx.emit(note.to_json(), note_text(note, now_ms()))
+    return 0
+
+
+def cmd_update(ctx: Context) -> int:
+    a = ctx.args
+    body = _read_body(a)
+    tags: Any = UNSET
+    if a.no_tags:
+        tags = []
+    elif a.tag is not None:
+        tags = a.tag
+    with ctx.notebook() as notebook:
+        note = notebook.update(
+            a.id,
+            kind=a.kind if a.kind is not None else UNSET,
+            title=a.title if a.title is not None else UNSET,
+            body=body if body is not None else UNSET,
+            tags=tags,
+            project=a.project if a.project is not None else UNSET,
+        )
+    ctx.emit(note.to_json(), f"Updated {note_line(note, now_ms())}")
+    return 0
+
+
+def flag_command(verb: str, done: str) -> Callable[[Context], int]:
+    def run(ctx: Context) -> int:
+        with ctx.notebook() as notebook:
+            note = getattr(notebook, verb)(ctx.args.id)
+        ctx.emit(note.to_json(), f"{done} {note_line(note, now_ms())}")
+        return 0
+
+    return run
+
+
+def cmd_purge(ctx: Context) -> int:
+    with ctx.notebook() as notebook:
+        note_id = notebook.purge(ctx.args.id)
+    ctx.emit({"purged": note_id}, f"Purged {note_id} for good.")
+    return 0
+
+
+def cmd_history(ctx: Context) -> int:
+    with ctx.store(write=False) as store:
+        versions = Notebook(store).history(ctx.args.id)
+    now = now_ms()
+    lines = []
+    for v in versions:
+        who = " · ".join(x for x in (v.by.agent, v.by.person, v.node) if x)
+        changed = ", ".join(f"{k}={json.dumps(val, ensure_ascii=False)[:60]}" for k, val in v.fields.items())
+        lines.append(f"{ago(v.at, now):>16}  {v.action:<8} {who}  {changed}")
+    ctx.emit([v.to_json() for v in versions], "\n".join(lines))
+    return 0
+
+
+def cmd_graph(ctx: Context) -> int:
+    a = ctx.args
+    with ctx.store(write=False) as store:
+        graph = Graph(store)
+        if a.graph_command == "open":
+            entities, relations = graph.open_nodes(a.names)
+            ctx.emit(graph_json(entities, relations), json.dumps(graph_json(entities, relations), indent=2))
+            return 0
+        page = graph.page(
+            a.query if a.graph_command == "search" else None,
+            limit=a.limit,
+            offset=a.offset,
+            names_only=a.names_only,
+        )
+    doc = page.to_json()
+    if a.names_only:
+        text = "\n".join(doc["names"]) + f"\n({len(doc['names'])} of {page.total_entities} entities)"
+    else:
+        text = json.dumps(doc, ensure_ascii=False, indent=2)
+    ctx.emit(doc, text)
+    return 0
