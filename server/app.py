@@ -34,6 +34,7 @@ from .rest import rest_routes
 from .search import refresh_note_index
 from .settings import Settings
 from .store import Store
+from .web import web_routes
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,7 @@ def create_app(
         *(extra_routes or []),
         *graph_http.routes,
         *notebook_http.routes,
+        *web_routes(),
     ]
     app = Starlette(
         routes=routes,

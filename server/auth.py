@@ -34,7 +34,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-OPEN_PATHS = ("/api/health",)
+OPEN_PATHS = ("/api/health", "/api/session")
 PROTECTED_PREFIXES = ("/mcp", "/api", "/sync")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,63}$")
 

@@ -5,6 +5,7 @@ over the use-cases MCP and the CLI share; errors go through app.py's HivenoteErr
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
@@ -18,10 +19,23 @@ from starlette.routing import BaseRoute
 
 from . import __version__, transfer
 from .connect import CLIENTS, all_snippets, snippet
-from .errors import EntityNotFound, ImportRejected, InvalidInput, NotFound
+from .errors import EntityNotFound, Forbidden, ImportRejected, InvalidInput, NotFound
 from .graph import GraphPage, graph_json
 from .model import Entity, Note, Relation
-from .rest_schema import NOTE, QUERIES, SETTABLE, Call, Endpoint, endpoint, openapi_document, ref, route
+from .rest_schema import (
+    CLIENT_HEADER,
+    NOTE,
+    QUERIES,
+    SETTABLE,
+    TEXT,
+    Call,
+    Endpoint,
+    endpoint,
+    obj,
+    openapi_document,
+    ref,
+    route,
+)
 from .search import DEFAULT_LIMIT, MAX_LIMIT, Filters
 from .settings import SETTINGS_HELP, load_settings
 
@@ -418,6 +432,48 @@ def revoke_token(c: Call) -> object:
     return {"revoked": c.path["name"]}
 
 
+# -- the dashboard's session -----------------------------------------------------------------------------------------
+
+SESSION_REFUSED = (
+    "The token is handed out only to the dashboard on this machine itself (opened at 127.0.0.1 or localhost). "
+    "From another machine, paste a token: the owner runs `hivenote token add <your name>` and gives it to you."
+)
+
+
+def _loopback(host: str | None) -> bool:
+    try:
+        return host is not None and ipaddress.ip_address(host.removeprefix("::ffff:")).is_loopback
+    except ValueError:
+        return False
+
+
+@endpoint(
+    "GET",
+    "/api/session",
+    "The owner's token, for the dashboard on this machine only (no token needed)",
+    obj({"token": TEXT, "person": TEXT}),
+    public=True,
+    owner_only=True,  # documents the 403; the guard sets no person on an open path, so the route's own check passes
+    store=False,
+    blocking=False,  # Tokens is read on the event loop, like the token routes
+)
+def session(c: Call) -> object:
+    """Answers only a request from a loopback address that names itself `X-Hivenote-Client: hivenote-dashboard/...`
+    (a custom header: a cross-site page cannot send it without a CORS preflight this server never grants, and the
+    guard refuses foreign Origins) and that the browser did not mark as cross-site. 403 otherwise: a browser on the
+    LAN asks its user for a token instead."""
+    request = c.request
+    client = request.client.host if request.client else None
+    fetch_site = request.headers.get("sec-fetch-site", "same-origin")
+    if (
+        not _loopback(client)
+        or not request.headers.get(CLIENT_HEADER, "").startswith("hivenote-dashboard/")
+        or fetch_site not in ("same-origin", "none")
+    ):
+        raise Forbidden(SESSION_REFUSED)
+    return {"token": c.services.tokens.default() if c.services.settings.auth else "", "person": ""}
+
+
 @endpoint("GET", "/api/openapi.json", "This document", ref("OpenAPI"), store=False, blocking=False)
 def openapi(c: Call) -> object:
     return openapi_document(ENDPOINTS, __version__)
@@ -454,6 +510,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     list_tokens,
     add_token,
     revoke_token,
+    session,
 )
 
 

@@ -1,0 +1,217 @@
+// The notes view: search as you type (the server's own search, GET /api/notes?q=), filters, note cards, paging
+// with "Load more", and live updates when the notebook changes.
+import { html, useEffect, useLayoutEffect, useRef, useState } from "../vendor/htm-preact-3.1.1.standalone.module.js";
+import { api } from "./api.js";
+import { FIRST_PAGE, takeFirstPage } from "./boot.js";
+import { AgentIcon, Icon } from "./icons.js";
+import { Empty, ErrorNote, useDebounced } from "./ui.js";
+import { KINDS, agentName, ago, machine, plural, preview, who } from "./util.js";
+
+export const PAGE = FIRST_PAGE;
+const SEARCH_WINDOW = 200; // the server ranks a search's best 200 matches; pages stay inside that window
+const TYPING_MS = 120;
+const FILTERS = ["kind", "project", "agent", "person", "node"];
+
+let painted = false; // the first-paint mark is set once per page load
+/** One note as a card; every field is a text node (titles, tags and names are never parsed as HTML). */
+export function NoteCard({ note, onOpen, onFilter, children }) {
+  const by = { ...note.updated_by };
+  const open = () => onOpen(note.id);
+  const keys = (event) => {
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      open();
+    }
+  };
+  const filter = (name, value) => (event) => {
+    event.stopPropagation();
+    onFilter?.(name, value);
+  };
+  return html`<article class="card" tabindex="0" role="button" data-id=${note.id} onClick=${open} onKeyDown=${keys}
+      aria-label=${note.title}>
+    <div class="card-top">
+      <button type="button" class=${`kind kind-${note.kind}`} onClick=${filter("kind", note.kind)}
+        title=${`Only ${note.kind} notes`}>${note.kind}</button>
+      ${note.project &&
+      html`<button type="button" class="chip project" onClick=${filter("project", note.project)}
+        title=${`Only notes of ${note.project}`}>${note.project}</button>`}
+    </div>
+    <h3 class="card-title">${note.title}</h3>
+    ${note.body && html`<p class="card-body">${preview(note.body)}</p>`}
+    ${note.tags.length > 0 && html`<div class="tags">${note.tags.map((t) => html`<span class="tag" key=${t}>#${t}</span>`)}</div>`}
+    <footer class="card-meta">
+      <button type="button" class="agent-link" onClick=${filter("agent", by.agent)} title=${`Only notes by ${agentName(by.agent)}`}>
+        <${AgentIcon} agent=${by.agent} size=${18} />
+      </button>
+      <span class="meta-text" title=${by.client || ""}>${who(by)} · <time datetime=${new Date(note.updated).toISOString()}>${ago(note.updated)}</time></span>
+      ${children}
+    </footer>
+  </article>`;
+}
+
+function FilterSelect({ label, name, value, options, onChange, show = (v) => v }) {
+  const known = value && !options.includes(value) ? [value, ...options] : options;
+  return html`<label class="filter">
+    <span class="visually-hidden">${label}</span>
+    <select name=${name} value=${value} onChange=${(e) => onChange(name, e.currentTarget.value)} class=${value ? "set" : ""}>
+      <option value="">${label}</option>
+      ${known.map((o) => html`<option key=${o} value=${o}>${show(o)}</option>`)}
+    </select>
+  </label>`;
+}
+
+/** Values seen so far for the filters that have no list endpoint (projects, agents, people). */
+function useSeen(notes, status) {
+  const seen = useRef({ project: new Set(), agent: new Set(), person: new Set(), node: new Set() });
+  for (const n of notes) {
+    if (n.project) seen.current.project.add(n.project);
+    for (const by of [n.created_by, n.updated_by]) {
+      seen.current.agent.add(by.agent);
+      if (by.person) seen.current.person.add(by.person);
+      seen.current.node.add(by.node);
+    }
+  }
+  for (const node of Object.keys(status?.nodes || {})) seen.current.node.add(node);
+  const sorted = (set) => [...set].filter(Boolean).sort((a, b) => a.localeCompare(b));
+  return {
+    project: sorted(seen.current.project),
+    agent: sorted(seen.current.agent),
+    person: sorted(seen.current.person),
+    node: sorted(seen.current.node),
+  };
+}
+
+export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainted, searchRef }) {
+  const [text, setText] = useState("");
+  const [filters, setFilters] = useState({});
+  const [page, setPage] = useState({ results: [], near: [], total: 0, loaded: false });
+  const [error, setError] = useState(null);
+  const [loadingMore, setLoadingMore] = useState(false);
+  const query = useDebounced(text.trim(), TYPING_MS);
+  const inflight = useRef(null);
+  const seen = useSeen(page.results, status);
+
+  const params = (offset, limit) => ({ ...filters, q: query || undefined, limit, offset: offset || undefined });
+
+  // A new query or filter: cancel whatever is still on its way (its answer would be stale) and ask again.
+  // (A layout effect: it runs right after the render, not after the next frame, so the request leaves at once.)
+  useLayoutEffect(() => {
+    inflight.current?.abort();
+    const controller = new AbortController();
+    inflight.current = controller;
+    const plain = !query && Object.keys(filters).length === 0;
+    const early = takeFirstPage();
+    const request = plain && early ? early : api("/api/notes", { query: params(0, PAGE), signal: controller.signal });
+    request
+      .then((body) => {
+        if (controller.signal.aborted) return;
+        setPage({ ...body, loaded: true, query });
+        setError(null);
+      })
+      .catch((e) => e.name !== "AbortError" && setError(e));
+    return () => controller.abort();
+  }, [query, JSON.stringify(filters)]);
+
+  // The notebook changed (a poll saw new ops): refresh the first page and keep what was loaded beyond it.
+  const lastRevision = useRef(revision);
+  useEffect(() => {
+    const before = lastRevision.current;
+    lastRevision.current = revision;
+    if (before === null || revision === before || !page.loaded) return; // null: the first status poll
+    const controller = new AbortController();
+    api("/api/notes", { query: params(0, PAGE), signal: controller.signal })
+      .then((body) => {
+        setPage((old) => {
+          const ids = new Set(body.results.map((n) => n.id));
+          const rest = old.results.slice(PAGE).filter((n) => !ids.has(n.id));
+          return { ...body, results: [...body.results, ...rest], loaded: true, query: old.query };
+        });
+      })
+      .catch(() => {}); // the next poll tries again
+    return () => controller.abort();
+  }, [revision]);
+
+  // "hivenote:first-cards": navigation start to the first cards in the document (the first-paint figure).
+  useLayoutEffect(() => {
+    if (!painted && page.loaded) {
+      painted = true;
+      performance.mark("hivenote:first-cards");
+    }
+    if (page.loaded) onPainted?.();
+  }, [page]);
+
+  const more = async () => {
+    setLoadingMore(true);
+    try {
+      const offset = page.results.length;
+      const limit = query ? Math.min(PAGE, SEARCH_WINDOW - offset) : PAGE;
+      const body = await api("/api/notes", { query: params(offset, limit) });
+      setPage((old) => {
+        const ids = new Set(old.results.map((n) => n.id));
+        return { ...old, results: [...old.results, ...body.results.filter((n) => !ids.has(n.id))] };
+      });
+    } catch (e) {
+      setError(e);
+    } finally {
+      setLoadingMore(false);
+    }
+  };
+
+  const setFilter = (name, value) => setFilters((old) => {
+    const next = { ...old, [name]: value };
+    if (!value) delete next[name];
+    return next;
+  });
+  const active = FILTERS.filter((f) => filters[f]);
+  const searching = Boolean(query) || active.length > 0;
+  const shown = page.results.length;
+  const canMore = shown < page.total && (!query || shown < SEARCH_WINDOW);
+  const pending = text.trim() !== query;
+
+  return html`<section class="view notes-view" aria-label="Notes">
+    <div class="toolbar">
+      <div class="search">
+        <${Icon} name="search" />
+        <input ref=${searchRef} id="search" type="search" placeholder="Search notes" value=${text}
+          autocomplete="off" spellcheck="false" aria-label="Search notes"
+          onInput=${(e) => setText(e.currentTarget.value)} />
+        <kbd class="hint">/</kbd>
+      </div>
+      <button type="button" class="button primary" onClick=${onNew}><${Icon} name="plus" /> New note</button>
+    </div>
+    <div class="filters" role="group" aria-label="Filters">
+      <${FilterSelect} label="Any kind" name="kind" value=${filters.kind || ""} options=${KINDS} onChange=${setFilter} />
+      <${FilterSelect} label="Any project" name="project" value=${filters.project || ""} options=${seen.project} onChange=${setFilter} />
+      <${FilterSelect} label="Any agent" name="agent" value=${filters.agent || ""} options=${seen.agent} onChange=${setFilter} show=${agentName} />
+      <${FilterSelect} label="Anyone" name="person" value=${filters.person || ""} options=${seen.person} onChange=${setFilter} />
+      <${FilterSelect} label="Any machine" name="node" value=${filters.node || ""} options=${seen.node} onChange=${setFilter} show=${machine} />
+      ${active.length > 0 && html`<button type="button" class="link" onClick=${() => setFilters({})}>Clear filters</button>`}
+      <span class=${pending ? "count pending" : "count"} aria-live="polite">
+        ${page.loaded && (query ? `${plural(page.total, "match")}` : plural(page.total, "note"))}
+      </span>
+    </div>
+    <${ErrorNote} error=${error} />
+    ${page.loaded && shown === 0 && !searching &&
+    html`<${Empty} title="No notes yet.">
+      <p>Agents write here as they work: decisions, facts, preferences, project notes.</p>
+      <p><button type="button" class="button primary" onClick=${onConnect}>Connect an agent <${Icon} name="arrow" /></button>
+        <button type="button" class="button" onClick=${onNew}>Write one by hand</button></p>
+    <//>`}
+    ${page.loaded && shown === 0 && searching &&
+    html`<${Empty} icon="search" title=${query ? `Nothing matches “${query}”` : "No notes match these filters"}>
+      <p>Every word must match (case and accents do not matter). Try fewer words${active.length ? " or clear the filters" : ""}.</p>
+      ${page.near.length > 0 && html`<p class="near-title">Closest notes:</p>`}
+    <//>`}
+    <div class="cards" data-query=${page.query ?? ""}>
+      ${(shown ? page.results : page.near).map((n) => html`<${NoteCard} key=${n.id} note=${n} onOpen=${onOpen} onFilter=${setFilter} />`)}
+    </div>
+    ${canMore &&
+    html`<div class="more">
+      <button type="button" class="button" onClick=${more} disabled=${loadingMore}>
+        ${loadingMore ? "Loading…" : `Load more (${(page.total - shown).toLocaleString()} more)`}
+      </button>
+    </div>`}
+    ${query && shown >= SEARCH_WINDOW && page.total > shown &&
+    html`<p class="muted center">Showing the best ${SEARCH_WINDOW} of ${page.total.toLocaleString()} matches: add a word to narrow it down.</p>`}
+  </section>`;
+}

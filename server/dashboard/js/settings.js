@@ -1,0 +1,141 @@
+// Settings: people's tokens (owner only: add, shown once, revoke), sharing on the LAN and sync status (both
+// read-only), and the running settings.
+import { html, useEffect, useState } from "../vendor/htm-preact-3.1.1.standalone.module.js";
+import { api } from "./api.js";
+import { copy } from "./clipboard.js";
+import { Icon } from "./icons.js";
+import { Confirm, ErrorNote, toast } from "./ui.js";
+import { ago, machine, plural, when } from "./util.js";
+
+function Tokens() {
+  const [people, setPeople] = useState(null);
+  const [error, setError] = useState(null);
+  const [name, setName] = useState("");
+  const [issued, setIssued] = useState(null);
+  const [revoking, setRevoking] = useState(null);
+  const load = () =>
+    api("/api/tokens")
+      .then((body) => setPeople(body.people))
+      .catch(setError);
+  useEffect(() => {
+    load();
+  }, []);
+
+  const add = async (event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      setIssued(await api("/api/tokens", { method: "POST", body: { name: name.trim() } }));
+      setName("");
+      load();
+    } catch (e) {
+      setError(e);
+    }
+  };
+  const revoke = async () => {
+    try {
+      await api(`/api/tokens/${encodeURIComponent(revoking)}`, { method: "DELETE" });
+      toast(`Revoked ${revoking}'s token.`);
+      load();
+    } catch (e) {
+      setError(e);
+    }
+    setRevoking(null);
+  };
+
+  if (error?.status === 403) {
+    return html`<p class="muted">Only this Hivenote's owner manages tokens. You are signed in with a person's token.</p>`;
+  }
+  return html`<div>
+    <p class="muted">Give each teammate their own token: the notes they write carry their name, and you can revoke it alone.</p>
+    <${ErrorNote} error=${error} />
+    ${issued &&
+    html`<div class="issued" role="alert">
+      <p><strong>${issued.name}'s token</strong>: shown this once, Hivenote keeps only its digest. Copy it now.</p>
+      <div class="token-line"><code class="token">${issued.token}</code>
+        <button type="button" class="button primary" onClick=${async () => toast((await copy(issued.token)) ? "Copied." : "Copy failed.")}>
+          <${Icon} name="copy" /> Copy</button>
+        <button type="button" class="button" onClick=${() => setIssued(null)}>Done</button></div>
+    </div>`}
+    <ul class="token-list">
+      <li class="token-row"><${Icon} name="key" /><strong>Owner (this machine)</strong><span class="muted small">the default token, used by your own agents</span></li>
+      ${(people || []).map((p) => html`<li class="token-row" key=${p.name}>
+        <${Icon} name="key" /><strong>${p.name}</strong><span class="muted small" title=${when(p.created)}>created ${ago(p.created)}</span>
+        <button type="button" class="button small danger" onClick=${() => setRevoking(p.name)}>Revoke</button>
+      </li>`)}
+    </ul>
+    <form class="inline-form" onSubmit=${add}>
+      <input name="person" placeholder="A person's name, e.g. ana" value=${name} required maxlength="64"
+        onInput=${(e) => setName(e.currentTarget.value)} aria-label="Name for the new token" />
+      <button type="submit" class="button"><${Icon} name="plus" /> Add token</button>
+    </form>
+    ${revoking &&
+    html`<${Confirm} title=${`Revoke ${revoking}'s token?`} action="Revoke"
+      message=${`Agents using ${revoking}'s token stop working at once. Their notes stay.`}
+      onConfirm=${revoke} onCancel=${() => setRevoking(null)} />`}
+  </div>`;
+}
+
+function Sharing({ status, host }) {
+  const listen = status.listen;
+  const url = `http://${listen.host === "0.0.0.0" || listen.host === "::" ? host : listen.host}:${listen.port}/`;
+  return listen.shared
+    ? html`<div><p><span class="pill good">Shared on the network</span></p>
+        <p>Teammates open <code class="select">${url}</code> and paste the token you give them.</p></div>`
+    : html`<div><p><span class="pill">This machine only</span> Listening on ${listen.host}:${listen.port}.</p>
+        <p class="muted">To share on your LAN, start Hivenote with <code>hivenote serve --host 0.0.0.0</code> (tokens stay required).</p></div>`;
+}
+
+function Sync({ status }) {
+  const nodes = Object.entries(status.nodes).sort((a, b) => b[1].last_op - a[1].last_op);
+  const shards = Object.entries(status.shards);
+  const bad = shards.reduce((sum, [, s]) => sum + s.bad_lines + s.unknown_ops, 0);
+  const skew = Object.entries(status.clock_skew_ms).filter(([, ms]) => ms > 0);
+  return html`<div>
+    <table class="table">
+      <thead><tr><th>Machine</th><th>Operations</th><th>Last activity</th><th>Behind</th></tr></thead>
+      <tbody>
+        ${nodes.map(([node, n]) => html`<tr key=${node}>
+          <td><strong>${machine(node)}</strong> <span class="muted small">${node}${node === status.node ? " (this one)" : ""}</span></td>
+          <td>${n.ops.toLocaleString()}</td>
+          <td title=${when(n.last_op)}>${ago(n.last_op)}</td>
+          <td>${node === status.node ? "—" : n.lag_ms < 1000 ? "up to date" : `${ago(0, n.lag_ms).replace(" ago", "")} behind`}</td>
+        </tr>`)}
+      </tbody>
+    </table>
+    ${nodes.length === 0 && html`<p class="muted">Nothing written yet.</p>`}
+    <p>${skew.length === 0
+      ? html`<span class="pill good">Clocks agree</span>`
+      : skew.map(([node, ms]) => html`<span class="pill warn" key=${node}>${machine(node)}'s clock is ${(ms / 1000).toFixed(1)} s ahead</span> `)}
+      ${" "}${bad === 0
+      ? html`<span class="pill good">Every log line readable</span>`
+      : html`<span class="pill warn">${plural(bad, "unreadable line")} skipped (kept, not deleted)</span>`}</p>
+    ${bad > 0 &&
+    html`<ul class="problems">${shards.flatMap(([name, s]) => s.problems.map((p) => html`<li key=${`${name}:${p.line}`}><code>${name}</code> line ${p.line}: ${p.reason}</li>`))}</ul>`}
+  </div>`;
+}
+
+function Values() {
+  const [settings, setSettings] = useState(null);
+  useEffect(() => {
+    api("/api/settings").then(setSettings).catch(() => {});
+  }, []);
+  if (!settings) return null;
+  return html`<section class="panel">
+    <h2><${Icon} name="settings" /> Running settings</h2>
+    <p class="muted small">From <code>${settings.file}</code>; read at start-up.</p>
+    <dl class="values">${Object.entries(settings.values).map(([k, v]) => html`
+      <dt key=${`k${k}`}><code>${k}</code></dt><dd key=${`v${k}`}><strong>${JSON.stringify(v)}</strong><span class="muted small">${settings.help[k]}</span></dd>`)}</dl>
+  </section>`;
+}
+
+export function SettingsView({ status, host }) {
+  return html`<section class="view" aria-label="Settings">
+    <header class="view-head"><h1>Settings</h1></header>
+    <section class="panel"><h2><${Icon} name="key" /> Tokens</h2><${Tokens} /></section>
+    <section class="panel"><h2><${Icon} name="wifi" /> Share on your network</h2>${status ? html`<${Sharing} status=${status} host=${host} />` : "…"}</section>
+    <section class="panel"><h2><${Icon} name="sync" /> Sync</h2>${status ? html`<${Sync} status=${status} />` : "…"}</section>
+    ${status && html`<p class="muted small center">Hivenote ${status.version} · data in <code>${status.data_dir}</code> · up ${Math.round(status.uptime_s / 60)} min</p>`}
+    <${Values} />
+  </section>`;
+}

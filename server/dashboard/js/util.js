@@ -1,0 +1,96 @@
+// Small pure helpers shared by the views: names, relative times, provenance lines.
+
+export const AGENT_NAMES = {
+  cursor: "Cursor",
+  "claude-desktop": "Claude Desktop",
+  "claude-code": "Claude Code",
+  codex: "Codex",
+  "gemini-cli": "Gemini CLI",
+  vscode: "VS Code",
+  windsurf: "Windsurf",
+  zed: "Zed",
+  cline: "Cline",
+  continue: "Continue",
+  opencode: "opencode",
+  junie: "Junie",
+  jetbrains: "JetBrains",
+  copilot: "Copilot",
+  "roo-code": "Roo Code",
+  "kilo-code": "Kilo Code",
+  goose: "Goose",
+  "amazon-q": "Amazon Q",
+  amp: "Amp",
+  chatgpt: "ChatGPT",
+  antigravity: "Antigravity",
+  inspector: "MCP Inspector",
+  cli: "CLI",
+  dashboard: "Dashboard",
+  import: "Import",
+  other: "Other client",
+};
+
+export const KINDS = ["fact", "decision", "preference", "project"];
+
+export function agentName(agent) {
+  return AGENT_NAMES[agent] || agent || "unknown";
+}
+
+/** The hostname part of a node id (`laptop-7f3a` -> `laptop`), as the server's render.machine does. */
+export function machine(node) {
+  if (!node) return "";
+  const cut = node.lastIndexOf("-");
+  return cut > 0 && node.length - cut - 1 === 4 ? node.slice(0, cut) : node;
+}
+
+/** 'just now', '5 minutes ago', '3 days ago' (a future stamp from a skewed clock reads 'just now'). */
+export function ago(thenMs, nowMs = Date.now()) {
+  const seconds = Math.max(0, Math.floor((nowMs - thenMs) / 1000));
+  for (const [unit, size] of [
+    ["year", 31536000],
+    ["month", 2592000],
+    ["day", 86400],
+    ["hour", 3600],
+    ["minute", 60],
+  ]) {
+    if (seconds >= size) {
+      const count = Math.floor(seconds / size);
+      return `${count} ${unit}${count === 1 ? "" : "s"} ago`;
+    }
+  }
+  return "just now";
+}
+
+export function when(ms) {
+  return new Date(ms).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+/** "Claude Code · ana · laptop" for a note's writer ({agent, person, node}). */
+export function who(by) {
+  const parts = [agentName(by.agent)];
+  if (by.person) parts.push(by.person);
+  if (by.node) parts.push(machine(by.node));
+  return parts.join(" · ");
+}
+
+/** The first words of a Markdown body as plain text, for a card (rendered as a text node, never as HTML). */
+export function preview(body, length = 240) {
+  const text = body
+    .replace(/```[\s\S]*?```/g, " ")
+    .replace(/[#>*_`~[\]]+/g, "")
+    .replace(/\(https?:[^)]*\)/g, "")
+    .replace(/\s+/g, " ")
+    .trim();
+  return text.length > length ? `${text.slice(0, length).trimEnd()}…` : text;
+}
+
+export function plural(count, word) {
+  return `${count.toLocaleString()} ${word}${count === 1 ? "" : "s"}`;
+}
+
+/** Which key of a snippet's `where` map fits the OS this browser runs on. */
+export function thisOs() {
+  const platform = (navigator.userAgentData?.platform || navigator.platform || navigator.userAgent).toLowerCase();
+  if (platform.includes("mac")) return "macos";
+  if (platform.includes("win")) return "windows";
+  return "linux";
+}

@@ -1,0 +1,112 @@
+"""The dashboard's routes: `/` (the page) and `/ui/...` (its static assets, shipped as package data in
+server/dashboard/), each answered with a strict Content-Security-Policy and the other browser hardening headers.
+The dashboard itself only talks to /api; nothing here reads the store."""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from . import __version__
+
+ASSET_PREFIX = "/ui/"
+# No inline script or style anywhere, nothing from another origin, and no framing (clickjacking).
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".ico": "image/x-icon",
+    ".md": "text/markdown; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+}
+
+
+@dataclass(frozen=True)
+class Asset:
+    body: bytes
+    media_type: str
+    etag: str
+
+
+def _media_type(name: str) -> str:
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    return _TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+def _walk(folder: Traversable, prefix: str = "") -> dict[str, Asset]:
+    found: dict[str, Asset] = {}
+    for item in folder.iterdir():
+        name = prefix + item.name
+        if item.is_dir():
+            found |= _walk(item, name + "/")
+        elif not item.name.endswith((".py", ".pyc")):
+            body = item.read_bytes()
+            found[name] = Asset(body, _media_type(name), '"' + hashlib.sha256(body).hexdigest()[:20] + '"')
+    return found
+
+
+def load_assets() -> dict[str, Asset]:
+    """Every file of the dashboard, read once (a few hundred kB): served from memory, which also works from a
+    zipped install where the package folder is not a real directory."""
+    folder = files("hivenote.server") / "dashboard"
+    return _walk(folder) if folder.is_dir() else {}
+
+
+def _answer(request: Request, asset: Asset) -> Response:
+    # `no-cache` is "revalidate first": an upgraded Hivenote never serves a stale mix of old and new modules,
+    # and an unchanged file costs a 304.
+    headers = {**SECURITY_HEADERS, "Cache-Control": "no-cache", "ETag": asset.etag}
+    if request.headers.get("if-none-match") == asset.etag:
+        return Response(status_code=304, headers=headers)
+    return Response(asset.body, media_type=asset.media_type, headers=headers)
+
+
+def web_routes(assets: dict[str, Asset] | None = None) -> list[BaseRoute]:
+    """`/` and `/ui/{path}`; register them after every other route (they claim no path under /api, /mcp, /sync)."""
+    table = load_assets() if assets is None else assets
+    if "index.html" in table:  # the page names the version it sends in X-Hivenote-Client
+        body = table["index.html"].body.replace(b"__HIVENOTE_VERSION__", __version__.encode())
+        table["index.html"] = Asset(body, table["index.html"].media_type, table["index.html"].etag)
+
+    async def page(request: Request) -> Response:
+        if "index.html" not in table:  # a broken install: say so, and keep /api and /mcp working
+            text = "The dashboard's files are missing from this install (hivenote/server/dashboard/): reinstall."
+            return Response(text, status_code=503, media_type="text/plain", headers=SECURITY_HEADERS)
+        return _answer(request, table["index.html"])
+
+    async def asset(request: Request) -> Response:
+        found = table.get(request.path_params["path"])
+        if found is None:
+            response: Response = JSONResponse(
+                {"error": {"code": "not_found", "message": "No such dashboard file."}}, status_code=404
+            )
+            response.headers.update(SECURITY_HEADERS)
+            return response
+        return _answer(request, found)
+
+    return [
+        Route("/", page, methods=["GET"], name="dashboard"),
+        Route(ASSET_PREFIX + "{path:path}", asset, methods=["GET"], name="dashboard_asset"),
+    ]

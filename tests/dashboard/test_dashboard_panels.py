@@ -1,0 +1,183 @@
+"""The other views in a real Chromium: agents, connect, import / export, settings, the token screen, and a
+screenshot of each view in light and dark."""
+
+from __future__ import annotations
+
+import json
+
+from playwright.sync_api import Page, Route, expect
+
+from hivenote.server.model import Author
+from tests.dashboard.conftest import Pages, Scheme
+from tests.dashboard.helpers import CURSOR, api, screenshot, seed
+from tests.server.live import Running
+
+WAIT_MS = 10_000
+MEMORY_JSONL = (
+    '{"type":"entity","name":"Acme Corp","entityType":"organization","observations":["Pays late"]}\n'
+    '{"type":"entity","name":"Ana","entityType":"person"\n'
+    '{"type":"relation","from":"Ana","to":"Acme Corp","relationType":"works_at"}\n'
+    '{"type":"entity","name":"Ana","entityType":"person","observations":["Leads billing"]}\n'
+)
+
+
+def test_the_agents_panel_shows_a_client_that_just_connected_and_drops_it_after_two_minutes(
+    running: Running, page: Page
+) -> None:
+    page.goto(running.url + "/#agents")
+    expect(page.get_by_text("No agent has connected yet.")).to_be_visible(timeout=WAIT_MS)
+    running.tracker.record(CURSOR, "brain_search")
+    running.tracker.record(Author(agent="claude-code", client="claude-code 2.0.1", person="ana"), "brain_remember")
+    online = page.locator("#online")
+    expect(online.locator(".agent-row[data-agent=cursor]")).to_contain_text("brain_search", timeout=WAIT_MS)
+    expect(online.locator(".agent-row[data-agent=claude-code]")).to_contain_text("claude-code 2.0.1")
+    expect(online.locator(".person")).to_contain_text(["You (this Hivenote's owner)", "ana"])
+    expect(page.locator("a[data-view=agents] .nav-badge")).to_have_text("2")
+    screenshot(page, "agents")
+    running.clock.now += 121_000
+    expect(page.locator("#earlier .agent-row[data-agent=cursor]")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("#online .agent-row")).to_have_count(0)
+    expect(page.locator("#online")).to_contain_text("No agent is online right now")
+    expect(page.locator("a[data-view=agents] .nav-badge")).to_have_count(0)
+    assert [a["online"] for a in api(running, "/api/agents")["agents"]] == [False, False]
+
+
+def test_the_connect_dialog_copies_a_snippet_that_parses(running: Running, pages: Pages) -> None:
+    page = pages(clipboard=True)
+    page.goto(running.url + "/")
+    page.get_by_role("button", name="Connect an agent").first.click()
+    dialog = page.locator("dialog[open]")
+    dialog.locator("[data-client=cursor]").click()
+    expect(dialog.locator("pre.code")).to_contain_text("mcpServers", timeout=WAIT_MS)
+    expect(dialog.locator(".where")).to_contain_text(".cursor/mcp.json")
+    screenshot(page, "connect")
+    dialog.get_by_role("button", name="Copy").click()
+    expect(dialog.get_by_role("button", name="Copied")).to_be_visible()
+    config = json.loads(page.evaluate("navigator.clipboard.readText()"))
+    (server,) = config["mcpServers"].values()
+    assert server["url"] == running.url + "/mcp"
+    assert running.token in json.dumps(server)
+    dialog.locator("[data-client=codex]").click()
+    expect(dialog.locator("pre.code")).to_have_attribute("data-format", "toml", timeout=WAIT_MS)
+    page.keyboard.press("Escape")
+    expect(page.locator("dialog[open]")).to_have_count(0)
+
+
+def test_copy_falls_back_to_a_selected_textarea_without_the_clipboard_api(running: Running, page: Page) -> None:
+    page.goto(running.url + "/")
+    expect(page.locator(".sidebar")).to_be_visible(timeout=WAIT_MS)
+    page.evaluate("Object.defineProperty(navigator, 'clipboard', {value: undefined})")
+    copied = page.evaluate("""async () => {
+        let seen = null;
+        document.addEventListener('copy', (e) => { seen = document.getSelection().toString() || e.target.value; });
+        const ok = await window.copyText('hello from the fallback');
+        return {ok, seen, left: document.querySelectorAll('textarea').length};
+    }""")
+    assert copied == {"ok": True, "seen": "hello from the fallback", "left": 0}
+
+
+def test_importing_a_memory_jsonl_with_a_bad_line_names_it_then_imports_the_good_lines(
+    running: Running, page: Page
+) -> None:
+    page.goto(running.url + "/#transfer")
+    upload = {"name": "memory.jsonl", "mimeType": "application/jsonl", "buffer": MEMORY_JSONL.encode()}
+    page.locator("input[type=file]").set_input_files(upload)  # type: ignore[arg-type]
+    error = page.locator(".import-error")
+    expect(error).to_contain_text("Nothing was imported.", timeout=WAIT_MS)
+    expect(error).to_contain_text("line 2")
+    assert api(running, "/api/graph")["total"] == 0
+    error.get_by_role("button", name="Import the good lines").click()
+    summary = page.locator(".summary")
+    expect(summary).to_contain_text("Line 2", timeout=WAIT_MS)
+    expect(summary.locator(".tally.good")).to_contain_text("2 entities")
+    expect(summary.locator(".tally.good")).to_contain_text("1 relations")
+    expect(summary.locator(".tally.bad")).to_contain_text("1 line")
+    screenshot(page, "import")
+    assert api(running, "/api/graph")["total"] == 2
+    page.locator("a[data-view=graph]").click()
+    page.get_by_role("button", name="Acme Corp").click()
+    expect(page.locator(".entity")).to_contain_text("Pays late", timeout=WAIT_MS)
+    page.locator(".relations").get_by_role("button", name="Ana").click()
+    expect(page.locator(".entity h2")).to_contain_text("Ana", timeout=WAIT_MS)
+    expect(page.locator(".observations")).to_contain_text("Leads billing")
+    page.locator("input[aria-label='Search the graph']").fill("billing")
+    expect(page.locator(".entity-item")).to_have_count(1, timeout=WAIT_MS)
+    screenshot(page, "graph")
+
+
+def test_settings_issue_a_token_once_revoke_it_and_show_sync_status(running: Running, page: Page) -> None:
+    seed(running)
+    page.goto(running.url + "/#settings")
+    page.get_by_placeholder("A person's name").fill("bob")
+    page.get_by_role("button", name="Add token").click()
+    issued = page.locator(".issued code.token")
+    expect(issued).to_contain_text("hn_", timeout=WAIT_MS)
+    assert running.tokens.owner(issued.inner_text()) == "bob"
+    expect(page.locator(".token-row", has_text="bob")).to_be_visible()
+    expect(page.get_by_text("This machine only")).to_be_visible()
+    expect(page.locator(".table tbody tr")).to_have_count(1)
+    expect(page.get_by_text("Every log line readable")).to_be_visible()
+    screenshot(page, "settings")
+    page.get_by_role("button", name="Done").click()
+    page.locator(".token-row", has_text="bob").get_by_role("button", name="Revoke").click()
+    page.locator("dialog[open]").get_by_role("button", name="Revoke").click()
+    expect(page.locator(".token-row", has_text="bob")).to_have_count(0, timeout=WAIT_MS)
+    assert running.tokens.people() == []
+
+
+def test_a_browser_the_session_refuses_asks_for_a_token_once(running: Running, page: Page) -> None:
+    """What a teammate's browser on the LAN sees: /api/session answers 403 there (simulated here)."""
+    seed(running)
+    ana = running.tokens.add("ana")
+
+    def refuse(route: Route) -> None:
+        route.fulfill(status=403, json={"error": {"code": "forbidden", "message": "not from this machine"}})
+
+    page.route("**/api/session", refuse)
+    page.goto(running.url + "/")
+    gate = page.locator(".gate-card")
+    expect(gate).to_contain_text("Paste your token", timeout=WAIT_MS)
+    screenshot(page, "token")
+    gate.locator("input[name=token]").fill("hn_wrong")
+    gate.get_by_role("button", name="Open the notebook").click()
+    expect(gate).to_contain_text("not accepted")
+    gate.locator("input[name=token]").fill(ana)
+    gate.get_by_role("button", name="Open the notebook").click()
+    expect(page.locator(".card")).to_have_count(8, timeout=WAIT_MS)
+    assert page.evaluate("sessionStorage.getItem('hivenote.token')") == ana
+    assert page.evaluate("localStorage.getItem('hivenote.token')") is None
+    page.locator("a[data-view=settings]").click()
+    expect(page.get_by_text("Only this Hivenote's owner manages tokens.")).to_be_visible(timeout=WAIT_MS)
+    running.tokens.revoke("ana")
+    page.locator("a[data-view=notes]").click()
+    expect(page.locator(".gate-card")).to_contain_text("no longer accepted", timeout=WAIT_MS)
+
+
+def test_every_view_renders_without_errors_in_light_and_dark(running: Running, pages: Pages, errors: list[str]) -> None:
+    seed(running)
+    running.tracker.record(CURSOR, "brain_search")
+    running.tracker.record(Author(agent="codex", client="codex-mcp-client 0.42", person="ana"), "brain_remember")
+    schemes: tuple[Scheme, ...] = ("light", "dark")
+    backgrounds: dict[str, str] = {}
+    for scheme in schemes:
+        page = pages(color_scheme=scheme)
+        page.goto(running.url + "/")
+        expect(page.locator(".card")).to_have_count(8, timeout=WAIT_MS)
+        screenshot(page, f"notes-{scheme}")
+        page.locator(".card", has_text="Billing moves").click()
+        expect(page.locator("dialog[open] .markdown li")).to_have_text("phase 1: web", timeout=WAIT_MS)
+        screenshot(page, f"note-{scheme}")
+        page.keyboard.press("Escape")
+        for view, ready in [
+            ("trash", "The trash is empty."),
+            ("agents", "Online now"),
+            ("graph", "The graph is empty."),
+            ("transfer", "Drop a file here"),
+            ("settings", "Every log line readable"),
+        ]:
+            page.locator(f"a[data-view={view}]").click()
+            expect(page.get_by_text(ready)).to_be_visible(timeout=WAIT_MS)
+            screenshot(page, f"{view}-{scheme}")
+        backgrounds[scheme] = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+    assert errors == []
+    assert backgrounds == {"light": "rgb(246, 246, 244)", "dark": "rgb(20, 20, 19)"}  # the theme follows the OS
