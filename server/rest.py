@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
@@ -447,6 +448,32 @@ def _loopback(host: str | None) -> bool:
         return False
 
 
+def _peer_uid(client_port: int, server_port: int) -> int | None:
+    """The uid owning the other end of a loopback TCP connection (Linux: /proc/net/tcp*), None where unknown."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            local, remote, uid = fields[1], fields[2], fields[7]
+            if int(local.rsplit(":", 1)[1], 16) == client_port and int(remote.rsplit(":", 1)[1], 16) == server_port:
+                return int(uid)
+    return None
+
+
+def _same_user(request: Request) -> bool:
+    """On a shared machine another account can reach loopback too, but must not get this account's token. Where the
+    OS tells (Linux), the caller's process must belong to the user running Hivenote."""
+    if request.client is None or not hasattr(os, "getuid"):
+        return True
+    server = request.scope.get("server") or ("", 0)
+    uid = _peer_uid(request.client.port, int(server[1] or 0))
+    return uid is None or uid == os.getuid()
+
+
 @endpoint(
     "GET",
     "/api/session",
@@ -469,6 +496,7 @@ def session(c: Call) -> object:
         not _loopback(client)
         or not request.headers.get(CLIENT_HEADER, "").startswith("hivenote-dashboard/")
         or fetch_site not in ("same-origin", "none")
+        or not _same_user(request)
     ):
         raise Forbidden(SESSION_REFUSED)
     return {"token": c.services.tokens.default() if c.services.settings.auth else "", "person": ""}

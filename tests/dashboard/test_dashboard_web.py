@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -184,3 +187,14 @@ def test_every_vendored_file_is_listed_with_its_licence() -> None:
         "htm-LICENSE.txt",
         "marked-LICENSE.txt",
     ]
+
+
+def test_another_account_on_this_machine_gets_no_token_from_the_session(running: Running) -> None:
+    """Loopback is shared by every account of a machine; tokens.json is not (0600). A process of another user
+    (here `nobody`, via setpriv) must be refused even with the dashboard's header."""
+    assert shutil.which("setpriv"), "setpriv (util-linux) is needed to act as another account"
+    command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    command += ["curl", "-s", "-H", f"X-Hivenote-Client: {CLIENT}", running.url + "/api/session"]
+    answer = subprocess.run(command, capture_output=True, encoding="utf-8", timeout=30, check=True).stdout
+    assert json.loads(answer)["error"]["code"] == "forbidden"
+    assert fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT})[0] == 200  # this account still may
