@@ -278,7 +278,8 @@ def cmd_stdio(ctx: Context) -> int:
 
     a = ctx.args
     settings = load_settings({"port": a.port}, data_dir=ctx.data_dir)
-    base = settings.base_url
+    # The server for this data dir may run on another port (`serve --port`): it says where in server.json.
+    base = (None if a.port else running_server(ctx.data_dir)) or settings.base_url
     ensure_server(base, ctx.data_dir, settings.port)
     token = Tokens(ctx.data_dir / "tokens.json").default()
     run_bridge(f"{base}/mcp/graph" if a.graph else f"{base}/mcp", token)

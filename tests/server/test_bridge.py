@@ -23,10 +23,11 @@ else:
     from live import Running, wait_until
 
 
-def bridge(data_dir: Path, port: int, *extra: str, name: str = "claude-ai") -> Client:
+def bridge(data_dir: Path, port: int | None, *extra: str, name: str = "claude-ai") -> Client:
+    where = ["--port", str(port)] if port is not None else []
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "hivenote.server.cli", "--data-dir", str(data_dir), "stdio", "--port", str(port), *extra],
+        args=["-m", "hivenote.server.cli", "--data-dir", str(data_dir), "stdio", *where, *extra],
         env={**os.environ},
     )
     return Client(params, client_info=Implementation(name=name, version="0.1.0"), mode="legacy")
@@ -96,3 +97,16 @@ def leaf_messages(exc: BaseException) -> list[str]:
     if isinstance(exc, BaseExceptionGroup):
         return [m for inner in exc.exceptions for m in leaf_messages(inner)]
     return [str(exc)]
+
+
+def test_without_a_port_the_bridge_finds_the_running_server_where_it_announced_itself(running: Running) -> None:
+    async def scenario() -> None:
+        with anyio.fail_after(60):
+            async with bridge(running.store.data_dir, None, "--graph", name="Zed") as client:
+                made = await client.call_tool(
+                    "create_entities", {"entities": [{"name": "Found", "entityType": "t", "observations": []}]}
+                )
+                assert not made.is_error
+
+    anyio.run(scenario)
+    assert running.store.state.entity_alive(("Found", 0))
