@@ -102,6 +102,8 @@ class Shards:
             if cur is None:
                 cur = self.cursors[name] = Cursor(self.log_dir / name)
             start = cur.offset
+            if (st.st_ino, st.st_dev, st.st_size) == (cur.ino, cur.dev, start):
+                return 0  # unchanged since the last call: the server asks twice a second, so say so cheaply
             if (st.st_ino, st.st_dev) != (cur.ino, cur.dev) or st.st_size < start:
                 # Replaced (sync tools rename a fresh copy in) or shrunk (compaction): resume only where
                 # the bytes before our offset are still the same, else read it all again (ops are
