@@ -74,29 +74,22 @@ def cmd_import(ctx: Context) -> int:
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
     fmt = a.format or detect_format(text)
-    url = running_server(ctx.data_dir)
-    if url is not None:  # the server owns the data dir: it imports (and validates) the file itself
-        from .auth import Tokens
-
-        remote = RemoteNotebook(url, Tokens(ctx.data_dir / "tokens.json").default())
-        try:
-            answer = remote.import_file(text.encode("utf-8"), fmt, a.skip_bad)
-        finally:
-            remote.close()
-        _report_import(ctx, path, fmt, answer)
-        return 0
-    summary = ImportSummary(fmt)
-    by = Author(agent="import", client=f"hivenote import {path.name}")
-    progress = _progress(ctx, "importing")
+    # Checked here first, whoever imports: a bad line is reported (with the CLI's own hints) before anything opens.
     if fmt == "memory-jsonl":
         entities, relations, bad = parse_memory_jsonl(text, skip_bad=a.skip_bad)
         notes: list[dict[str, Any]] = []
     else:
         notes, entities, relations, bad = parse_notebook(text, skip_bad=a.skip_bad)
-    summary.rejected.extend(bad)
-    with ctx.store(write=True) as store, acting_as(by):
-        import_notes(Notebook(store), notes, summary, by=by, progress=progress)
-        import_graph(Graph(store), entities, relations, summary, by=by, progress=progress)
+    with ctx.notebook() as notebook:
+        if isinstance(notebook, RemoteNotebook):  # the server owns the data dir: it imports the file itself
+            _report_import(ctx, path, fmt, notebook.import_file(text.encode("utf-8"), fmt, a.skip_bad))
+            return 0
+        summary = ImportSummary(fmt, rejected=list(bad))
+        by = Author(agent="import", client=f"hivenote import {path.name}")
+        progress = _progress(ctx, "importing")
+        with acting_as(by):
+            import_notes(notebook, notes, summary, by=by, progress=progress)
+            import_graph(Graph(notebook.store), entities, relations, summary, by=by, progress=progress)
     _report_import(ctx, path, fmt, summary.to_json())
     return 0
 
