@@ -45,6 +45,7 @@ class Context:
         self.err = err
         self.data_dir = resolve_data_dir(getattr(args, "data_dir", None))
         self.json = bool(getattr(args, "json", False))
+        self.doctor_checks: tuple[DoctorCheck, ...] = ()
 
     def store(self, *, write: bool) -> Store:
         return Store(self.data_dir, readonly=not write, lock_timeout=LOCK_WAIT_S)  # opened by `with`
@@ -76,7 +77,12 @@ class Context:
 # -- parser -----------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+AddCommand = Callable[[str, str, Callable[[Context], int]], argparse.ArgumentParser]
+DoctorCheck = Callable[[Context], tuple[str, Any, list[str]]]  # -> (report key, JSON value, lines for people)
+
+
+def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; `extend` adds commands (the desktop launcher adds its own)."""
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: an option given before the subcommand is not reset by the subcommand's own default.
     common.add_argument(
@@ -181,16 +187,29 @@ def build_parser() -> argparse.ArgumentParser:
         g.add_argument("--offset", type=int, default=0)
         g.add_argument("--names-only", action="store_true")
     gsub.add_parser("open", parents=[common]).add_argument("names", nargs="+")
+    add("status", "is the server running, and how big is the notebook", admin.cmd_status)
+    if extend is not None:
+        extend(add)
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    extend: Callable[[AddCommand], None] | None = None,
+    default: Callable[[Context], int] | None = None,
+    doctor_checks: Sequence[DoctorCheck] = (),
+) -> int:
+    """Run one command. `default` runs when none is given (`hivenote status` here; the tray app in the launcher)."""
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = build_parser()
+    parser = build_parser(extend)
     args = parser.parse_args(argv)
     ctx = Context(args, out, err)
-    func: Callable[[Context], int] = getattr(args, "func", admin.cmd_status)
+    ctx.doctor_checks = tuple(doctor_checks)
+    func: Callable[[Context], int] = getattr(args, "func", default or admin.cmd_status)
     try:
         with acting_as(CLI_AUTHOR):
             return func(ctx)

@@ -143,10 +143,16 @@ def cmd_doctor(ctx: Context) -> int:
         skew = dict(store.clock.skew.ahead_ms)
         nodes = {n: {"ops": s.ops, "last_op": s.last_wall} for n, s in store.state.nodes.items()}
         node = store.node
+    settings = load_settings(data_dir=ctx.data_dir)
+    token_set = (ctx.data_dir / "tokens.json").is_file()
+    url = running_server(ctx.data_dir)
     report = {
         "data_dir": str(ctx.data_dir),
         "node": node,
         "running_pid": holder,
+        "url": url,
+        "listen": {"host": settings.host, "port": settings.port, "auth": settings.auth},
+        "token_set": token_set,
         "counts": counts,
         "nodes": nodes,
         "clock_skew_ms": skew,
@@ -164,7 +170,11 @@ def cmd_doctor(ctx: Context) -> int:
     lines = [
         f"data dir: {ctx.data_dir}",
         f"this node: {node or '(none yet: nothing written here)'}",
-        f"server: {'running, pid ' + str(holder) if holder else 'not running'}",
+        f"server: {f'running, pid {holder}' + (f', {url}' if url else '') if holder else 'not running'}",
+        f"listens on: {settings.host}:{settings.port}"
+        + ("" if settings.loopback else " (shared beyond this machine)")
+        + (", token required" if settings.auth else ", NO token required (--no-auth)"),
+        f"token: {'set (hivenote token show)' if token_set else 'not created yet (made on first use)'}",
         f"notes: {counts['notes']} live, {counts['trashed']} in the trash; graph: {counts['entities']} entities",
     ]
     for name, h in health.items():
@@ -179,6 +189,10 @@ def cmd_doctor(ctx: Context) -> int:
         lines.append(f"node {other}: {s['ops']} ops, last {ago(s['last_op'], now)}")
     if any(h.bad for h in health.values()):
         lines.append("Unreadable lines are skipped and kept in place; nothing is deleted.")
+    for check in ctx.doctor_checks:
+        key, value, more = check(ctx)
+        report[key] = value
+        lines += more
     ctx.emit(report, "\n".join(lines))
     return 0
 

@@ -152,3 +152,31 @@ def load_settings(
     settings = replace(Settings(data_dir=directory), **values)
     settings.check()
     return settings
+
+
+def save_setting(data_dir: Path, name: str, value: Any) -> None:
+    """Set one value in settings.json (None removes it), keeping the others; the file is replaced atomically and
+    the result must load (an invalid value raises InvalidInput and leaves the file as it was)."""
+    known = {f.name for f in fields(Settings)} - {"data_dir", "extra"}
+    if name not in known:
+        raise InvalidInput(f"unknown setting {name!r}; known settings: {', '.join(sorted(known))}")
+    path = data_dir / "settings.json"
+    values = _read_file(path)
+    if value is None:
+        values.pop(name, None)
+    else:
+        values[name] = value
+    candidate = replace(Settings(data_dir=data_dir), **{k: _coerce(k, v) for k, v in values.items() if k in known})
+    candidate.check()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".settings.json.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(values, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InvalidInput(f"cannot save {path}: {exc.strerror}; check the folder's permissions") from None

@@ -1,8 +1,8 @@
 // copyText(text): put text on the clipboard. The async Clipboard API needs a secure context (localhost counts;
 // a LAN address over plain http does not), so it falls back to selecting a hidden textarea and execCommand.
 //
-// The desktop window (pywebview) may swap this out: the app always calls `window.copyText`, so assigning a
-// native implementation there (e.g. one that calls the tray's Python clipboard) takes over every Copy button.
+// In the desktop window (pywebview) the page's own clipboard may not reach the system clipboard, so once
+// pywebview is ready every Copy button goes through its Python side instead (`window.copyText` is what they call).
 
 export async function copyText(text) {
   if (navigator.clipboard && window.isSecureContext) {
@@ -29,6 +29,13 @@ export async function copyText(text) {
 }
 
 if (!window.copyText) window.copyText = copyText;
+
+function useDesktopClipboard() {
+  const api = window.pywebview && window.pywebview.api;
+  if (api && typeof api.copy_text === "function") window.copyText = (text) => api.copy_text(String(text));
+}
+window.addEventListener("pywebviewready", useDesktopClipboard);
+useDesktopClipboard(); // the event may have fired before this module loaded
 
 /** What the Copy buttons call: whichever copyText is installed on window right now. */
 export function copy(text) {

@@ -1,0 +1,5 @@
+"""`python -m hivenote.desktop`: the same launcher as the `hivenote` script."""
+
+from .main import main
+
+raise SystemExit(main())

@@ -1,0 +1,246 @@
+"""The tray app: what `hivenote` with no command runs.
+
+Main thread: the tray (pystray's loop). Beside it: the supervisor's worker (server start/stop), uvicorn's thread,
+a ticker that refreshes the status once a second (redrawing only on change), and the single-instance listener.
+The dashboard window is a child process. Quit: icon gone → server stopped (log flushed) → window ended → exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hivenote.server.errors import HivenoteError
+
+from . import clipboard
+from .autostart import Autostart, autostart
+from .backends import INSTALL_HINT, tray_backend, tray_host
+from .instance import Instance
+from .menu import Item, build_menu
+from .supervisor import Status, Supervisor
+from .tray import Tray
+from .window import DashboardWindow
+
+log = logging.getLogger(__name__)
+
+TICK_S = 1.0  # "online" is a two-minute window and last-seen labels change by the minute
+
+
+class DesktopApp:
+    def __init__(
+        self,
+        data_dir: Path,
+        flags: Mapping[str, Any] | None = None,
+        *,
+        login: Autostart | None = None,
+        window: DashboardWindow | None = None,
+    ) -> None:
+        from hivenote.server.connect import all_snippets
+
+        self.data_dir = data_dir
+        self.login = login or autostart()
+        self.window = window or DashboardWindow()
+        self.supervisor = Supervisor(data_dir, flags, on_change=self.refresh)
+        self.tray: Tray | None = None
+        self.quitting = threading.Event()
+        self.clients = tuple((s.client, s.title) for s in all_snippets(url="http://127.0.0.1", token=None))
+        self._refresh_lock = threading.Lock()
+
+    # -- state → tray --------------------------------------------------------------------------------
+
+    def menu(self, status: Status) -> tuple[Item, ...]:
+        return build_menu(status, autostart=self._autostart_enabled(), clients=self.clients)
+
+    def refresh(self) -> None:
+        tray = self.tray
+        if tray is None or self.quitting.is_set():
+            return
+        with self._refresh_lock:  # the worker and the ticker both refresh; one at a time keeps "last drawn" true
+            status = self.supervisor.status()
+            tray.show(status, self.menu(status))
+
+    def _tick(self) -> None:
+        while not self.quitting.wait(TICK_S):
+            self.supervisor.check_alive()
+            self.refresh()
+
+    def _autostart_enabled(self) -> bool:
+        try:
+            return self.login.is_enabled()
+        except HivenoteError:
+            return False
+
+    # -- actions (menu clicks, later launches) -----------------------------------------------------------
+
+    def on_action(self, action: str) -> None:
+        try:
+            self._run_action(action)
+        except HivenoteError as exc:
+            self.tell(str(exc))
+        except Exception:  # a menu click must never take the tray down
+            log.exception("menu action %s failed", action)
+            self.tell(f"{action} failed; see the log")
+        self.refresh()
+
+    def _run_action(self, action: str) -> None:
+        status = self.supervisor.status()
+        if action == "toggle-server":
+            (self.supervisor.stop if status.running else self.supervisor.start)()
+        elif action == "open-dashboard":
+            self.open_dashboard()
+        elif action.startswith("copy:"):
+            self.copy_snippet(action.removeprefix("copy:"))
+        elif action == "toggle-lan":
+            self.supervisor.share_on_lan(not status.sharing)
+        elif action == "toggle-autostart":
+            (self.login.disable if self._autostart_enabled() else self.login.enable)()
+        elif action == "open-data-folder":
+            open_path(self.data_dir)
+        elif action == "quit":
+            self.quit()
+        else:
+            raise ValueError(f"unknown tray action {action!r}")
+
+    def open_dashboard(self) -> None:
+        settings = self.supervisor.settings
+        if settings is None or not self.supervisor.status().running:
+            self.tell("The server is not running: choose Start server first.")
+            return
+        self.window.open(f"http://127.0.0.1:{settings.port}/")  # this machine's user: the window needs no token
+
+    def copy_snippet(self, client: str) -> None:
+        from hivenote.server.auth import Tokens
+        from hivenote.server.connect import snippet
+        from hivenote.server.settings import load_settings
+
+        settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
+        token = Tokens(self.data_dir / "tokens.json").default() if settings.auth else None
+        found = snippet(client, url=f"{settings.base_url}/mcp", token=token)
+        clipboard.copy(found.text)
+        where = next(iter(found.where.values()), "")
+        self.tell(f"Copied the {found.title} snippet. Paste it into {where}." if where else f"Copied: {found.title}")
+
+    def tell(self, message: str) -> None:
+        log.info("%s", message)
+        if self.tray is not None:
+            self.tray.notify(message)
+
+    def quit(self) -> None:
+        if self.quitting.is_set():
+            return
+        self.quitting.set()
+        if self.tray is not None:
+            self.tray.stop()
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def run(self, pystray: Any | None) -> int:
+        """Serve, with the tray when `pystray` is given (else until SIGTERM/Ctrl-C); returns the exit code."""
+        started = self.supervisor.start()
+        ticker = threading.Thread(target=self._tick, name="hivenote-ticker", daemon=True)
+
+        def tray_up() -> None:
+            ticker.start()
+            self.refresh()
+
+        try:
+            if pystray is None:
+                started.wait()
+                self.open_dashboard()
+                ticker.start()
+                _wait_for_signal(self.quitting)
+            else:
+                status = self.supervisor.status()
+                self.tray = Tray(pystray, self.on_action, status, self.menu(status))
+                _quit_on_signals(self.quit)
+                self.tray.run(setup=tray_up)
+        finally:
+            self.quitting.set()
+            self.supervisor.shutdown()
+            self.window.close()
+        return 0
+
+
+def _wait_for_signal(stop: threading.Event) -> None:
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        pass
+
+
+def _quit_on_signals(quit_app: Any) -> None:
+    """SIGTERM/Ctrl-C quit cleanly; GTK's loop does not return to Python, so GLib watches the signals there."""
+    if "gi.repository.GLib" in sys.modules and sys.platform != "win32":
+        from gi.repository import GLib
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, lambda *_: quit_app() or False)
+    else:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: quit_app())
+
+
+def open_path(path: Path) -> None:
+    if sys.platform == "win32":
+        os.startfile(path)
+        return
+    opener = "open" if sys.platform == "darwin" else "xdg-open"
+    try:
+        subprocess.Popen([opener, str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise HivenoteError(f"cannot open folders here ({opener} is missing); the data folder is {path}") from None
+
+
+def load_pystray(backend: str) -> Any:
+    """pystray with the chosen backend. Importing it can fail in ways other than ImportError (no display)."""
+    os.environ["PYSTRAY_BACKEND"] = backend
+    import pystray
+
+    return pystray
+
+
+def run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
+    """`hivenote`: the single tray app for this data dir, or ask the running one to show its dashboard."""
+    app: DesktopApp | None = None
+
+    def message(text: str) -> None:
+        if app is None:
+            return
+        if text == "show":
+            app.open_dashboard()
+        elif text == "quit":
+            app.quit()
+
+    instance = Instance(data_dir)
+    if not instance.acquire(message):
+        instance.send("show")
+        err.write("Hivenote is already running; its dashboard is open.\n")
+        return 0
+    try:
+        app = DesktopApp(data_dir, flags)
+        choice = tray_backend()
+        pystray = None
+        if choice.name is None:
+            err.write(f"hivenote: no tray icon: {choice.reason}.\n{INSTALL_HINT}\nServing without one; Ctrl-C stops.\n")
+        else:
+            try:
+                pystray = load_pystray(choice.name)
+            except Exception as exc:
+                err.write(f"hivenote: no tray icon: pystray cannot start here ({exc}). Serving without one.\n")
+            if pystray is not None and sys.platform == "linux" and tray_host() is None:
+                err.write(
+                    "hivenote: this desktop shows no tray icons (no StatusNotifier host and no XEmbed tray; on GNOME "
+                    "enable the 'AppIndicator and KStatusNotifierItem Support' extension). The dashboard opens in a "
+                    "window; the server keeps running after you close it (`hivenote quit` stops it).\n"
+                )
+                pystray = None
+        return app.run(pystray)
+    finally:
+        instance.release()

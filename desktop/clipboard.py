@@ -1,0 +1,55 @@
+"""Putting text on the system clipboard from the tray or the window process.
+
+Where GTK is already running (the Linux tray and window), GTK's clipboard is used from its main thread: the
+long-lived process then serves the selection itself and nothing else needs installing. Elsewhere pyperclip
+(pbcopy on macOS, the Win32 API on Windows, xclip/xsel/wl-copy on other Linux setups).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from hivenote.server.errors import HivenoteError
+
+GTK_WAIT_S = 5.0
+
+
+class ClipboardUnavailable(HivenoteError):
+    code = "clipboard"
+
+
+def copy(text: str) -> None:
+    """Put `text` on the clipboard, or raise ClipboardUnavailable saying what to install."""
+    if "gi.repository.Gtk" in sys.modules:
+        _copy_gtk(text)
+        return
+    import pyperclip
+
+    try:
+        pyperclip.copy(text)
+    except pyperclip.PyperclipException:
+        raise ClipboardUnavailable(
+            "no clipboard program found: install xclip or wl-clipboard (Debian/Ubuntu: sudo apt install xclip; "
+            "Fedora: sudo dnf install xclip)"
+        ) from None
+
+
+def _copy_gtk(text: str) -> None:
+    from gi.repository import Gdk, GLib, Gtk
+
+    done = threading.Event()
+
+    def put() -> bool:
+        clipboard = Gtk.Clipboard.get(Gdk.SELECTION_CLIPBOARD)
+        clipboard.set_text(text, -1)
+        clipboard.store()  # hand it to a clipboard manager, if one runs, so it outlives this process
+        done.set()
+        return False  # run once
+
+    if GLib.MainContext.default().is_owner():  # on GTK's own thread (tray menu callbacks)
+        put()
+        return
+    GLib.idle_add(put)
+    if not done.wait(GTK_WAIT_S):
+        raise ClipboardUnavailable("the desktop did not take the text within 5 s; try again")

@@ -1,0 +1,105 @@
+"""One tray app per data dir: the first launch holds `tray.lock` and listens on a loopback port for the next
+launches, which ask it to show its dashboard and exit.
+
+The port and a random key are in `tray.json` (mode 0600); the connection is authenticated with that key
+(multiprocessing.connection's HMAC challenge), so another local user cannot drive the tray.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import threading
+from collections.abc import Callable
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client, Listener
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from hivenote.server.errors import HivenoteError
+
+ANSWER_WAIT_S = 10.0
+
+
+class InstanceUnreachable(HivenoteError):
+    code = "instance"
+
+
+class Instance:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.lock = FileLock(data_dir / "tray.lock", timeout=0)
+        self.record = data_dir / "tray.json"
+        self._listener: Listener | None = None
+        self._thread: threading.Thread | None = None
+
+    def acquire(self, on_message: Callable[[str], None]) -> bool:
+        """Become the running instance (True), or find that another one is (False). Messages from later
+        launches are passed to `on_message` on a background thread."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.lock.acquire()
+        except Timeout:
+            return False
+        key = secrets.token_bytes(32)
+        self._listener = Listener(("127.0.0.1", 0), authkey=key)
+        port = self._listener.address[1]
+        tmp = self.record.with_name(f".tray.json.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"pid": os.getpid(), "port": port, "key": key.hex()}, fh)
+        os.replace(tmp, self.record)
+        self._thread = threading.Thread(target=self._serve, args=(on_message,), name="hivenote-instance", daemon=True)
+        self._thread.start()
+        return True
+
+    def _serve(self, on_message: Callable[[str], None]) -> None:
+        listener = self._listener
+        assert listener is not None
+        while True:
+            try:
+                conn = listener.accept()
+            except (AuthenticationError, EOFError, ConnectionError):
+                continue  # a stranger or a dropped connection: keep listening
+            except OSError:
+                return  # closed by release()
+            with conn:
+                try:
+                    message = conn.recv()
+                    if message != "release":
+                        on_message(str(message))
+                    conn.send("ok")
+                    if message == "release":
+                        return
+                except (EOFError, OSError):
+                    continue
+
+    def send(self, message: str) -> None:
+        """Ask the running instance to do something ("show"); raises InstanceUnreachable if it cannot be asked."""
+        try:
+            record = json.loads(self.record.read_text(encoding="utf-8"))
+            with Client(("127.0.0.1", int(record["port"])), authkey=bytes.fromhex(record["key"])) as conn:
+                conn.send(message)
+                if not conn.poll(ANSWER_WAIT_S):
+                    raise InstanceUnreachable("the running Hivenote did not answer; it may be busy, try again")
+                conn.recv()
+        except (OSError, ValueError, KeyError, EOFError, AuthenticationError) as exc:
+            raise InstanceUnreachable(
+                f"another Hivenote holds {self.lock.lock_file} but cannot be reached ({exc}). "
+                "If it hangs, end it (its pid is in tray.json) and start Hivenote again."
+            ) from None
+
+    def release(self) -> None:
+        if self._listener is None:
+            return
+        with contextlib.suppress(InstanceUnreachable):
+            self.send("release")  # wakes the accept() in _serve
+        if self._thread is not None:
+            self._thread.join(5)
+        self._listener.close()
+        self._listener = None
+        self.record.unlink(missing_ok=True)
+        self.lock.release()

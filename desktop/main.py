@@ -1,0 +1,114 @@
+"""The `hivenote` launcher: no command starts the tray app; `tray`, `quit`, `autostart`, `install-desktop` and
+`uninstall-desktop` are the desktop's own commands, `doctor` gains desktop checks, everything else is the
+server's command line (hivenote.server.cli).
+
+Frozen builds (PyInstaller) have no `python -m`, so the dashboard window process is started as
+`hivenote --window URL` and dispatched here before any argument parsing.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from hivenote.server import cli
+from hivenote.server.cli import AddCommand, Context
+
+
+def cmd_tray(ctx: Context) -> int:
+    from .app import run_tray
+
+    flags = {"port": getattr(ctx.args, "port", None), "host": getattr(ctx.args, "host", None)}
+    return run_tray(ctx.data_dir, flags, ctx.err)
+
+
+def cmd_quit(ctx: Context) -> int:
+    from .instance import Instance
+
+    instance = Instance(ctx.data_dir)
+    if instance.acquire(lambda _: None):
+        instance.release()
+        ctx.emit({"running": False}, "Hivenote's tray app is not running.")
+        return 0
+    instance.send("quit")
+    ctx.emit({"running": True, "quit": True}, "Asked the running Hivenote to quit.")
+    return 0
+
+
+def cmd_autostart(ctx: Context) -> int:
+    from .autostart import autostart
+
+    entry = autostart()
+    action = ctx.args.state
+    if action == "on":
+        entry.enable()
+    elif action == "off":
+        entry.disable()
+    enabled = entry.is_enabled()
+    text = f"Start at login: {'on' if enabled else 'off'} ({entry.describe()})"
+    ctx.emit({"enabled": enabled, "where": entry.describe()}, text)
+    return 0
+
+
+def cmd_install_desktop(ctx: Context) -> int:
+    from .menu_entry import install
+
+    written = install()
+    ctx.emit(
+        {"written": [str(p) for p in written]},
+        "Hivenote is in the applications menu now.\n" + "\n".join(f"  {p}" for p in written),
+    )
+    return 0
+
+
+def cmd_uninstall_desktop(ctx: Context) -> int:
+    from .menu_entry import uninstall
+
+    removed = uninstall()
+    text = "Removed:\n" + "\n".join(f"  {p}" for p in removed) if removed else "Nothing to remove."
+    ctx.emit({"removed": [str(p) for p in removed]}, text)
+    return 0
+
+
+def doctor_desktop(ctx: Context) -> tuple[str, Any, list[str]]:
+    from .backends import INSTALL_HINT, graphical_session, tray_backend, tray_host, window_backend
+
+    tray, window = tray_backend(), window_backend()
+    host = tray_host() if graphical_session() and sys.platform == "linux" else None
+    report = {
+        "tray": {"backend": tray.name, "why": tray.reason, "host": host},
+        "window": {"backend": window.name, "why": window.reason},
+    }
+    lines = [
+        f"tray: {tray.name or 'none'} — {tray.reason}",
+        f"window: {window.name or 'browser'} — {window.reason}",
+    ]
+    if sys.platform == "linux" and graphical_session():
+        lines.append(f"tray host on this desktop: {host or 'none found (the icon will not show)'}")
+    if tray.name is None or window.name is None:
+        lines.append("missing system packages; install them with:\n" + INSTALL_HINT)
+    return "desktop", report, lines
+
+
+def _commands(add: AddCommand) -> None:
+    p = add("tray", "start the tray app (what `hivenote` alone does)", cmd_tray)
+    p.add_argument("--port", type=int, help="port (default 7788, or settings.json)")
+    add("quit", "quit the running tray app", cmd_quit)
+    p = add("autostart", "start Hivenote when you log in: on, off, or status", cmd_autostart)
+    p.add_argument("state", choices=("on", "off", "status"), nargs="?", default="status")
+    add("install-desktop", "add Hivenote to the applications menu (Linux)", cmd_install_desktop)
+    add("uninstall-desktop", "remove Hivenote from the applications menu", cmd_uninstall_desktop)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--window"]:
+        from .window import main as window_main
+
+        return window_main(args[1:])
+    return cli.main(args, extend=_commands, default=cmd_tray, doctor_checks=(doctor_desktop,))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

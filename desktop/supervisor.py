@@ -1,0 +1,246 @@
+"""The server inside the tray app: started, stopped and restarted on the same port by one worker thread, and a
+`Status` that says how it is doing (the tray draws its icon, title and menu from it and nothing else).
+
+Start = bind the port first (so "port in use" is an error shown in the tray, not a thread dying quietly), take
+the data dir's lock and fold the log, then run uvicorn in its thread. Stop = stop uvicorn, then close the store
+(the log is flushed and the lock released). Commands run in order on the worker, never on the GUI thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from hivenote.server.agents import PEOPLE_NOT_AGENTS, AgentTracker
+from hivenote.server.errors import HivenoteError
+from hivenote.server.render import AGENT_NAMES, ago
+from hivenote.server.serve import ServerThread, bind
+from hivenote.server.settings import Settings, is_loopback, load_settings
+from hivenote.server.store import Store
+
+log = logging.getLogger(__name__)
+
+ServerState = Literal["starting", "running", "stopped", "error"]
+LAN_HOST = "0.0.0.0"
+
+
+@dataclass(frozen=True)
+class AgentOnline:
+    name: str  # "Claude Code", or "Claude Code (alice)" for someone else's token
+    last_seen: str  # "just now", "3 minutes ago"
+
+
+@dataclass(frozen=True)
+class Status:
+    """Everything the tray shows. Equal statuses draw the same icon, title and menu."""
+
+    server: ServerState
+    address: str  # "127.0.0.1:7788"
+    message: str = ""  # why it is in the error state, and what to do
+    agents: tuple[AgentOnline, ...] = ()
+    sharing: bool = False  # listening beyond loopback
+    auth: bool = True
+
+    @property
+    def running(self) -> bool:
+        return self.server == "running"
+
+    @property
+    def title(self) -> str:
+        """The tooltip: 'Hivenote — running · 3 agents online: Cursor, Claude Code, Codex'."""
+        if self.server == "error":
+            return f"Hivenote — error: {self.message}"
+        if self.server != "running":
+            return f"Hivenote — {self.server}"
+        shared = " · shared on LAN" if self.sharing else ""
+        if not self.agents:
+            return f"Hivenote — running{shared} · no agents online"
+        names = ", ".join(dict.fromkeys(a.name for a in self.agents))
+        count = len(self.agents)
+        return f"Hivenote — running{shared} · {count} agent{'s' if count != 1 else ''} online: {names}"
+
+
+def agents_online(tracker: AgentTracker, owner: str) -> tuple[AgentOnline, ...]:
+    """Agents with a request in the last two minutes, newest first; people at the dashboard or CLI are not agents."""
+    now = tracker.now_ms()
+    seen: dict[str, AgentOnline] = {}
+    for agent in tracker.online():  # newest first: the first entry per name has the latest time
+        if agent.agent in PEOPLE_NOT_AGENTS:
+            continue
+        name = AGENT_NAMES.get(agent.agent, agent.agent if agent.agent != "other" else agent.client or "Other agent")
+        if agent.person and agent.person != owner:
+            name = f"{name} ({agent.person})"
+        seen.setdefault(name, AgentOnline(name, ago(agent.last_seen, now)))
+    return tuple(seen.values())
+
+
+class Supervisor:
+    """Owns the store and the server thread. `start()`, `stop()`, `restart()` queue a command and return at once;
+    `on_change` is called (from the worker thread) after every state change."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        flags: Mapping[str, Any] | None = None,
+        *,
+        tracker: AgentTracker | None = None,
+        on_change: Callable[[], None] = lambda: None,
+        owner: str = "",
+    ) -> None:
+        self.data_dir = data_dir
+        self.flags = dict(flags or {})
+        self.tracker = tracker or AgentTracker()
+        self.on_change = on_change
+        self.owner = owner
+        self._state: ServerState = "stopped"
+        self._message = ""
+        self._settings: Settings | None = None
+        self._server: ServerThread | None = None
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+        self._commands: queue.Queue[tuple[str, threading.Event]] = queue.Queue()
+        self._worker = threading.Thread(target=self._work, name="hivenote-supervisor", daemon=True)
+        self._worker.start()
+
+    # -- commands (any thread) -----------------------------------------------------------------------
+
+    def start(self) -> threading.Event:
+        return self._queue("start")
+
+    def stop(self) -> threading.Event:
+        return self._queue("stop")
+
+    def restart(self) -> threading.Event:
+        return self._queue("restart")
+
+    def share_on_lan(self, on: bool) -> threading.Event:
+        """Listen on every interface (tokens stay required) or on loopback only; restarts a running server."""
+        return self._queue("lan-on" if on else "lan-off")
+
+    def shutdown(self, timeout: float = 30) -> None:
+        """Stop the server (flushing the log) and end the worker. Blocks until done."""
+        done = self._queue("exit")
+        done.wait(timeout)
+        self._worker.join(timeout)
+
+    def _queue(self, command: str) -> threading.Event:
+        done = threading.Event()
+        self._commands.put((command, done))
+        return done
+
+    # -- state (any thread) --------------------------------------------------------------------------
+
+    def status(self) -> Status:
+        with self._lock:
+            state, message, settings = self._state, self._message, self._settings
+        if settings is None:
+            settings = self._load_settings_quietly()
+        address = f"{settings.base_url.removeprefix('http://')}" if settings else "127.0.0.1"
+        status = Status(
+            server=state,
+            address=address,
+            message=message,
+            sharing=bool(settings and not is_loopback(settings.host)),
+            auth=bool(settings is None or settings.auth),
+        )
+        if state == "running":
+            status = replace(status, agents=agents_online(self.tracker, self.owner))
+        return status
+
+    @property
+    def settings(self) -> Settings | None:
+        with self._lock:
+            return self._settings
+
+    def check_alive(self) -> None:
+        """Turn a server thread that ended by itself into the error state (called by the tray's ticker)."""
+        with self._lock:
+            server = self._server
+            died = self._state == "running" and server is not None and not server.thread.is_alive()
+        if died:
+            self._queue("died")
+
+    # -- worker -----------------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            command, done = self._commands.get()
+            try:
+                if command in ("stop", "exit", "died", "restart", "lan-on", "lan-off"):
+                    error = self._server.error if command == "died" and self._server else None
+                    self._stop()
+                    if command == "died":
+                        self._set("error", f"the server stopped unexpectedly ({error or 'no error given'})")
+                if command in ("lan-on", "lan-off"):
+                    self._save_host(LAN_HOST if command == "lan-on" else None)
+                if command in ("start", "restart", "lan-on", "lan-off"):
+                    self._start()
+            except Exception as exc:  # never let the worker die: the tray must keep answering
+                log.exception("supervisor command %s failed", command)
+                self._set("error", str(exc))
+            finally:
+                done.set()
+            if command == "exit":
+                return
+
+    def _start(self) -> None:
+        if self._server is not None:
+            return
+        self._set("starting")
+        try:
+            settings = load_settings(self.flags, data_dir=self.data_dir)
+            with self._lock:
+                self._settings = settings
+            sock = bind(settings.host, settings.port)
+            store = Store(settings.data_dir)
+            try:
+                store.open()
+            except BaseException:
+                sock.close()
+                raise
+            from hivenote.server.app import create_app  # the server's imports load once the tray is up
+
+            server = ServerThread(create_app(settings, store, tracker=self.tracker), settings, sock)
+            server.start()
+            while not server.started and server.thread.is_alive():
+                server.thread.join(0.05)
+            if not server.started:
+                server.stop()
+                store.close()
+                raise HivenoteError(f"the server did not start: {server.error or 'unknown error'}")
+        except HivenoteError as exc:
+            self._set("error", str(exc))
+            return
+        self._server, self._store = server, store
+        self._set("running")
+
+    def _stop(self) -> None:
+        server, store = self._server, self._store
+        if server is None or store is None:
+            return
+        self._server = self._store = None
+        server.stop()
+        store.close()
+        self._set("stopped")
+
+    def _set(self, state: ServerState, message: str = "") -> None:
+        with self._lock:
+            self._state, self._message = state, message
+        self.on_change()
+
+    def _load_settings_quietly(self) -> Settings | None:
+        try:
+            return load_settings(self.flags, data_dir=self.data_dir)
+        except HivenoteError:
+            return None
+
+    def _save_host(self, host: str | None) -> None:
+        from hivenote.server.settings import save_setting
+
+        save_setting(self.data_dir, "host", host)
+        self.flags.pop("host", None)  # the saved setting decides from now on

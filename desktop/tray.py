@@ -1,0 +1,95 @@
+"""The pystray side: turns `menu.Item`s into pystray's menu, and redraws the icon, title and menu only when
+what they show has changed (rebuilding a menu closes it if it is open, and dbusmenu ids change)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import icons
+from .menu import Item
+from .supervisor import Status
+
+log = logging.getLogger(__name__)
+
+
+class Tray:
+    """One pystray icon. `show(status, items)` may be called from any thread (pystray marshals on GTK/Win32)."""
+
+    def __init__(self, pystray: Any, on_action: Callable[[str], None], status: Status, items: tuple[Item, ...]):
+        self._pystray = pystray
+        self._on_action = on_action
+        self._lock = threading.Lock()
+        self._items = items
+        self._drawn = (status.server, len(status.agents))
+        self._title = status.title
+        self.icon = pystray.Icon(
+            "hivenote",
+            icon=icons.tray_icon(status.server, len(status.agents)),
+            title=self._title,
+            menu=pystray.Menu(self._menu_items),
+        )
+
+    def _menu_items(self) -> Iterator[Any]:
+        with self._lock:
+            items = self._items
+        return (self._convert(item) for item in items)
+
+    def _convert(self, item: Item) -> Any:
+        pystray = self._pystray
+        if item.separator:
+            return pystray.Menu.SEPARATOR
+        if item.children:
+            return pystray.MenuItem(item.label, pystray.Menu(*(self._convert(c) for c in item.children)))
+        action = item.action
+
+        def run(_icon: Any, _item: Any) -> None:
+            if action is not None:
+                self._on_action(action)
+
+        checked = item.checked
+        return pystray.MenuItem(
+            item.label,
+            run,
+            checked=None if checked is None else (lambda _: checked),
+            enabled=item.enabled and action is not None,
+            default=item.default,
+        )
+
+    def show(self, status: Status, items: tuple[Item, ...]) -> None:
+        with self._lock:
+            menu_changed = items != self._items
+            self._items = items
+            drawn = (status.server, len(status.agents))
+            icon_changed, self._drawn = drawn != self._drawn, drawn
+            title_changed, self._title = status.title != self._title, status.title
+        if icon_changed:
+            self.icon.icon = icons.tray_icon(status.server, len(status.agents))
+        if title_changed:
+            self.icon.title = status.title
+        if menu_changed:
+            self.icon.update_menu()
+
+    def notify(self, message: str, title: str = "Hivenote") -> None:
+        """A desktop notification where the backend and the desktop have one; never fails the caller."""
+        if not getattr(self.icon, "HAS_NOTIFICATION", False):
+            return
+        try:
+            self.icon.notify(message, title)
+        except Exception as exc:  # no notification daemon on this desktop
+            log.info("no notification shown (%s): %s", exc, message)
+
+    def run(self, setup: Callable[[], None]) -> None:
+        def started(icon: Any) -> None:
+            icon.visible = True
+            setup()
+
+        try:
+            self.icon.run(setup=started)
+        except Exception as exc:  # GTK backends raise at exit when no notification daemon runs
+            log.info("tray loop ended with %s", exc)
+
+    def stop(self) -> None:
+        self.icon.stop()

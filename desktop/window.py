@@ -1,0 +1,131 @@
+"""The dashboard window: its own process running pywebview on its main thread (`python -m
+hivenote.desktop.window URL`, or `hivenote --window URL` in a frozen build), started and ended by the tray.
+
+A separate process keeps pywebview's GUI loop away from the tray's (two GLib main loops in one process clash,
+and macOS wants both on the main thread). It talks to the server over HTTP like any browser; the dashboard gets
+its token from /api/session, which answers this machine's user only. When pywebview cannot start (no GTK
+WebKit, no display) the tray opens the dashboard in the default browser instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+import webbrowser
+from collections.abc import Sequence
+from pathlib import Path
+
+import platformdirs
+
+log = logging.getLogger(__name__)
+
+TITLE = "Hivenote"
+WINDOW_UNAVAILABLE = 3  # the child's exit code when pywebview cannot show a window here
+CLOSE_WAIT_S = 5.0
+
+
+def window_command(url: str) -> list[str]:
+    if getattr(sys, "frozen", False):  # PyInstaller: no `-m`; the launcher dispatches --window
+        return [sys.executable, "--window", url]
+    return [sys.executable, "-m", "hivenote.desktop.window", url]
+
+
+class DashboardWindow:
+    """At most one window process. `open()` shows it (or brings it forward); `close()` ends it."""
+
+    def __init__(self, browser: bool = False) -> None:
+        self.browser_only = browser  # pywebview already failed here: go straight to the browser
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def is_open(self) -> bool:
+        with self._lock:
+            return self._proc is not None and self._proc.poll() is None
+
+    def open(self, url: str) -> None:
+        with self._lock:
+            proc = self._proc
+            if proc is not None and proc.poll() is None and proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.write(b"show\n")
+                    proc.stdin.flush()
+                    return
+            if self.browser_only:
+                webbrowser.open(url)
+                return
+            self._proc = subprocess.Popen(window_command(url), stdin=subprocess.PIPE)
+            threading.Thread(target=self._watch, args=(self._proc, url), name="hivenote-window", daemon=True).start()
+
+    def _watch(self, proc: subprocess.Popen[bytes], url: str) -> None:
+        if proc.wait() == WINDOW_UNAVAILABLE:
+            log.warning("no dashboard window here (see above); opening %s in the browser instead", url)
+            self.browser_only = True
+            webbrowser.open(url)
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(CLOSE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class WindowApi:
+    """What the page may call as `window.pywebview.api.*`: only putting text on the system clipboard."""
+
+    def copy_text(self, text: str) -> bool:
+        from .clipboard import ClipboardUnavailable, copy
+
+        try:
+            copy(str(text))
+        except ClipboardUnavailable as exc:
+            log.warning("copy failed: %s", exc)
+            return False
+        return True
+
+
+def _follow_parent(window: object) -> None:
+    """Lines on stdin from the tray: "show" brings the window forward; end of input (the tray is gone) closes it."""
+    for line in sys.stdin.buffer:
+        if line.strip() == b"show":
+            window.restore()  # type: ignore[attr-defined]
+            window.show()  # type: ignore[attr-defined]
+    window.destroy()  # type: ignore[attr-defined]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or not args[0].startswith(("http://", "https://")):
+        sys.stderr.write("usage: python -m hivenote.desktop.window http://127.0.0.1:7788/\n")
+        return 2
+    url = args[0]
+    if sys.platform == "linux":
+        # Blank windows on some GPU drivers (NVIDIA, Wayland) otherwise; WebKitGTK's maintainers suggest it.
+        os.environ.setdefault("WEBKIT_DISABLE_DMABUF_RENDERER", "1")
+    try:
+        import webview
+
+        storage = Path(platformdirs.user_cache_dir("hivenote", appauthor=False)) / "window"
+        window = webview.create_window(
+            TITLE, url, js_api=WindowApi(), width=1200, height=820, min_size=(640, 480), text_select=True
+        )
+        threading.Thread(target=_follow_parent, args=(window,), name="hivenote-window-stdin", daemon=True).start()
+        webview.start(private_mode=False, storage_path=str(storage))
+    except Exception as exc:  # no GUI toolkit, no display, WebKit missing: the tray falls back to the browser
+        sys.stderr.write(f"hivenote: cannot open the dashboard window: {exc}\n")
+        return WINDOW_UNAVAILABLE
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
