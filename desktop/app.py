@@ -47,11 +47,17 @@ class DesktopApp:
         self.data_dir = data_dir
         self.login = login or autostart()
         self.window = window or DashboardWindow()
-        self.supervisor = Supervisor(data_dir, flags, on_change=self.refresh)
+        self.supervisor = Supervisor(data_dir, flags, on_change=self.refresh, extra_routes=self._routes)
         self.tray: Tray | None = None
         self.quitting = threading.Event()
         self.clients = tuple((s.client, s.title) for s in all_snippets(url="http://127.0.0.1", token=None))
         self._refresh_lock = threading.Lock()
+
+    @staticmethod
+    def _routes() -> list[Any]:
+        from .routes import desktop_routes  # imports the server's app module: loaded once the icon is up
+
+        return desktop_routes(clipboard.copy)
 
     # -- state → tray --------------------------------------------------------------------------------
 
@@ -147,6 +153,7 @@ class DesktopApp:
         ticker = threading.Thread(target=self._tick, name="hivenote-ticker", daemon=True)
 
         def tray_up() -> None:
+            clipboard.use_gtk(os.environ.get("PYSTRAY_BACKEND") in ("appindicator", "gtk"))
             ticker.start()
             self.refresh()
 

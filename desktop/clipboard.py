@@ -1,8 +1,8 @@
 """Putting text on the system clipboard from the tray or the window process.
 
-Where GTK is already running (the Linux tray and window), GTK's clipboard is used from its main thread: the
-long-lived process then serves the selection itself and nothing else needs installing. Elsewhere pyperclip
-(pbcopy on macOS, the Win32 API on Windows, xclip/xsel/wl-copy on other Linux setups).
+Where the tray runs GTK's loop (Linux), GTK's clipboard is used from that loop's thread: the long-lived tray
+process then serves the selection itself, so a copy outlives the dashboard window and nothing else needs
+installing. Elsewhere pyperclip (pbcopy on macOS, the Win32 API on Windows, xclip/xsel/wl-copy on Linux).
 """
 
 from __future__ import annotations
@@ -13,15 +13,24 @@ import threading
 from hivenote.server.errors import HivenoteError
 
 GTK_WAIT_S = 5.0
+_gtk_loop = threading.Event()  # set while a GTK/GLib main loop runs in this process
 
 
 class ClipboardUnavailable(HivenoteError):
     code = "clipboard"
 
 
+def use_gtk(running: bool) -> None:
+    """Called by the tray when its GTK loop starts (True) and ends (False)."""
+    if running:
+        _gtk_loop.set()
+    else:
+        _gtk_loop.clear()
+
+
 def copy(text: str) -> None:
-    """Put `text` on the clipboard, or raise ClipboardUnavailable saying what to install."""
-    if "gi.repository.Gtk" in sys.modules:
+    """Put `text` on the clipboard, or raise ClipboardUnavailable saying what to install. Any thread."""
+    if _gtk_loop.is_set() and "gi.repository.Gtk" in sys.modules:
         _copy_gtk(text)
         return
     import pyperclip

@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from starlette.routing import BaseRoute
+
 from hivenote.server.agents import PEOPLE_NOT_AGENTS, AgentTracker
 from hivenote.server.errors import HivenoteError
 from hivenote.server.render import AGENT_NAMES, ago
@@ -91,12 +93,14 @@ class Supervisor:
         tracker: AgentTracker | None = None,
         on_change: Callable[[], None] = lambda: None,
         owner: str = "",
+        extra_routes: Callable[[], list[BaseRoute]] = list,
     ) -> None:
         self.data_dir = data_dir
         self.flags = dict(flags or {})
         self.tracker = tracker or AgentTracker()
         self.on_change = on_change
         self.owner = owner
+        self.extra_routes = extra_routes
         self._state: ServerState = "stopped"
         self._message = ""
         self._settings: Settings | None = None
@@ -205,7 +209,9 @@ class Supervisor:
                 raise
             from hivenote.server.app import create_app  # the server's imports load once the tray is up
 
-            server = ServerThread(create_app(settings, store, tracker=self.tracker), settings, sock)
+            server = ServerThread(
+                create_app(settings, store, tracker=self.tracker, extra_routes=self.extra_routes()), settings, sock
+            )
             server.start()
             while not server.started and server.thread.is_alive():
                 server.thread.join(0.05)

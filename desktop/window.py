@@ -3,8 +3,9 @@ hivenote.desktop.window URL`, or `hivenote --window URL` in a frozen build), sta
 
 A separate process keeps pywebview's GUI loop away from the tray's (two GLib main loops in one process clash,
 and macOS wants both on the main thread). It talks to the server over HTTP like any browser; the dashboard gets
-its token from /api/session, which answers this machine's user only. When pywebview cannot start (no GTK
-WebKit, no display) the tray opens the dashboard in the default browser instead.
+its token from /api/session, which answers this machine's user only, and its Copy buttons post to the tray's
+/desktop/clipboard (pywebview's own JS bridge needs eval, which the dashboard's CSP forbids). When pywebview
+cannot start (no GTK WebKit, no display) the tray opens the dashboard in the default browser instead.
 """
 
 from __future__ import annotations
@@ -80,20 +81,6 @@ class DashboardWindow:
             proc.wait()
 
 
-class WindowApi:
-    """What the page may call as `window.pywebview.api.*`: only putting text on the system clipboard."""
-
-    def copy_text(self, text: str) -> bool:
-        from .clipboard import ClipboardUnavailable, copy
-
-        try:
-            copy(str(text))
-        except ClipboardUnavailable as exc:
-            log.warning("copy failed: %s", exc)
-            return False
-        return True
-
-
 def _follow_parent(window: object) -> None:
     """Lines on stdin from the tray: "show" brings the window forward; end of input (the tray is gone) closes it."""
     for line in sys.stdin.buffer:
@@ -116,9 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import webview
 
         storage = Path(platformdirs.user_cache_dir("hivenote", appauthor=False)) / "window"
-        window = webview.create_window(
-            TITLE, url, js_api=WindowApi(), width=1200, height=820, min_size=(640, 480), text_select=True
-        )
+        window = webview.create_window(TITLE, url, width=1200, height=820, min_size=(640, 480), text_select=True)
         threading.Thread(target=_follow_parent, args=(window,), name="hivenote-window-stdin", daemon=True).start()
         webview.start(private_mode=False, storage_path=str(storage))
     except Exception as exc:  # no GUI toolkit, no display, WebKit missing: the tray falls back to the browser

@@ -1,8 +1,10 @@
+import { api } from "./api.js";
+
 // copyText(text): put text on the clipboard. The async Clipboard API needs a secure context (localhost counts;
 // a LAN address over plain http does not), so it falls back to selecting a hidden textarea and execCommand.
 //
-// In the desktop window (pywebview) the page's own clipboard may not reach the system clipboard, so once
-// pywebview is ready every Copy button goes through its Python side instead (`window.copyText` is what they call).
+// Every Copy button calls `copy` below: in the desktop window it goes through the tray, elsewhere through
+// `window.copyText` (which a test or an embedding page may replace).
 
 export async function copyText(text) {
   if (navigator.clipboard && window.isSecureContext) {
@@ -30,14 +32,20 @@ export async function copyText(text) {
 
 if (!window.copyText) window.copyText = copyText;
 
-function useDesktopClipboard() {
-  const api = window.pywebview && window.pywebview.api;
-  if (api && typeof api.copy_text === "function") window.copyText = (text) => api.copy_text(String(text));
+// In the desktop window (pywebview), the page's clipboard may not reach the system's (WebKitGTK without a
+// focused window, or a permission prompt), and pywebview's own JS bridge needs eval, which the CSP forbids. The
+// tray serving this page puts the text on the system clipboard for it instead.
+async function desktopCopy(text) {
+  try {
+    await api("/desktop/clipboard", { method: "POST", body: { text } });
+    return true;
+  } catch {
+    return copyText(text);
+  }
 }
-window.addEventListener("pywebviewready", useDesktopClipboard);
-useDesktopClipboard(); // the event may have fired before this module loaded
 
 /** What the Copy buttons call: whichever copyText is installed on window right now. */
 export function copy(text) {
-  return Promise.resolve(window.copyText(text));
+  // pywebview adds window.pywebview once its script is in, which may be after this module ran: check per call
+  return Promise.resolve(window.pywebview ? desktopCopy(text) : window.copyText(text));
 }
