@@ -21,7 +21,7 @@ from hivenote.server.errors import HivenoteError
 
 from . import clipboard
 from .autostart import Autostart, autostart
-from .backends import INSTALL_HINT, tray_backend, tray_host
+from .backends import INSTALL_HINT, graphical_session, tray_backend, tray_host
 from .instance import Instance
 from .menu import Item, build_menu
 from .supervisor import Status, Supervisor
@@ -149,10 +149,18 @@ class DesktopApp:
 
     def run(self, pystray: Any | None) -> int:
         """Serve, with the tray when `pystray` is given (else until SIGTERM/Ctrl-C); returns the exit code."""
+        if pystray is None:  # signals first: a SIGTERM as soon as the port answers must still quit cleanly
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_: self.quitting.set())
+        else:
+            _quit_on_signals(self.quit)
         started = self.supervisor.start()
         ticker = threading.Thread(target=self._tick, name="hivenote-ticker", daemon=True)
 
         def tray_up() -> None:
+            if self.quitting.is_set() and self.tray is not None:  # a signal came before the tray's loop ran
+                self.tray.stop()
+                return
             clipboard.use_gtk(os.environ.get("PYSTRAY_BACKEND") in ("appindicator", "gtk"))
             ticker.start()
             self.refresh()
@@ -160,26 +168,23 @@ class DesktopApp:
         try:
             if pystray is None:
                 started.wait()
-                self.open_dashboard()
+                status = self.supervisor.status()
+                where = f"on http://{status.address}/" if status.running else f"not: {status.message}"
+                sys.stderr.write(f"Hivenote is serving {where}\n")
+                if graphical_session():  # else a browser here would be a text one, in this terminal
+                    self.open_dashboard()
                 ticker.start()
-                _wait_for_signal(self.quitting)
+                while not self.quitting.wait(0.5):  # a timeout, so Python runs signal handlers on Windows too
+                    pass
             else:
                 status = self.supervisor.status()
                 self.tray = Tray(pystray, self.on_action, status, self.menu(status))
-                _quit_on_signals(self.quit)
                 self.tray.run(setup=tray_up)
         finally:
             self.quitting.set()
             self.supervisor.shutdown()
             self.window.close()
         return 0
-
-
-def _wait_for_signal(stop: threading.Event) -> None:
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    while not stop.wait(0.5):
-        pass
 
 
 def _quit_on_signals(quit_app: Any) -> None:
@@ -235,7 +240,8 @@ def run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
         choice = tray_backend()
         pystray = None
         if choice.name is None:
-            err.write(f"hivenote: no tray icon: {choice.reason}.\n{INSTALL_HINT}\nServing without one; Ctrl-C stops.\n")
+            hint = f"\n{INSTALL_HINT}" if graphical_session() else ""
+            err.write(f"hivenote: no tray icon: {choice.reason}.{hint}\nServing without one; Ctrl-C stops.\n")
         else:
             try:
                 pystray = load_pystray(choice.name)

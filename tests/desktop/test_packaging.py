@@ -50,7 +50,7 @@ def test_the_menu_entry_starts_the_launcher_on_path() -> None:
     keys = dict(line.split("=", 1) for line in lines[1:] if line)
     assert lines[0] == "[Desktop Entry]"
     assert keys["Exec"] == "hivenote" and keys["Icon"] == "hivenote" and keys["StartupWMClass"] == "hivenote"
-    assert keys["GenericName"] == "AI agent notebook" and keys["Terminal"] == "false"
+    assert keys["GenericName"] == "Shared memory for AI agents" and keys["Terminal"] == "false"
     assert keys["Categories"] == "Utility;Development;" and keys["StartupNotify"] == "false"
 
 

@@ -1,0 +1,284 @@
+"""The real tray app (`hivenote tray`) on a private X display and session bus, as a GNOME/KDE panel sees it: its
+StatusNotifierItem's title and icon follow the server and the agents online (a real MCP client connects), and its
+menu items are clicked through dbusmenu: copy a snippet (read back with xclip), start at login, open the dashboard
+window (its pixels), stop/start the server, quit. Also: a plain XEmbed tray (trayer), no tray at all, a second
+launch, and a port already in use."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import Implementation
+from PIL import Image, ImageChops
+
+from hivenote.desktop.icons import tray_icon
+from hivenote.server.auth import Tokens
+from hivenote.server.store import lock_holder
+
+if TYPE_CHECKING:
+    from tests.desktop.harness import Desktop, TrayItem, poll, start_desktop
+else:
+    from harness import Desktop, TrayItem, poll, start_desktop
+
+WAIT_S = 30
+WINDOW = "^Hivenote$"
+TOP_MENU = [
+    "Running on 127.0.0.1:{port}",
+    "No agents online",
+    "",
+    "Stop server",
+    "Open dashboard",
+    "Copy connect snippet",
+    "",
+    "Share on LAN",
+    "Start at login",
+    "Open data folder",
+    "",
+    "Quit Hivenote",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def health(port: int) -> int | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None
+
+
+class App:
+    def __init__(self, desktop: Desktop, data_dir: Path, port: int) -> None:
+        self.desktop, self.data_dir, self.port = desktop, data_dir, port
+        argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir), "tray", "--port", str(port)]
+        self.process = desktop.spawn("app", argv)
+
+    def exit_code(self) -> int:
+        try:
+            return self.process.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the app did not exit\n{self.desktop.output('app')}") from None
+
+    def launch_again(self, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(self.data_dir), *args]
+        return subprocess.run(argv, env=self.desktop.env, capture_output=True, text=True, timeout=WAIT_S, check=False)
+
+
+@pytest.fixture
+def desktop(tmp_path: Path) -> Iterator[Desktop]:
+    with start_desktop(tmp_path) as started:
+        yield started
+
+
+@pytest.fixture
+def app(desktop: Desktop, tmp_path: Path) -> App:
+    return App(desktop, tmp_path / "data", free_port())
+
+
+def title(item: TrayItem) -> str:
+    return str(item.prop("Title"))
+
+
+def labels(item: TrayItem) -> list[str]:
+    return [entry.label for entry in item.menu()]
+
+
+def entry(item: TrayItem, label: str) -> tuple[bool, bool | None]:
+    found = next(e for e in item.menu() if e.label == label)
+    return found.enabled, found.checked
+
+
+def centre_alpha(image: Image.Image) -> int:
+    pixel = image.convert("RGBA").getpixel((image.width // 2, image.height // 2))
+    assert isinstance(pixel, tuple)
+    return int(pixel[3])
+
+
+async def agent_calls(port: int, token: str, name: str) -> None:
+    """A real MCP client (as Cursor identifies itself) lists the tools and searches once."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        client = Client(
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http),
+            client_info=Implementation(name=name, version="1.7.0"),
+            mode="legacy",
+        )
+        async with client:
+            await client.call_tool("brain_search", {"query": "deploy"})
+
+
+def test_tray_follows_the_server_and_its_menu_works(app: App, desktop: Desktop) -> None:
+    item = desktop.tray_item()
+    assert item.prop("Id") == "hivenote"
+    item.wait_for(lambda i: title(i) == "Hivenote — running · no agents online", what="running title")
+    assert labels(item) == [label.format(port=app.port) for label in TOP_MENU]
+    assert entry(item, "Start at login") == (True, False)
+    assert entry(item, "Share on LAN") == (True, False)
+    quiet = item.icon()
+    assert quiet.width >= 64 and centre_alpha(quiet) == 255
+    assert same(quiet, tray_icon("running"))
+
+    # A real agent connects: the title names it and the icon gets a badge (bottom-right only).
+    token = Tokens(app.data_dir / "tokens.json").default()
+    anyio.run(agent_calls, app.port, token, "cursor-vscode")
+    item.wait_for(lambda i: title(i) == "Hivenote — running · 1 agent online: Cursor", what="agent in title")
+    agents = next(e for e in item.menu() if e.label.startswith("Agents online"))
+    assert agents.label == "Agents online (1)"
+    assert [c.label for c in agents.children] == ["Cursor — just now"]
+    assert same(item.icon(), tray_icon("running", agents=1))
+
+    # Copy connect snippet → the system clipboard holds Cursor's config, with this port and the token.
+    item.click("Copy connect snippet", "Cursor")
+    assert poll(lambda: bool(desktop.clipboard()), WAIT_S), desktop.output("app")
+    snippet = json.loads(desktop.clipboard())
+    server = snippet["mcpServers"]["hivenote"]
+    assert server["url"] == f"http://127.0.0.1:{app.port}/mcp"
+    assert server["headers"]["Authorization"] == f"Bearer {token}"
+
+    # Start at login → a valid XDG autostart entry that runs this launcher; the item is checked.
+    item.click("Start at login")
+    entry_file = Path(desktop.env["XDG_CONFIG_HOME"]) / "autostart" / "hivenote.desktop"
+    item.wait_for(lambda i: entry(i, "Start at login") == (True, True), what="Start at login checked")
+    validate = subprocess.run(["desktop-file-validate", str(entry_file)], capture_output=True, text=True, check=False)
+    assert validate.returncode == 0 and not validate.stdout.strip(), validate.stdout
+    assert "Exec=" in entry_file.read_text(encoding="utf-8")
+    item.click("Start at login")
+    item.wait_for(lambda i: entry(i, "Start at login") == (True, False), what="Start at login unchecked")
+    assert not entry_file.exists()
+
+    # Open dashboard → one pywebview window showing the dashboard (its amber brand pixels are there).
+    item.click("Open dashboard")
+    window = desktop.find_window(WINDOW, WAIT_S)
+    assert window is not None, desktop.output("app")
+    assert poll(lambda: has_brand_colour(desktop.screenshot(window)), WAIT_S), "the dashboard did not render"
+    item.click("Open dashboard")  # again: still one window
+    assert len(desktop.xdotool("search", "--onlyvisible", "--name", WINDOW).split()) == 1
+
+    # Stop server → title, icon (hollow), menu, HTTP all say stopped; Start brings it back on the same port.
+    item.click("Stop server")
+    item.wait_for(lambda i: title(i) == "Hivenote — stopped", what="stopped title")
+    assert health(app.port) is None
+    assert entry(item, "Open dashboard") == (False, None)
+    assert "Start server" in labels(item)
+    assert centre_alpha(item.icon()) == 0
+    assert same(item.icon(), tray_icon("stopped"))
+    assert lock_holder(app.data_dir) is None
+    item.click("Start server")
+    item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running again")
+    assert health(app.port) == 200
+
+    # Quit → exit 0, no window left, the port and the data dir are free.
+    item.click("Quit Hivenote")
+    assert app.exit_code() == 0, desktop.output("app")
+    assert not desktop.window_visible(WINDOW)
+    assert health(app.port) is None
+    assert lock_holder(app.data_dir) is None
+
+
+def same(shown: Image.Image, drawn: Image.Image) -> bool:
+    """The panel gets exactly the icon drawn for the state (PNG files are lossless)."""
+    return ImageChops.difference(shown.convert("RGBA"), drawn).getbbox(alpha_only=False) is None
+
+
+def has_brand_colour(image: Image.Image) -> bool:
+    """The dashboard's amber (#f5a524 and near) covers a button and the logo: more than a few hundred pixels."""
+    colours = image.convert("RGB").getcolors(1 << 24) or []
+    amber = 0
+    for count, colour in colours:
+        assert isinstance(colour, tuple)
+        r, g, b = colour[:3]
+        amber += count if r > 220 and 140 < g < 190 and b < 80 else 0
+    return amber > 500
+
+
+def test_port_in_use_is_shown_and_start_retries(app: App, desktop: Desktop) -> None:
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", app.port))
+    squatter.listen()
+    try:
+        item = desktop.tray_item()
+        item.wait_for(lambda i: "already in use" in title(i), what="port-in-use error in the title")
+        assert title(item).startswith(f"Hivenote — error: port {app.port} on 127.0.0.1 is already in use")
+        menu = labels(item)
+        assert menu[0].startswith(f"Error: port {app.port}") and "Start server" in menu
+        assert same(item.icon(), tray_icon("error"))
+    finally:
+        squatter.close()
+    item.click("Start server")
+    item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running after the port was freed")
+    item.click("Quit Hivenote")
+    assert app.exit_code() == 0
+
+
+def test_second_launch_opens_the_running_ones_dashboard(app: App, desktop: Desktop) -> None:
+    item = desktop.tray_item()
+    item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+    second = app.launch_again()
+    assert second.returncode == 0, second.stderr
+    assert "already running" in second.stderr
+    assert desktop.find_window(WINDOW, WAIT_S) is not None
+    assert desktop.tray_items() == [desktop.tray_items()[0]]  # still one icon
+    quit_ = app.launch_again("quit")
+    assert quit_.returncode == 0 and "Asked the running Hivenote to quit" in quit_.stdout
+    assert app.exit_code() == 0
+    assert poll(lambda: not desktop.window_visible(WINDOW), WAIT_S)
+
+
+def test_xembed_tray_host(tmp_path: Path) -> None:
+    """No StatusNotifier host, a plain XEmbed tray (trayer): the icon docks there and its menu quits the app."""
+    with start_desktop(tmp_path, watcher=False, trayer=True) as desktop:
+        app = App(desktop, tmp_path / "data", free_port())
+        icon = desktop.xembed_icon(WAIT_S)
+        assert poll(lambda: health(app.port) == 200, WAIT_S), desktop.output("app")
+        assert desktop.click_xembed(icon) is not None, "no menu opened"
+        desktop.key("Up", "Return")  # the last item: Quit Hivenote
+        assert app.exit_code() == 0, desktop.output("app")
+
+
+def test_no_tray_at_all_says_so_and_keeps_serving_with_the_window(tmp_path: Path) -> None:
+    with start_desktop(tmp_path, watcher=False) as desktop:
+        app = App(desktop, tmp_path / "data", free_port())
+        assert desktop.find_window(WINDOW, WAIT_S) is not None, desktop.output("app")
+        assert health(app.port) == 200
+        assert "this desktop shows no tray icons" in desktop.output("app")
+        assert app.launch_again("quit").returncode == 0
+        assert app.exit_code() == 0
+        assert health(app.port) is None
+
+
+def test_no_display_serves_headless_and_says_why(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS")}
+    env["HOME"] = str(tmp_path)
+    port = free_port()
+    argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(tmp_path / "data"), "tray", "--port", str(port)]
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert poll(lambda: health(port) == 200 or process.poll() is not None, WAIT_S)
+        assert health(port) == 200
+        process.terminate()
+        _, err = process.communicate(timeout=WAIT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert "no tray icon: no graphical session" in err and "Traceback" not in err
