@@ -10,7 +10,6 @@ cannot start (no GTK WebKit, no display) the tray opens the dashboard in the def
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import subprocess
@@ -41,6 +40,7 @@ class DashboardWindow:
     def __init__(self, browser: bool = False) -> None:
         self.browser_only = browser  # pywebview already failed here: go straight to the browser
         self._proc: subprocess.Popen[bytes] | None = None
+        self._unanswered: str | None = None  # "show" was sent to a window that has not confirmed it
         self._lock = threading.Lock()
 
     @property
@@ -52,21 +52,36 @@ class DashboardWindow:
         with self._lock:
             proc = self._proc
             if proc is not None and proc.poll() is None and proc.stdin is not None:
-                with contextlib.suppress(OSError):
+                try:
                     proc.stdin.write(b"show\n")
                     proc.stdin.flush()
+                except OSError:
+                    pass  # it is exiting: start another below
+                else:
+                    self._unanswered = url  # if it exits without saying "shown", it was closing: open a new one
                     return
             if self.browser_only:
                 webbrowser.open(url)
                 return
-            self._proc = subprocess.Popen(window_command(url), stdin=subprocess.PIPE)
+            self._unanswered = None
+            self._proc = subprocess.Popen(window_command(url), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             threading.Thread(target=self._watch, args=(self._proc, url), name="hivenote-window", daemon=True).start()
 
     def _watch(self, proc: subprocess.Popen[bytes], url: str) -> None:
-        if proc.wait() == WINDOW_UNAVAILABLE:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # until the window process ends
+            if line.strip() == b"shown":
+                with self._lock:
+                    self._unanswered = None
+        code = proc.wait()
+        with self._lock:
+            reopen, self._unanswered = self._unanswered, None
+        if code == WINDOW_UNAVAILABLE:
             log.warning("no dashboard window here (see above); opening %s in the browser instead", url)
             self.browser_only = True
             webbrowser.open(url)
+        elif reopen is not None:
+            self.open(reopen)
 
     def close(self) -> None:
         with self._lock:
@@ -82,11 +97,14 @@ class DashboardWindow:
 
 
 def _follow_parent(window: object) -> None:
-    """Lines on stdin from the tray: "show" brings the window forward; end of input (the tray is gone) closes it."""
+    """Lines on stdin from the tray: "show" brings the window forward (answered "shown" on stdout); the end of
+    input (the tray is gone) closes it."""
     for line in sys.stdin.buffer:
         if line.strip() == b"show":
             window.restore()  # type: ignore[attr-defined]
             window.show()  # type: ignore[attr-defined]
+            sys.stdout.write("shown\n")
+            sys.stdout.flush()
     window.destroy()  # type: ignore[attr-defined]
 
 

@@ -174,6 +174,16 @@ def test_tray_follows_the_server_and_its_menu_works(app: App, desktop: Desktop) 
     item.click("Open dashboard")  # again: still one window
     assert len(desktop.xdotool("search", "--onlyvisible", "--name", WINDOW).split()) == 1
 
+    # In the window: Connect an agent → Claude Code → Copy puts its command on the system clipboard, through the
+    # tray (pywebview's own bridge needs eval, which the page's CSP forbids), so it outlives the window.
+    assert poll(lambda: copy_in_window(desktop, window), WAIT_S), desktop.clipboard()
+    assert f"http://127.0.0.1:{app.port}/mcp" in desktop.clipboard() and token in desktop.clipboard()
+    desktop.xdotool("windowclose", window)  # the window process ends; the tray keeps serving the copy
+    assert poll(lambda: not desktop.window_visible(WINDOW), WAIT_S)
+    assert desktop.clipboard().startswith("claude mcp add")
+    item.click("Open dashboard")  # and a closed window opens again
+    assert desktop.find_window(WINDOW, WAIT_S) is not None
+
     # Stop server → title, icon (hollow), menu, HTTP all say stopped; Start brings it back on the same port.
     item.click("Stop server")
     item.wait_for(lambda i: title(i) == "Hivenote — stopped", what="stopped title")
@@ -193,6 +203,21 @@ def test_tray_follows_the_server_and_its_menu_works(app: App, desktop: Desktop) 
     assert not desktop.window_visible(WINDOW)
     assert health(app.port) is None
     assert lock_holder(app.data_dir) is None
+
+
+def click(desktop: Desktop, window: str, x: int, y: int) -> None:
+    desktop.xdotool("mousemove", "--window", window, str(x), str(y), "click", "1")
+
+
+def copy_in_window(desktop: Desktop, window: str) -> bool:
+    """Drive the dashboard like a person: the sidebar's Connect button, then the keyboard (the dialog focuses its
+    close button; four tabs reach the Claude Code tile, twelve more the Copy button). True once the clipboard
+    holds Claude Code's command; a try that raced the dialog's opening is started over from Escape."""
+    _, _, _, height = desktop.window_geometry(window)
+    desktop.xdotool("key", "--window", window, "Escape")
+    click(desktop, window, 115, height - 65)  # "Connect an agent", pinned to the sidebar's foot
+    desktop.xdotool("key", "--delay", "40", *["Tab"] * 4, "space", *["Tab"] * 12, "Return")
+    return poll(lambda: desktop.clipboard().startswith("claude mcp add"), 3)
 
 
 def same(shown: Image.Image, drawn: Image.Image) -> bool:
