@@ -91,7 +91,7 @@ def doctor_desktop(ctx: Context) -> tuple[str, Any, list[str]]:
     return "desktop", report, lines
 
 
-def _commands(add: AddCommand) -> None:
+def desktop_commands(add: AddCommand) -> None:
     p = add("tray", "start the tray app (what `hivenote` alone does)", cmd_tray)
     p.add_argument("--port", type=int, help="port (default 7788, or settings.json)")
     add("quit", "quit the running tray app", cmd_quit)
@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .window import main as window_main
 
         return window_main(args[1:])
-    return cli.main(args, extend=_commands, default=cmd_tray, doctor_checks=(doctor_desktop,))
+    return cli.main(args, extend=desktop_commands, default=cmd_tray, doctor_checks=(doctor_desktop,))
 
 
 if __name__ == "__main__":

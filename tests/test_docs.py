@@ -28,10 +28,11 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 
 
 def test_every_cli_command_appears_in_the_readme() -> None:
+    from hivenote.desktop.main import desktop_commands
     from hivenote.server.cli import build_parser
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    parser = build_parser()
+    parser = build_parser(desktop_commands)  # the `hivenote` launcher's whole command line
     sub = next(a for a in parser._actions if a.dest == "command")
     for name in sub.choices:  # type: ignore[union-attr]
         assert f"hivenote {name}" in readme, f"`hivenote {name}` is not documented in the README"

@@ -273,7 +273,7 @@ def test_xembed_tray_host(tmp_path: Path) -> None:
     """No StatusNotifier host, a plain XEmbed tray (trayer): the icon docks there and its menu quits the app."""
     with start_desktop(tmp_path, watcher=False, trayer=True) as desktop:
         app = App(desktop, tmp_path / "data", free_port())
-        icon = desktop.xembed_icon(WAIT_S)
+        icon = desktop.xembed_icon(WAIT_S, classname="^hivenote$")
         assert poll(lambda: health(app.port) == 200, WAIT_S), desktop.output("app")
         assert desktop.click_xembed(icon) is not None, "no menu opened"
         desktop.key("Up", "Return")  # the last item: Quit Hivenote
