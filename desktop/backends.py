@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 APT_PACKAGES = (
     "gir1.2-ayatanaappindicator3-0.1",
@@ -132,10 +134,14 @@ def tray_host(environ: Mapping[str, str] = os.environ) -> str | None:
             bus.close_sync(None)
             if reply.unpack()[0]:
                 return "StatusNotifier host"
+    name = environ.get("DISPLAY", "")
+    local = re.fullmatch(r":(\d+)(\.\d+)?", name)
+    if not name or (local and not Path(f"/tmp/.X11-unix/X{local.group(1)}").exists()):
+        return None  # python-xlib would fall back to TCP and leak its sockets
     with contextlib.suppress(Exception):
         from Xlib import display as xdisplay
 
-        x = xdisplay.Display(environ.get("DISPLAY"))
+        x = xdisplay.Display(name)
         try:
             atom = x.intern_atom(f"_NET_SYSTEM_TRAY_S{x.get_default_screen()}")
             if x.get_selection_owner(atom) != 0:

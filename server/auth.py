@@ -35,7 +35,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 OPEN_PATHS = ("/api/health", "/api/session")
-PROTECTED_PREFIXES = ("/mcp", "/api", "/sync")
+# Everything but the dashboard's static files and the health check; /desktop is what the tray app adds.
+PROTECTED_PREFIXES = ("/mcp", "/api", "/sync", "/desktop")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,63}$")
 
 
