@@ -82,7 +82,9 @@ class App:
 
     def launch_again(self, *args: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(self.data_dir), *args]
-        return subprocess.run(argv, env=self.desktop.env, capture_output=True, text=True, timeout=WAIT_S, check=False)
+        return subprocess.run(
+            argv, env=self.desktop.env, capture_output=True, text=True, encoding="utf-8", timeout=WAIT_S, check=False
+        )
 
 
 @pytest.fixture
@@ -159,7 +161,9 @@ def test_tray_follows_the_server_and_its_menu_works(app: App, desktop: Desktop) 
     item.click("Start at login")
     entry_file = Path(desktop.env["XDG_CONFIG_HOME"]) / "autostart" / "hivenote.desktop"
     item.wait_for(lambda i: entry(i, "Start at login") == (True, True), what="Start at login checked")
-    validate = subprocess.run(["desktop-file-validate", str(entry_file)], capture_output=True, text=True, check=False)
+    validate = subprocess.run(
+        ["desktop-file-validate", str(entry_file)], capture_output=True, text=True, encoding="utf-8", check=False
+    )
     assert validate.returncode == 0 and not validate.stdout.strip(), validate.stdout
     assert "Exec=" in entry_file.read_text(encoding="utf-8")
     item.click("Start at login")
@@ -296,7 +300,9 @@ def test_no_display_serves_headless_and_says_why(tmp_path: Path) -> None:
     env["HOME"] = str(tmp_path)
     port = free_port()
     argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(tmp_path / "data"), "tray", "--port", str(port)]
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8"
+    )
     try:
         assert poll(lambda: health(port) == 200 or process.poll() is not None, WAIT_S)
         assert health(port) == 200
