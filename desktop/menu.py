@@ -30,7 +30,9 @@ SEPARATOR = Item("-")
 
 def status_line(status: Status) -> str:
     if status.server == "running":
-        return f"Running on {status.address}" + (" (shared on LAN)" if status.sharing else "")
+        if status.sharing:
+            return f"Shared on LAN: {status.share_urls[0]}" if status.share_urls else "Running, shared on LAN"
+        return f"Running on {status.address}"
     if status.server == "starting":
         return "Starting…"
     if status.server == "stopped":

@@ -47,6 +47,7 @@ class Status:
     agents: tuple[AgentOnline, ...] = ()
     sharing: bool = False  # listening beyond loopback
     auth: bool = True
+    share_urls: tuple[str, ...] = ()  # where teammates open it, while shared
 
     @property
     def running(self) -> bool:
@@ -104,6 +105,7 @@ class Supervisor:
         self._state: ServerState = "stopped"
         self._message = ""
         self._settings: Settings | None = None
+        self._share_urls: tuple[str, ...] = ()  # looked up once per start (it may ask the resolver)
         self._server: ServerThread | None = None
         self._store: Store | None = None
         self._lock = threading.Lock()
@@ -153,7 +155,7 @@ class Supervisor:
             auth=bool(settings is None or settings.auth),
         )
         if state == "running":
-            status = replace(status, agents=agents_online(self.tracker, self.owner))
+            status = replace(status, agents=agents_online(self.tracker, self.owner), share_urls=self._share_urls)
         return status
 
     @property
@@ -223,6 +225,7 @@ class Supervisor:
             self._set("error", str(exc))
             return
         self._server, self._store = server, store
+        self._share_urls = tuple(settings.share_urls)
         self._set("running")
 
     def _stop(self) -> None:

@@ -253,7 +253,12 @@ def status(c: Call) -> object:
         "fsyncs": store.fsyncs,
         "agents_online": len(s.tracker.online()),
         "auth": s.settings.auth,
-        "listen": {"host": s.settings.host, "port": s.settings.port, "shared": not s.settings.loopback},
+        "listen": {
+            "host": s.settings.host,
+            "port": s.settings.port,
+            "shared": not s.settings.loopback,
+            "urls": s.settings.share_urls,
+        },
     }
 
 

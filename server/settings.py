@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -31,6 +33,18 @@ def resolve_data_dir(flag: str | None, environ: Mapping[str, str] = os.environ) 
     if env:
         return Path(env).expanduser()
     return default_data_dir()
+
+
+def lan_addresses() -> list[str]:
+    """This machine's IPv4 addresses that others on the network may reach, primary first (best effort; nothing is
+    sent: connecting a UDP socket only picks the outgoing interface)."""
+    found: list[str] = []
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("10.254.254.254", 1))
+        found.append(probe.getsockname()[0])
+    with contextlib.suppress(OSError):
+        found += [str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)]
+    return [a for a in dict.fromkeys(found) if not is_loopback(a) and a != "0.0.0.0"]
 
 
 def is_loopback(host: str) -> bool:
@@ -65,6 +79,15 @@ class Settings:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}"
+
+    @property
+    def share_urls(self) -> list[str]:
+        """Where other machines reach this Hivenote: none on loopback; this machine's LAN addresses when listening
+        on every interface."""
+        if self.loopback:
+            return []
+        hosts = lan_addresses() if self.host in ("0.0.0.0", "::") else [self.host]
+        return [f"http://{f'[{h}]' if ':' in h else h}:{self.port}/" for h in hosts]
 
     @property
     def settings_path(self) -> Path:

@@ -66,12 +66,13 @@ def test_running_menu_top_to_bottom() -> None:
         ),
         (RUNNING, "Running on 127.0.0.1:7788", "Stop server", True, True),
         (
-            Status("running", "0.0.0.0:7788", sharing=True),
-            "Running on 0.0.0.0:7788 (shared on LAN)",
+            Status("running", "127.0.0.1:7788", sharing=True, share_urls=("http://192.168.1.20:7788/",)),
+            "Shared on LAN: http://192.168.1.20:7788/",
             "Stop server",
             True,
             True,
         ),
+        (Status("running", "127.0.0.1:7788", sharing=True), "Running, shared on LAN", "Stop server", True, True),
     ],
 )
 def test_every_state(status: Status, line: str, toggle: str, toggle_enabled: bool, dashboard: bool) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hivenote.server.errors import InvalidInput
-from hivenote.server.settings import DEFAULT_PORT, load_settings
+from hivenote.server.settings import DEFAULT_PORT, Settings, is_loopback, load_settings
 
 
 def test_flags_beat_the_environment_which_beats_the_file(tmp_path: Path) -> None:
@@ -45,3 +45,30 @@ def test_a_broken_settings_file_is_named_with_what_to_do(tmp_path: Path) -> None
     (tmp_path / "settings.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(InvalidInput, match=r"settings\.json.*fix or delete the file"):
         load_settings(environ={}, data_dir=tmp_path)
+
+
+def test_share_urls_say_where_teammates_open_it(tmp_path: Path) -> None:
+    from hivenote.server.settings import lan_addresses
+
+    assert Settings(data_dir=tmp_path).share_urls == []  # loopback: nobody else
+    assert Settings(data_dir=tmp_path, host="192.168.1.20", port=7790).share_urls == ["http://192.168.1.20:7790/"]
+    assert Settings(data_dir=tmp_path, host="fd00::5").share_urls == ["http://[fd00::5]:7788/"]
+    every = Settings(data_dir=tmp_path, host="0.0.0.0").share_urls
+    assert every == [f"http://{a}:7788/" for a in lan_addresses()]
+    assert all(not is_loopback(url.split("/")[2].rsplit(":", 1)[0]) for url in every)
+
+
+def test_save_setting_keeps_the_others_and_refuses_what_would_not_load(tmp_path: Path) -> None:
+    from hivenote.server.settings import save_setting
+
+    save_setting(tmp_path, "port", 7790)
+    save_setting(tmp_path, "host", "0.0.0.0")
+    assert load_settings({}, {}, data_dir=tmp_path).host == "0.0.0.0"
+    save_setting(tmp_path, "host", None)
+    assert json.loads((tmp_path / "settings.json").read_text(encoding="utf-8")) == {"port": 7790}
+    save_setting(tmp_path, "auth", False)
+    with pytest.raises(InvalidInput, match="only allowed on a loopback"):
+        save_setting(tmp_path, "host", "0.0.0.0")
+    assert json.loads((tmp_path / "settings.json").read_text(encoding="utf-8")) == {"auth": False, "port": 7790}
+    with pytest.raises(InvalidInput, match="unknown setting"):
+        save_setting(tmp_path, "colour", "blue")

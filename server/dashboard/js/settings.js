@@ -78,12 +78,14 @@ function Tokens() {
 
 function Sharing({ status, host }) {
   const listen = status.listen;
-  const url = `http://${listen.host === "0.0.0.0" || listen.host === "::" ? host : listen.host}:${listen.port}/`;
+  const urls = listen.urls.length ? listen.urls : [`http://${host}:${listen.port}/`];
   return listen.shared
     ? html`<div><p><span class="pill good">Shared on the network</span></p>
-        <p>Teammates open <code class="select">${url}</code> and paste the token you give them.</p></div>`
+        <p>Teammates open ${urls.map((url, i) => html`${i ? " or " : ""}<code class="select" key=${url}>${url}</code>`)}
+          and paste the token you give them.</p></div>`
     : html`<div><p><span class="pill">This machine only</span> Listening on ${listen.host}:${listen.port}.</p>
-        <p class="muted">To share on your LAN, start Hivenote with <code>hivenote serve --host 0.0.0.0</code> (tokens stay required).</p></div>`;
+        <p class="muted">To share on your LAN, turn on <strong>Share on LAN</strong> in the tray menu (or start
+          <code>hivenote serve --host 0.0.0.0</code>); tokens stay required.</p></div>`;
 }
 
 function Sync({ status }) {
