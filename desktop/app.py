@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +130,8 @@ class DesktopApp:
         token = Tokens(self.data_dir / "tokens.json").default() if settings.auth else None
         found = snippet(client, url=f"{settings.base_url}/mcp", token=token)
         clipboard.copy(found.text)
-        where = next(iter(found.where.values()), "")
+        system = {"darwin": "macos", "win32": "windows"}.get(sys.platform, "linux")
+        where = found.where.get(system, "")
         self.tell(f"Copied the {found.title} snippet. Paste it into {where}." if where else f"Copied: {found.title}")
 
     def tell(self, message: str) -> None:
@@ -149,11 +150,10 @@ class DesktopApp:
 
     def run(self, pystray: Any | None) -> int:
         """Serve, with the tray when `pystray` is given (else until SIGTERM/Ctrl-C); returns the exit code."""
-        if pystray is None:  # signals first: a SIGTERM as soon as the port answers must still quit cleanly
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, lambda *_: self.quitting.set())
-        else:
-            _quit_on_signals(self.quit)
+        # Signals first: a SIGTERM as soon as the port answers must still quit cleanly. (GTK trays get GLib's
+        # handlers once their loop runs, below: pystray resets SIGINT while it starts.)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: self.quit())
         started = self.supervisor.start()
         ticker = threading.Thread(target=self._tick, name="hivenote-ticker", daemon=True)
 
@@ -161,7 +161,10 @@ class DesktopApp:
             if self.quitting.is_set() and self.tray is not None:  # a signal came before the tray's loop ran
                 self.tray.stop()
                 return
-            clipboard.use_gtk(os.environ.get("PYSTRAY_BACKEND") in ("appindicator", "gtk"))
+            gtk = os.environ.get("PYSTRAY_BACKEND") in ("appindicator", "gtk")
+            clipboard.use_gtk(gtk)
+            if gtk:
+                _quit_on_glib_signals(self.quit)
             ticker.start()
             self.refresh()
 
@@ -187,16 +190,16 @@ class DesktopApp:
         return 0
 
 
-def _quit_on_signals(quit_app: Any) -> None:
-    """SIGTERM/Ctrl-C quit cleanly; GTK's loop does not return to Python, so GLib watches the signals there."""
-    if "gi.repository.GLib" in sys.modules and sys.platform != "win32":
-        from gi.repository import GLib
+def _quit_on_glib_signals(quit_app: Callable[[], None]) -> None:
+    """GTK's loop runs in C and does not return to Python, so Python's handlers would wait; GLib's run in it."""
+    from gi.repository import GLib
 
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, lambda *_: quit_app() or False)
-    else:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: quit_app())
+    def handle() -> bool:
+        quit_app()
+        return False  # once is enough
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, handle)
 
 
 def open_path(path: Path) -> None:

@@ -34,6 +34,7 @@ class Instance:
         self.lock = FileLock(data_dir / "tray.lock", timeout=0)
         self.record = data_dir / "tray.json"
         self._listener: Listener | None = None
+        self._key, self._port = b"", 0
         self._thread: threading.Thread | None = None
 
     def acquire(self, on_message: Callable[[str], None]) -> bool:
@@ -44,9 +45,9 @@ class Instance:
             self.lock.acquire()
         except Timeout:
             return False
-        key = secrets.token_bytes(32)
+        key = self._key = secrets.token_bytes(32)
         self._listener = Listener(("127.0.0.1", 0), authkey=key)
-        port = self._listener.address[1]
+        port = self._port = self._listener.address[1]
         tmp = self.record.with_name(f".tray.json.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -81,11 +82,7 @@ class Instance:
         """Ask the running instance to do something ("show"); raises InstanceUnreachable if it cannot be asked."""
         try:
             record = json.loads(self.record.read_text(encoding="utf-8"))
-            with Client(("127.0.0.1", int(record["port"])), authkey=bytes.fromhex(record["key"])) as conn:
-                conn.send(message)
-                if not conn.poll(ANSWER_WAIT_S):
-                    raise InstanceUnreachable("the running Hivenote did not answer; it may be busy, try again")
-                conn.recv()
+            _ask(int(record["port"]), bytes.fromhex(record["key"]), message)
         except (OSError, ValueError, KeyError, EOFError, AuthenticationError) as exc:
             raise InstanceUnreachable(
                 f"another Hivenote holds {self.lock.lock_file} but cannot be reached ({exc}). "
@@ -95,11 +92,19 @@ class Instance:
     def release(self) -> None:
         if self._listener is None:
             return
-        with contextlib.suppress(InstanceUnreachable):
-            self.send("release")  # wakes the accept() in _serve
+        with contextlib.suppress(OSError, EOFError, AuthenticationError, InstanceUnreachable):
+            _ask(self._port, self._key, "release")  # wakes the accept() in _serve
         if self._thread is not None:
             self._thread.join(5)
         self._listener.close()
         self._listener = None
         self.record.unlink(missing_ok=True)
         self.lock.release()
+
+
+def _ask(port: int, key: bytes, message: str) -> None:
+    with Client(("127.0.0.1", port), authkey=key) as conn:
+        conn.send(message)
+        if not conn.poll(ANSWER_WAIT_S):
+            raise InstanceUnreachable("the running Hivenote did not answer; it may be busy, try again")
+        conn.recv()

@@ -4,6 +4,7 @@ what they show has changed (rebuilding a menu closes it if it is open, and dbusm
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,6 +14,17 @@ from .menu import Item
 from .supervisor import Status
 
 log = logging.getLogger(__name__)
+
+
+def _on_gui_thread(func: Callable[[], None]) -> None:
+    """GTK and Win32 backends marshal icon/title/menu changes themselves; macOS's call AppKit on the calling
+    thread, which must be the main one (AppKit aborts otherwise), so they are queued to it. (Not run in CI.)"""
+    if sys.platform == "darwin":
+        from PyObjCTools import AppHelper
+
+        AppHelper.callAfter(func)
+    else:
+        func()
 
 
 class Tray:
@@ -65,12 +77,17 @@ class Tray:
             drawn = (status.server, len(status.agents))
             icon_changed, self._drawn = drawn != self._drawn, drawn
             title_changed, self._title = status.title != self._title, status.title
-        if icon_changed:
-            self.icon.icon = icons.tray_icon(status.server, len(status.agents))
-        if title_changed:
-            self.icon.title = status.title
-        if menu_changed:
-            self.icon.update_menu()
+        image = icons.tray_icon(status.server, len(status.agents)) if icon_changed else None
+
+        def apply() -> None:
+            if image is not None:
+                self.icon.icon = image
+            if title_changed:
+                self.icon.title = status.title
+            if menu_changed:
+                self.icon.update_menu()
+
+        _on_gui_thread(apply)
 
     def notify(self, message: str, title: str = "Hivenote") -> None:
         """A desktop notification where the backend and the desktop have one; never fails the caller."""

@@ -123,7 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         storage = Path(platformdirs.user_cache_dir("hivenote", appauthor=False)) / "window"
         window = webview.create_window(TITLE, url, width=1200, height=820, min_size=(640, 480), text_select=True)
         threading.Thread(target=_follow_parent, args=(window,), name="hivenote-window-stdin", daemon=True).start()
-        webview.start(private_mode=False, storage_path=str(storage))
+        if sys.platform == "linux":
+            from gi.repository import GLib
+
+            GLib.set_prgname("hivenote")  # WM_CLASS: the window groups under the menu entry's icon
+        from .icons import assets_dir
+
+        webview.start(private_mode=False, storage_path=str(storage), icon=str(assets_dir() / "hivenote.png"))
     except Exception as exc:  # no GUI toolkit, no display, WebKit missing: the tray falls back to the browser
         sys.stderr.write(f"hivenote: cannot open the dashboard window: {exc}\n")
         return WINDOW_UNAVAILABLE

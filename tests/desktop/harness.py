@@ -4,6 +4,7 @@ an XEmbed host) and an isolated HOME; plus a D-Bus client that reads a tray item
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import select
@@ -505,6 +506,12 @@ class Desktop:
             x, y, width, height = self.window_geometry(window_id)
             bbox = (x, y, x + width, y + height)
         return ImageGrab.grab(bbox=bbox, xdisplay=self.display)
+
+    def notifications(self) -> list[dict[str, str]]:
+        """Every desktop notification shown so far ({"title", "body"}), oldest first (needs the watcher)."""
+        prefix = "sni_watcher: notification: "
+        text = (self.logs / "sni-watcher.log").read_text(encoding="utf-8", errors="replace")
+        return [json.loads(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix)]
 
     def clipboard(self) -> str:
         """The CLIPBOARD selection's text on this display; '' when nobody owns it."""

@@ -1,8 +1,12 @@
 """A stand-in org.kde.StatusNotifierWatcher for the private test session bus: tray apps register their real
-StatusNotifierItem with it, exactly as they would with a GNOME or KDE panel. Prints "ready" once it owns the name."""
+StatusNotifierItem with it, exactly as they would with a GNOME or KDE panel. Prints "ready" once it owns the name.
+
+It also stands in for the desktop's notification daemon (org.freedesktop.Notifications): every Notify call is
+logged to stderr as `notification: {"title": ..., "body": ...}`, which the harness reads back."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -29,6 +33,54 @@ INTROSPECTION = """
   </interface>
 </node>
 """
+
+
+NOTIFICATIONS = "org.freedesktop.Notifications"
+NOTIFICATIONS_PATH = "/org/freedesktop/Notifications"
+NOTIFICATIONS_XML = """
+<node>
+  <interface name="org.freedesktop.Notifications">
+    <method name="Notify">
+      <arg type="s" direction="in"/><arg type="u" direction="in"/><arg type="s" direction="in"/>
+      <arg type="s" direction="in"/><arg type="s" direction="in"/><arg type="as" direction="in"/>
+      <arg type="a{sv}" direction="in"/><arg type="i" direction="in"/><arg type="u" direction="out"/>
+    </method>
+    <method name="CloseNotification"><arg type="u" direction="in"/></method>
+    <method name="GetCapabilities"><arg type="as" direction="out"/></method>
+    <method name="GetServerInformation">
+      <arg type="s" direction="out"/><arg type="s" direction="out"/><arg type="s" direction="out"/>
+      <arg type="s" direction="out"/>
+    </method>
+  </interface>
+</node>
+"""
+
+
+class Notifications:
+    def __init__(self) -> None:
+        self.last_id = 0
+
+    def on_call(
+        self,
+        connection: Gio.DBusConnection,
+        sender: str,
+        path: str,
+        interface: str,
+        method: str,
+        params: GLib.Variant,
+        invocation: Gio.DBusMethodInvocation,
+    ) -> None:
+        if method == "Notify":
+            _app, replaces, _icon, title, body, *_ = params.unpack()
+            self.last_id = replaces or self.last_id + 1
+            log("notification: " + json.dumps({"title": title, "body": body}))
+            invocation.return_value(GLib.Variant("(u)", (self.last_id,)))
+        elif method == "GetCapabilities":
+            invocation.return_value(GLib.Variant("(as)", (["body"],)))
+        elif method == "GetServerInformation":
+            invocation.return_value(GLib.Variant("(ssss)", ("stand-in", "hivenote-tests", "1", "1.2")))
+        else:  # CloseNotification
+            invocation.return_value(None)
 
 
 class Watcher:
@@ -111,6 +163,11 @@ def main() -> int:
     watcher = Watcher(connection)
     node = Gio.DBusNodeInfo.new_for_xml(INTROSPECTION)
     connection.register_object(PATH, node.interfaces[0], watcher.on_call, watcher.on_get_property, None)
+    notifications = Notifications()
+    connection.register_object(
+        NOTIFICATIONS_PATH, Gio.DBusNodeInfo.new_for_xml(NOTIFICATIONS_XML).interfaces[0], notifications.on_call
+    )
+    Gio.bus_own_name_on_connection(connection, NOTIFICATIONS, Gio.BusNameOwnerFlags.DO_NOT_QUEUE, None, None)
     connection.signal_subscribe(
         "org.freedesktop.DBus",
         "org.freedesktop.DBus",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -156,6 +157,11 @@ def test_tray_follows_the_server_and_its_menu_works(app: App, desktop: Desktop) 
     server = snippet["mcpServers"]["hivenote"]
     assert server["url"] == f"http://127.0.0.1:{app.port}/mcp"
     assert server["headers"]["Authorization"] == f"Bearer {token}"
+    assert poll(lambda: bool(desktop.notifications()), WAIT_S), "no notification confirmed the copy"
+    assert desktop.notifications()[-1] == {
+        "title": "Hivenote",
+        "body": "Copied the Cursor snippet. Paste it into ~/.cursor/mcp.json.",
+    }
 
     # Start at login → a valid XDG autostart entry that runs this launcher; the item is checked.
     item.click("Start at login")
@@ -313,3 +319,14 @@ def test_no_display_serves_headless_and_says_why(tmp_path: Path) -> None:
             process.kill()
     assert process.returncode == 0, err
     assert "no tray icon: no graphical session" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_quits_cleanly(app: App, desktop: Desktop, signum: int) -> None:
+    """Logging out sends SIGTERM, Ctrl-C in a terminal SIGINT: the server stops and the data dir is released."""
+    item = desktop.tray_item()
+    item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+    app.process.send_signal(signum)
+    assert app.exit_code() == 0, desktop.output("app")
+    assert health(app.port) is None and lock_holder(app.data_dir) is None
+    assert "Traceback" not in desktop.output("app")
