@@ -34,6 +34,10 @@ from .rest import rest_routes
 from .search import refresh_note_index
 from .settings import Settings
 from .store import Store
+from .sync.replica import Replicas
+from .sync.routes import sync_routes
+from .sync.run import run_transports
+from .sync.status import SyncStatus
 from .web import web_routes
 
 log = logging.getLogger(__name__)
@@ -67,7 +71,13 @@ class Services:
     graph: Graph
     tokens: Tokens
     tracker: AgentTracker
+    sync: SyncStatus = field(default_factory=SyncStatus)
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def replicas(self) -> Replicas:
+        """The writer of other nodes' shard files (transports put what they fetch there)."""
+        return Replicas(self.store.log_dir, self.store.node)
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:
@@ -153,6 +163,7 @@ def create_app(
             anyio.create_task_group() as tasks,
         ):
             tasks.start_soon(_follow_and_warm, services, graph_mcp)
+            tasks.start_soon(run_transports, services)
             announce(settings.data_dir, settings.base_url)  # so the CLI can reach us while we hold the lock
             try:
                 yield {"services": services}
@@ -163,6 +174,7 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/api/health", health),
         *rest_routes(services),
+        *sync_routes(services),
         *(extra_routes or []),
         *graph_http.routes,
         *notebook_http.routes,

@@ -22,7 +22,7 @@ from .errors import HivenoteError, NotFound
 from .model import NOTE_KINDS, Author
 from .notebook import Notebook
 from .provenance import acting_as
-from .settings import resolve_data_dir
+from .settings import load_settings, resolve_data_dir
 from .store import ShardLocked, Store, StoreError
 
 EXIT_INVALID, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_LOCKED, EXIT_STORE = 1, 2, 3, 4, 5
@@ -48,7 +48,8 @@ class Context:
         self.doctor_checks: tuple[DoctorCheck, ...] = ()
 
     def store(self, *, write: bool) -> Store:
-        return Store(self.data_dir, readonly=not write, lock_timeout=LOCK_WAIT_S)  # opened by `with`
+        log_dir = load_settings(data_dir=self.data_dir).log_path
+        return Store(self.data_dir, readonly=not write, lock_timeout=LOCK_WAIT_S, log_dir=log_dir)  # opened by `with`
 
     @contextlib.contextmanager
     def notebook(self) -> Iterator[Notebook | RemoteNotebook]:

@@ -210,7 +210,7 @@ def cmd_serve(ctx: Context) -> int:
             "WARNING: --no-auth: any program on this machine can read and change the notebook without a token.\n"
         )
     sock = bind(settings.host, settings.port)
-    with Store(settings.data_dir) as store:
+    with Store(settings.data_dir, log_dir=settings.log_path) as store:
         server = ServerThread(create_app(settings, store), settings, sock)
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())

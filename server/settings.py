@@ -68,7 +68,17 @@ class Settings:
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = 1 << 20
     max_import_bytes: int = 64 << 20
+    log_dir: str = ""  # "" = <data dir>/log; a synced folder (Syncthing, Dropbox, ...) to share it
+    s3_bucket: str = ""  # "" = no bucket sync
+    s3_endpoint: str = ""  # "" = AWS; e.g. https://<account>.r2.cloudflarestorage.com or http://127.0.0.1:9000
+    s3_prefix: str = "hivenote"
+    s3_region: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def log_path(self) -> Path:
+        """The folder of shards: log_dir when set (a synced folder), else <data dir>/log."""
+        return Path(self.log_dir).expanduser() if self.log_dir else self.data_dir / "log"
 
     @property
     def loopback(self) -> bool:
@@ -101,6 +111,8 @@ class Settings:
             raise InvalidInput(f"max_body_bytes must be at least {128 << 10} (a note alone may be 64 KiB)")
         if self.max_import_bytes < self.max_body_bytes:
             raise InvalidInput("max_import_bytes must be at least max_body_bytes")
+        if self.log_dir and not Path(self.log_dir).expanduser().is_absolute():
+            raise InvalidInput(f"log_dir must be an absolute path (got {self.log_dir!r})")
         if not self.auth and not self.loopback:
             raise InvalidInput(
                 f"--no-auth is only allowed on a loopback address; {self.host} is reachable from other machines. "
@@ -116,6 +128,11 @@ SETTINGS_HELP = {
     "allowed_hosts": "extra Host names accepted when listening beyond loopback (e.g. a Tailscale name)",
     "max_body_bytes": "largest request body accepted (413 beyond)",
     "max_import_bytes": "largest file accepted by the import endpoint",
+    "log_dir": "folder of op-log shards; point it at a synced folder to share the notebook (hivenote sync folder)",
+    "s3_bucket": "S3-compatible bucket to sync through (credentials come from the AWS environment/config)",
+    "s3_endpoint": "S3 endpoint URL for non-AWS services (R2, MinIO, ...)",
+    "s3_prefix": "key prefix inside the bucket",
+    "s3_region": "bucket region (default: from the AWS config)",
 }
 
 

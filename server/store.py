@@ -63,9 +63,10 @@ class Store:
         fingerprint: Callable[[], str] = host_fingerprint,
         max_clock_offset_ms: int | None = None,
         lock_timeout: float = 0,
+        log_dir: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
-        self.log_dir = self.data_dir / "log"
+        self.log_dir = Path(log_dir) if log_dir is not None else self.data_dir / "log"  # a synced folder, maybe
         self.readonly = readonly
         self.now_ms = now_ms
         self.clock = Clock(now_ms) if max_clock_offset_ms is None else Clock(now_ms, max_clock_offset_ms)
@@ -94,6 +95,7 @@ class Store:
         """Take the shard lock (writer), fold every shard, repair this node's torn tail. Returns self."""
         if not self.readonly:
             self.log_dir.mkdir(parents=True, exist_ok=True)
+            (self.data_dir / "log").mkdir(parents=True, exist_ok=True)  # the lock stays here when log_dir is shared
             self._claim.acquire()
             try:
                 self._repair_own_tail()

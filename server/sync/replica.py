@@ -1,0 +1,166 @@
+"""The one writer of other nodes' shard files in the log folder, for every transport.
+
+Bytes arrive as a continuation of what is already held (`append` at the current size) or as a whole shard that
+replaced an older one (`replace`, after the owner compacted). Only complete lines are written, each write is
+fsynced, and a line that says another node wrote it is refused: a transport must never let one node write as
+another. Lines that are not JSON are kept (the fold skips and reports them, as in the owner's own copy).
+This node's own shard is never written here, except `restore_own` before the store opens (its shard was lost).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+from pathlib import Path
+
+from ..errors import HivenoteError
+
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class SyncRefused(HivenoteError):
+    """Bytes a transport offered that would corrupt or impersonate a shard; nothing was written."""
+
+    code = "sync_refused"
+
+
+def check_node_name(node: str) -> None:
+    if not NODE_NAME.match(node) or ".." in node:
+        raise SyncRefused(f"{node!r} is not a node name (letters, digits, '.', '_', '-'; at most 100)")
+
+
+def check_lines(node: str, data: bytes) -> int:
+    """Refuse lines that name another writer; returns how many lines there are."""
+    count = 0
+    for number, line in enumerate(data.splitlines(), 1):
+        count += 1
+        try:
+            writer = json.loads(line).get("node")
+        except (ValueError, AttributeError, RecursionError):
+            continue  # unreadable: kept as the owner has it, reported by the fold
+        if writer != node:
+            raise SyncRefused(f"line {number} of {node}'s shard says it was written by {writer!r}; refused")
+    return count
+
+
+def complete_size(path: Path) -> int:
+    """Bytes of `path` up to and including its last newline (0 when missing)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            step = 4096
+            end = size
+            while end > 0:
+                start = max(0, end - step)
+                fh.seek(start)
+                chunk = fh.read(end - start)
+                newline = chunk.rfind(b"\n")
+                if newline >= 0:
+                    return start + newline + 1
+                end = start
+            return 0
+    except FileNotFoundError:
+        return 0
+
+
+class Replicas:
+    def __init__(self, log_dir: Path, own_node: str) -> None:
+        self.log_dir = log_dir
+        self.own_node = own_node
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def path(self, node: str) -> Path:
+        check_node_name(node)
+        return self.log_dir / f"{node}.jsonl"
+
+    def _lock(self, node: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(node, threading.Lock())
+
+    def size(self, node: str) -> int:
+        """Bytes of complete lines held for `node`."""
+        return complete_size(self.path(node))
+
+    def read(self, node: str, offset: int = 0, limit: int | None = None) -> bytes:
+        """Complete lines of a shard from `offset` (a line boundary), at most about `limit` bytes (never a
+        partial line, but at least one line when one exists)."""
+        path = self.path(node)
+        end = complete_size(path)
+        if offset < 0 or offset > end:
+            raise SyncRefused(f"offset {offset} is outside {node}'s shard (0 to {end} bytes)")
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(end - offset if limit is None else min(end - offset, limit))
+        if limit is not None and offset + len(data) < end:
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:  # one line longer than limit: send it whole
+                with open(path, "rb") as fh:
+                    fh.seek(offset)
+                    data = fh.readline()
+            else:
+                data = data[:cut]
+        return data
+
+    def append(self, node: str, data: bytes, offset: int) -> int:
+        """Add `data` (a continuation starting at `offset`, which must be the size held) to node's replica.
+        Only its complete lines are written; returns how many bytes that was."""
+        if node == self.own_node:
+            raise SyncRefused(f"{node} is this machine's own shard: only its writer appends to it")
+        path = self.path(node)
+        with self._lock(node):
+            held = complete_size(path)
+            if offset != held:
+                raise SyncRefused(f"offset {offset} does not continue {node}'s shard, which has {held} bytes here")
+            whole = data[: data.rfind(b"\n") + 1]
+            if not whole:
+                return 0
+            check_lines(node, whole)
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            with open(path, "ab") as fh:
+                if fh.tell() != held:
+                    fh.truncate(held)  # a partial line someone left: ours continues at the boundary
+                fh.write(whole)
+                fh.flush()
+                os.fsync(fh.fileno())
+            return len(whole)
+
+    def replace(self, node: str, data: bytes) -> None:
+        """Put a whole shard in place of the replica (the owner compacted it), atomically."""
+        if node == self.own_node:
+            raise SyncRefused(f"{node} is this machine's own shard: only its writer replaces it")
+        self._write_whole(node, data)
+
+    def restore_own(self, data: bytes) -> bool:
+        """Bring back this node's own shard from a copy elsewhere, only while it is missing or empty (before the
+        store opens, so `seq` continues where it was). Returns whether it wrote anything."""
+        if self.size(self.own_node) > 0:
+            return False
+        self._write_whole(self.own_node, data)
+        return bool(data)
+
+    def _write_whole(self, node: str, data: bytes) -> None:
+        path = self.path(node)
+        whole = data[: data.rfind(b"\n") + 1]
+        check_lines(node, whole)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # hidden: never folded
+        with self._lock(node):
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(whole)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+            with contextlib.suppress(OSError):  # make the rename durable where directories can be fsynced
+                fd = os.open(self.log_dir, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
