@@ -259,6 +259,7 @@ def status(c: Call) -> object:
             "shared": not s.settings.loopback,
             "urls": s.settings.share_urls,
         },
+        "sync": {"log_dir": str(s.settings.log_path), "transports": s.sync.snapshot()},
     }
 
 
@@ -368,7 +369,7 @@ def import_file(c: Call) -> object:
 def get_settings(c: Call) -> object:
     s = c.services.settings
     values = {name: list(v) if isinstance(v := getattr(s, name), tuple) else v for name in SETTABLE}
-    return {"values": values, "help": SETTINGS_HELP, "file": str(s.settings_path)}
+    return {"values": values, "help": {name: SETTINGS_HELP[name] for name in SETTABLE}, "file": str(s.settings_path)}
 
 
 @endpoint(

@@ -21,7 +21,7 @@ from .agents import PEOPLE_NOT_AGENTS, AgentTracker, author_for
 from .errors import Forbidden, InvalidInput
 from .model import NOTE_KINDS, Author
 from .search import MAX_LIMIT
-from .settings import SETTINGS_HELP, Settings
+from .settings import SETTINGS_HELP, SYNC_SETTINGS, Settings
 
 if TYPE_CHECKING:
     from .app import Services
@@ -130,9 +130,18 @@ NOTE_FIELDS = {"kind": KIND, "title": TEXT, "body": TEXT, "tags": TEXTS, "projec
 NOTE, ENTITY, RELATION = ref("Note"), ref("Entity"), ref("Relation")
 _BY = {"agent": described(TEXT, "The product, e.g. cursor"), "client": TEXT, "person": TEXT}
 _SETTING_TYPES = {"str": TEXT, "int": INTEGER, "bool": BOOLEAN, "tuple[str, ...]": TEXTS}
-SETTABLE = {f.name: _SETTING_TYPES[str(f.type)] for f in fields(Settings) if f.name in SETTINGS_HELP}
+# Sync settings change only through `hivenote sync ...`, which moves shards and checks the bucket first.
+SETTABLE = {
+    f.name: _SETTING_TYPES[str(f.type)]
+    for f in fields(Settings)
+    if f.name in SETTINGS_HELP and f.name not in SYNC_SETTINGS
+}
 _SHARD = {"ops": INTEGER, "bad_lines": INTEGER, "unknown_ops": INTEGER, "torn_tail_bytes": INTEGER}
 _LISTEN = {"host": TEXT, "port": INTEGER, "shared": BOOLEAN, "urls": described(TEXTS, "Where teammates open it")}
+_WALL = {"type": ["integer", "null"]}
+_TRANSPORT = {"name": TEXT, "kind": {"enum": ["folder", "s3", "peer"]}, "target": TEXT, "last_ok": _WALL}
+_TRANSPORT |= {"last_error": _WALL, "error": TEXT, "failing": BOOLEAN, "bytes_in": INTEGER, "bytes_out": INTEGER}
+_TRANSPORT |= {"detail": {"type": "object"}}
 _COUNTS = dict.fromkeys(("notes", "trashed", "entities", "relations"), INTEGER)
 _SNIPPET = {"client": TEXT, "title": TEXT, "format": {"enum": ["json", "toml", "yaml", "shell"]}, "text": TEXT}
 _AGENT = {"agent": TEXT, "person": TEXT, "client": TEXT, "first_seen": INTEGER, "last_seen": INTEGER}
@@ -163,7 +172,7 @@ COMPONENTS: dict[str, Schema] = {
         | {"nodes": mapping(obj({"ops": INTEGER, "last_op": INTEGER, "lag_ms": INTEGER}))}
         | {"clock_skew_ms": mapping(INTEGER), "fsyncs": INTEGER, "agents_online": INTEGER, "auth": BOOLEAN}
         | {"shards": mapping(obj({**_SHARD, "problems": array(obj({"line": INTEGER, "reason": TEXT}))}))}
-        | {"listen": obj(_LISTEN)}
+        | {"listen": obj(_LISTEN), "sync": obj({"log_dir": TEXT, "transports": array(obj(_TRANSPORT))})}
     ),
     "Snippet": obj(
         {**_SNIPPET, "where": mapping(TEXT), "steps": TEXTS, "url": TEXT}
@@ -177,7 +186,7 @@ COMPONENTS: dict[str, Schema] = {
         {"format": FORMAT, "added": mapping(INTEGER), "skipped": mapping(INTEGER)}
         | {"rejected": array(obj({"line": INTEGER, "reason": TEXT}))}
     ),
-    "Settings": obj({"values": obj(SETTABLE), "help": obj(dict.fromkeys(SETTINGS_HELP, TEXT)), "file": TEXT}),
+    "Settings": obj({"values": obj(SETTABLE), "help": obj(dict.fromkeys(SETTABLE, TEXT)), "file": TEXT}),
     "SettingsChange": obj(
         {
             k: described({**v, "type": [v["type"], "null"]}, f"{SETTINGS_HELP[k]} (null: back to the default)")

@@ -120,6 +120,7 @@ class Settings:
             )
 
 
+SYNC_SETTINGS = frozenset({"log_dir", "s3_bucket", "s3_endpoint", "s3_prefix", "s3_region"})
 SETTINGS_HELP = {
     "host": "address to listen on; 127.0.0.1 (default) keeps the notebook on this machine",
     "port": f"TCP port (default {DEFAULT_PORT})",
