@@ -117,6 +117,8 @@ def test_settings_issue_a_token_once_revoke_it_and_show_sync_status(running: Run
     expect(page.get_by_text("This machine only")).to_be_visible()
     expect(page.locator(".table tbody tr")).to_have_count(1)
     expect(page.get_by_text("Every log line readable")).to_be_visible()
+    expect(page.get_by_text("No sync set up")).to_be_visible()
+    expect(page.locator(".transports code").first).to_have_text(str(running.store.log_dir))
     screenshot(page, "settings")
     page.get_by_role("button", name="Done").click()
     page.locator(".token-row", has_text="bob").get_by_role("button", name="Revoke").click()

@@ -114,6 +114,29 @@ function Sync({ status }) {
       : html`<span class="pill warn">${plural(bad, "unreadable line")} skipped (kept, not deleted)</span>`}</p>
     ${bad > 0 &&
     html`<ul class="problems">${shards.flatMap(([name, s]) => s.problems.map((p) => html`<li key=${`${name}:${p.line}`}><code>${name}</code> line ${p.line}: ${p.reason}</li>`))}</ul>`}
+    <${Transports} sync=${status.sync} />
+  </div>`;
+}
+
+const KINDS = { folder: "Synced folder", s3: "Bucket", peer: "Peer" };
+
+/** How the log travels: the folder it lives in, and each transport's last success or failure. */
+function Transports({ sync }) {
+  const transports = sync.transports;
+  return html`<div class="transports">
+    <p class="muted small">Log folder: <code class="select">${sync.log_dir}</code></p>
+    ${transports.length === 0
+      ? html`<p class="muted">No sync set up: this notebook stays on this machine. <code>hivenote sync folder</code>,
+          <code>hivenote sync s3</code> or <code>hivenote sync peer add</code> share it (see the README).</p>`
+      : html`<table class="table">
+          <thead><tr><th>Transport</th><th>Last success</th><th>State</th><th>Moved</th></tr></thead>
+          <tbody>${transports.map((t) => html`<tr key=${t.name}>
+            <td><strong>${KINDS[t.kind] || t.kind}</strong> <span class="muted small">${t.target}</span></td>
+            <td title=${t.last_ok ? when(t.last_ok) : ""}>${t.last_ok ? ago(t.last_ok) : "never"}</td>
+            <td>${t.failing ? html`<span class="pill warn">${t.error}</span>` : html`<span class="pill good">OK</span>`}</td>
+            <td>${plural(Math.round(t.bytes_in / 1024), "KiB")} in · ${plural(Math.round(t.bytes_out / 1024), "KiB")} out</td>
+          </tr>`)}</tbody>
+        </table>`}
   </div>`;
 }
 
