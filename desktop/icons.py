@@ -35,8 +35,9 @@ _GAP = 0.045  # between an outline and what it holds
 _LINE = 0.07  # the note lines and the "!"
 
 
-def tray_icon(state: str, agents: int = 0, size: int = 64) -> Image.Image:
-    """The tray icon for a server `state`, with the number of connected agents as a badge while running."""
+def tray_icon(state: str, agents: int = 0, size: int = 64, *, warning: bool = False) -> Image.Image:
+    """The tray icon for a server `state`, with the number of connected agents as a badge while running, and a
+    red "!" dot in the top-right corner while running with a `warning` (sync is failing)."""
     if state not in STATES:
         raise ValueError(f"unknown tray state {state!r}; expected one of {', '.join(STATES)}")
     if agents < 0:
@@ -44,6 +45,8 @@ def tray_icon(state: str, agents: int = 0, size: int = 64) -> Image.Image:
     icon = _downsample(_mark(state, _canvas_size(size)), size)
     if state == "running" and agents > 0:
         _add_badge(icon, "9+" if agents > 9 else str(agents))
+    if state == "running" and warning:
+        _add_warning(icon)
     return _without_ringing(icon)
 
 
@@ -180,6 +183,30 @@ def _add_badge(icon: Image.Image, text: str) -> None:
     quadrant = icon.crop(box)
     quadrant.putalpha(ImageChops.multiply(quadrant.getchannel("A"), ImageChops.invert(_downsample(gap, q))))
     icon.paste(Image.alpha_composite(quadrant, _downsample(badge, q)), box)
+
+
+def _add_warning(icon: Image.Image) -> None:
+    """A red dot with a white "!" in the top-right quadrant (the badge keeps the bottom-right one)."""
+    size = icon.width
+    half = size // 2
+    q = size - half
+    n = q * _SCALE
+    centre = (n - 0.4 * n, 0.4 * n)
+    gap = Image.new("L", (n, n), 0)
+    ImageDraw.Draw(gap).ellipse(_circle_at(centre, 0.46 * n), fill=255)
+    dot = Image.new("RGBA", (n, n), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(dot)
+    draw.ellipse(_circle_at(centre, 0.38 * n), fill=RED)
+    _bar(draw, n, (centre[0] / n, 0.22), (centre[0] / n, 0.43), WHITE, width=0.11)
+    _bar(draw, n, (centre[0] / n, 0.57), (centre[0] / n, 0.57), WHITE, width=0.12)
+    box = (half, 0, size, q)
+    quadrant = icon.crop(box)
+    quadrant.putalpha(ImageChops.multiply(quadrant.getchannel("A"), ImageChops.invert(_downsample(gap, q))))
+    icon.paste(Image.alpha_composite(quadrant, _downsample(dot, q)), box)
+
+
+def _circle_at(centre: tuple[float, float], radius: float) -> tuple[float, float, float, float]:
+    return (centre[0] - radius, centre[1] - radius, centre[0] + radius, centre[1] + radius)
 
 
 def _circle(centre: float, radius: float) -> tuple[float, float, float, float]:

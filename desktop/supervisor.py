@@ -24,6 +24,7 @@ from hivenote.server.render import AGENT_NAMES, ago
 from hivenote.server.serve import ServerThread, bind
 from hivenote.server.settings import Settings, is_loopback, load_settings
 from hivenote.server.store import Store
+from hivenote.server.sync.status import SyncStatus
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class Status:
     sharing: bool = False  # listening beyond loopback
     auth: bool = True
     share_urls: tuple[str, ...] = ()  # where teammates open it, while shared
+    sync_problems: tuple[str, ...] = ()  # "peer http://…: cannot reach …" for each failing sync transport
 
     @property
     def running(self) -> bool:
@@ -61,11 +63,12 @@ class Status:
         if self.server != "running":
             return f"Hivenote — {self.server}"
         shared = " · shared on LAN" if self.sharing else ""
+        sync = f" · sync problem: {self.sync_problems[0]}" if self.sync_problems else ""
         if not self.agents:
-            return f"Hivenote — running{shared} · no agents online"
+            return f"Hivenote — running{shared} · no agents online{sync}"
         names = ", ".join(dict.fromkeys(a.name for a in self.agents))
         count = len(self.agents)
-        return f"Hivenote — running{shared} · {count} agent{'s' if count != 1 else ''} online: {names}"
+        return f"Hivenote — running{shared} · {count} agent{'s' if count != 1 else ''} online: {names}{sync}"
 
 
 def agents_online(tracker: AgentTracker, owner: str) -> tuple[AgentOnline, ...]:
@@ -106,6 +109,7 @@ class Supervisor:
         self._message = ""
         self._settings: Settings | None = None
         self._share_urls: tuple[str, ...] = ()  # looked up once per start (it may ask the resolver)
+        self._sync: SyncStatus | None = None  # the running server's sync transports
         self._server: ServerThread | None = None
         self._store: Store | None = None
         self._lock = threading.Lock()
@@ -155,7 +159,13 @@ class Supervisor:
             auth=bool(settings is None or settings.auth),
         )
         if state == "running":
-            status = replace(status, agents=agents_online(self.tracker, self.owner), share_urls=self._share_urls)
+            sync = self._sync.problems() if self._sync is not None else []
+            status = replace(
+                status,
+                agents=agents_online(self.tracker, self.owner),
+                share_urls=self._share_urls,
+                sync_problems=tuple(sync),
+            )
         return status
 
     @property
@@ -203,7 +213,7 @@ class Supervisor:
             with self._lock:
                 self._settings = settings
             sock = bind(settings.host, settings.port)
-            store = Store(settings.data_dir)
+            store = Store(settings.data_dir, log_dir=settings.log_path)
             try:
                 store.open()
             except BaseException:
@@ -211,9 +221,8 @@ class Supervisor:
                 raise
             from hivenote.server.app import create_app  # the server's imports load once the tray is up
 
-            server = ServerThread(
-                create_app(settings, store, tracker=self.tracker, extra_routes=self.extra_routes()), settings, sock
-            )
+            app = create_app(settings, store, tracker=self.tracker, extra_routes=self.extra_routes())
+            server = ServerThread(app, settings, sock)
             server.start()
             while not server.started and server.thread.is_alive():
                 server.thread.join(0.05)
@@ -226,6 +235,7 @@ class Supervisor:
             return
         self._server, self._store = server, store
         self._share_urls = tuple(settings.share_urls)
+        self._sync = app.state.services.sync
         self._set("running")
 
     def _stop(self) -> None:

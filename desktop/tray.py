@@ -35,11 +35,11 @@ class Tray:
         self._on_action = on_action
         self._lock = threading.Lock()
         self._items = items
-        self._drawn = (status.server, len(status.agents))
+        self._drawn = (status.server, len(status.agents), bool(status.sync_problems))
         self._title = status.title
         self.icon = pystray.Icon(
             "hivenote",
-            icon=icons.tray_icon(status.server, len(status.agents)),
+            icon=icons.tray_icon(status.server, len(status.agents), warning=bool(status.sync_problems)),
             title=self._title,
             menu=pystray.Menu(self._menu_items),
         )
@@ -74,10 +74,10 @@ class Tray:
         with self._lock:
             menu_changed = items != self._items
             self._items = items
-            drawn = (status.server, len(status.agents))
+            drawn = (status.server, len(status.agents), bool(status.sync_problems))
             icon_changed, self._drawn = drawn != self._drawn, drawn
             title_changed, self._title = status.title != self._title, status.title
-        image = icons.tray_icon(status.server, len(status.agents)) if icon_changed else None
+        image = icons.tray_icon(*drawn[:2], warning=drawn[2]) if icon_changed else None
 
         def apply() -> None:
             if image is not None:

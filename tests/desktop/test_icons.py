@@ -103,6 +103,16 @@ def test_only_a_running_server_shows_the_badge() -> None:
     assert same(tray_icon("running", 0), tray_icon("running"))
 
 
+@pytest.mark.parametrize("size", [64, 65, 128])
+def test_a_sync_warning_only_changes_the_top_right_quadrant_and_only_while_running(size: int) -> None:
+    for agents in (0, 3):
+        plain = tray_icon("running", agents, size)
+        box = ImageChops.difference(plain, tray_icon("running", agents, size, warning=True)).getbbox(alpha_only=False)
+        assert box is not None and box[0] >= size // 2 and box[3] <= size - size // 2, box
+    for state in ("starting", "stopped", "error"):
+        assert same(tray_icon(state, warning=True), tray_icon(state))
+
+
 def test_the_committed_pngs_are_what_the_code_draws() -> None:
     drawn = asset_images()
     assert {path.name for path in ASSETS.glob("*.png")} == set(drawn)

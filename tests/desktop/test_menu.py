@@ -130,3 +130,10 @@ def test_equal_states_give_equal_menus() -> None:
     two = build_menu(Status("running", "127.0.0.1:7788"), autostart=False, clients=CLIENTS)
     assert one == two
     assert one != build_menu(RUNNING, autostart=True, clients=CLIENTS)
+
+
+def test_sync_problems_are_listed_under_the_status_line() -> None:
+    status = Status("running", "127.0.0.1:7788", sync_problems=("s3: bucket notes: access denied",))
+    menu = build_menu(status, autostart=False, clients=CLIENTS)
+    assert menu[1] == Item("Sync problem: s3: bucket notes: access denied", enabled=False)
+    assert menu[2].label == "No agents online"

@@ -210,3 +210,20 @@ def test_share_on_lan_saves_the_setting_and_restarts_on_the_same_port(
     status = supervisor.status()
     assert status.server == "running" and not status.sharing
     assert json.loads((supervisor.data_dir / "settings.json").read_text(encoding="utf-8")) == {}
+
+
+def test_a_failing_sync_transport_shows_in_the_status(supervised: tuple[Supervisor, Recorder, Clock]) -> None:
+    supervisor, _, _ = supervised
+    run(supervisor.start())
+    sync = supervisor._sync
+    assert sync is not None and supervisor.status().sync_problems == ()
+    sync.failed(
+        "peer http://laptop:7788", "cannot reach http://laptop:7788: connection refused", kind="peer", target="x"
+    )
+    status = supervisor.status()
+    assert status.sync_problems == ("peer http://laptop:7788: cannot reach http://laptop:7788: connection refused",)
+    assert status.title.endswith(
+        "· sync problem: peer http://laptop:7788: cannot reach http://laptop:7788: connection refused"
+    )
+    sync.ok("peer http://laptop:7788", kind="peer", target="x")
+    assert supervisor.status().sync_problems == ()
