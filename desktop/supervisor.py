@@ -212,6 +212,11 @@ class Supervisor:
             settings = load_settings(self.flags, data_dir=self.data_dir)
             with self._lock:
                 self._settings = settings
+            from hivenote.server.sync.run import restore_own_shard
+
+            restored = restore_own_shard(settings)  # before the store opens, so seq continues
+            if restored:
+                log.warning("%s", restored)
             sock = bind(settings.host, settings.port)
             store = Store(settings.data_dir, log_dir=settings.log_path)
             try:

@@ -5,6 +5,7 @@ machines' shards, warming the search index) lives in the lifespan."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import time
@@ -74,9 +75,10 @@ class Services:
     sync: SyncStatus = field(default_factory=SyncStatus)
     started: float = field(default_factory=time.monotonic)
 
-    @property
+    @functools.cached_property
     def replicas(self) -> Replicas:
-        """The writer of other nodes' shard files (transports put what they fetch there)."""
+        """The writer of other nodes' shard files (transports put what they fetch there); one per server, so
+        every transport shares its per-shard locks."""
         return Replicas(self.store.log_dir, self.store.node)
 
 

@@ -57,6 +57,8 @@ class Person:
 class Tokens:
     """The token file: one default token (this machine's owner) and any number of per-person tokens."""
 
+    MIN_ADOPTED_CHARS = 16  # a token made elsewhere (the shared peer token) must at least look like one
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._default = ""
@@ -127,6 +129,27 @@ class Tokens:
             self._people[name] = (_digest(token), time.time_ns() // 1_000_000)
             self._save()
             return token
+
+    def adopt(self, name: str, token: str) -> None:
+        """Accept a token made elsewhere under `name` (the peer token a user's machines share), stored as a digest
+        like any person's. Adopting the same token under the same name again changes nothing."""
+        with self._lock:
+            self._load()
+            if not _NAME.match(name):
+                raise InvalidInput("a token name is 1-64 letters, digits, spaces or . _ @ - (e.g. a person's name)")
+            if len(token) < self.MIN_ADOPTED_CHARS or not (token.isascii() and token.isprintable()) or " " in token:
+                raise InvalidInput(
+                    f"a shared token must be at least {self.MIN_ADOPTED_CHARS} printable ASCII characters without "
+                    "spaces; use a long random one (`hivenote token add peers` on one machine prints one)"
+                )
+            digest = _digest(token)
+            held = self._people.get(name)
+            if held is not None:
+                if hmac.compare_digest(held[0], digest):
+                    return
+                raise InvalidInput(f"{name!r} already has another token; revoke it first to adopt a new one")
+            self._people[name] = (digest, time.time_ns() // 1_000_000)
+            self._save()
 
     def revoke(self, name: str) -> None:
         with self._lock:

@@ -12,11 +12,13 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
 from . import cli_admin as admin
 from . import cli_notes as notes
+from .cli_sync import cmd_sync
 from .client import RemoteNotebook, running_server
 from .errors import HivenoteError, NotFound
 from .model import NOTE_KINDS, Author
@@ -48,7 +50,9 @@ class Context:
         self.doctor_checks: tuple[DoctorCheck, ...] = ()
 
     def store(self, *, write: bool) -> Store:
-        log_dir = load_settings(data_dir=self.data_dir).log_path
+        def log_dir() -> Path:  # asked again once the lock is held: `sync folder` may have moved it meanwhile
+            return load_settings(data_dir=self.data_dir).log_path
+
         return Store(self.data_dir, readonly=not write, lock_timeout=LOCK_WAIT_S, log_dir=log_dir)  # opened by `with`
 
     @contextlib.contextmanager
@@ -189,6 +193,26 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
         g.add_argument("--names-only", action="store_true")
     gsub.add_parser("open", parents=[common]).add_argument("names", nargs="+")
     add("status", "is the server running, and how big is the notebook", admin.cmd_status)
+
+    p = add("sync", "use the notebook on several machines: status, folder, s3, peer", cmd_sync)
+    ssub = p.add_subparsers(dest="sync_command", required=True, metavar="status|folder|s3|peer")
+    ssub.add_parser("status", parents=[common], help="this node, the others, each transport's last result")
+    f = ssub.add_parser("folder", parents=[common], help="keep the log in a synced folder (Syncthing, Dropbox, ...)")
+    f.add_argument("path", nargs="?", help="the synced folder (shards already there are kept: that is how to join)")
+    f.add_argument("--default", action="store_true", help="move the log back into the data dir")
+    s3 = ssub.add_parser("s3", parents=[common], help="sync through an S3-compatible bucket")
+    s3.add_argument("bucket", nargs="?")
+    s3.add_argument("--endpoint", help="endpoint URL for R2, MinIO, ... (default: AWS)")
+    s3.add_argument("--prefix", help="key prefix in the bucket (default: hivenote)")
+    s3.add_argument("--region")
+    s3.add_argument("--off", action="store_true", help="stop syncing through the bucket")
+    peer = ssub.add_parser("peer", parents=[common], help="pull from other Hivenote servers over HTTP")
+    psub = peer.add_subparsers(dest="peer_command", required=True, metavar="add|remove|list")
+    padd = psub.add_parser("add", parents=[common], help="add a peer by URL (a LAN, Tailscale or WireGuard address)")
+    padd.add_argument("url")
+    padd.add_argument("--token", help="the token both machines share (default: a new one, printed)")
+    psub.add_parser("remove", parents=[common]).add_argument("url")
+    psub.add_parser("list", parents=[common])
     if extend is not None:
         extend(add)
     return parser

@@ -129,9 +129,20 @@ def cmd_export(ctx: Context) -> int:
 
 
 def cmd_compact(ctx: Context) -> int:
+    settings = load_settings(data_dir=ctx.data_dir)
+    published = ""
     with ctx.store(write=True) as store:
         before, after = store.compact()
-    ctx.emit({"before": before, "after": after}, f"Compacted this node's shard: {before} → {after} lines.")
+        if settings.s3_bucket and not settings.log_dir:  # the bucket gets the new generation now
+            from .sync.bucket import BucketError
+            from .sync.s3 import after_compaction
+
+            try:
+                published = after_compaction(settings, store)
+            except BucketError as exc:
+                ctx.err.write(f"warning: compacted here, but the bucket was not updated: {exc}\n")
+    text = f"Compacted this node's shard: {before} → {after} lines." + (f"\n{published}" if published else "")
+    ctx.emit({"before": before, "after": after}, text)
     return 0
 
 
@@ -200,6 +211,7 @@ def cmd_doctor(ctx: Context) -> int:
 def cmd_serve(ctx: Context) -> int:
     from .app import create_app  # the server's dependencies load only for the commands that need them
     from .serve import ServerThread, bind
+    from .sync.run import restore_own_shard
 
     a = ctx.args
     settings = load_settings(
@@ -209,6 +221,11 @@ def cmd_serve(ctx: Context) -> int:
         ctx.err.write(
             "WARNING: --no-auth: any program on this machine can read and change the notebook without a token.\n"
         )
+    # Before the store opens, so its next op continues the old seq; and before the port is bound, so a peer URL
+    # that turns out to be this very server is refused at once instead of waiting on a socket nobody serves yet.
+    restored = restore_own_shard(settings)
+    if restored:
+        ctx.out.write(restored + "\n")
     sock = bind(settings.host, settings.port)
     with Store(settings.data_dir, log_dir=settings.log_path) as store:
         server = ServerThread(create_app(settings, store), settings, sock)

@@ -34,7 +34,9 @@ def host_fingerprint() -> str:
 
 def new_node_name() -> str:
     """`<hostname>-<4 random hex>`: readable in provenance, unique without coordination."""
-    host = "".join(c if c.isalnum() or c == "-" else "-" for c in socket.gethostname().split(".")[0].lower())
+    # ASCII only: node names travel in file names, URLs and object keys (a host named "café" becomes "caf-")
+    name = socket.gethostname().split(".")[0].lower()
+    host = "".join(c if (c.isascii() and c.isalnum()) or c == "-" else "-" for c in name)
     return f"{host.strip('-')[:32] or 'node'}-{secrets.token_hex(2)}"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 
 MAX_REPORTED_BAD_LINES = 50  # per shard; the count keeps going
 READ_BLOCK = 4 << 20  # shards are read in blocks so a cold start never holds a whole log in memory twice
+MISSING_GRACE_S = 5.0  # how long a shard may be missing before it is forgotten (replaced by a sync tool)
 SIG = 64  # bytes before a cursor's offset that must still match for a replaced file to resume there
 
 
@@ -53,6 +55,7 @@ class Cursor:
     tail_sig: bytes = b""
     health: ShardHealth = field(default_factory=ShardHealth)
     ops: list[Op] = field(default_factory=list)  # every valid op read from it, for the op cache
+    missing_since: float | None = None  # monotonic time it was first seen missing
 
 
 def is_shard_file(name: str) -> bool:
@@ -84,8 +87,17 @@ class Shards:
             return []
 
     def forget_missing(self, names: list[str]) -> None:
-        for gone in set(self.cursors) - set(names):
-            del self.cursors[gone]
+        """Drop the cursors of shards gone for a while. Sync tools replace a file by deleting it and renaming
+        the new copy in, so a shard missing for a moment keeps its cursor (and is resumed, not re-read)."""
+        now = time.monotonic()
+        present = set(names)
+        for name, cur in list(self.cursors.items()):
+            if name in present:
+                cur.missing_since = None
+            elif cur.missing_since is None:
+                cur.missing_since = now
+            elif now - cur.missing_since > MISSING_GRACE_S:
+                del self.cursors[name]
 
     def health(self) -> dict[str, ShardHealth]:
         return {name: cur.health for name, cur in sorted(self.cursors.items())}

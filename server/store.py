@@ -63,10 +63,14 @@ class Store:
         fingerprint: Callable[[], str] = host_fingerprint,
         max_clock_offset_ms: int | None = None,
         lock_timeout: float = 0,
-        log_dir: Path | None = None,
+        log_dir: Path | Callable[[], Path] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
-        self.log_dir = Path(log_dir) if log_dir is not None else self.data_dir / "log"  # a synced folder, maybe
+        # A synced folder, maybe. A callable is asked again once the writer holds the lock: `hivenote sync folder`
+        # may have moved the log while this process waited for it.
+        self._log_dir_source = log_dir if callable(log_dir) else None
+        resolved = log_dir() if callable(log_dir) else log_dir
+        self.log_dir = Path(resolved) if resolved is not None else self.data_dir / "log"
         self.readonly = readonly
         self.now_ms = now_ms
         self.clock = Clock(now_ms) if max_clock_offset_ms is None else Clock(now_ms, max_clock_offset_ms)
@@ -94,9 +98,16 @@ class Store:
     def open(self) -> Store:
         """Take the shard lock (writer), fold every shard, repair this node's torn tail. Returns self."""
         if not self.readonly:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
             (self.data_dir / "log").mkdir(parents=True, exist_ok=True)  # the lock stays here when log_dir is shared
             self._claim.acquire()
+            if self._log_dir_source is not None:
+                self.log_dir = Path(self._log_dir_source())
+                self.shard_path = self.log_dir / f"{self.node}.jsonl"
+            try:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                self._claim.release()
+                raise StoreError(f"cannot use the log folder {self.log_dir}: {exc.strerror}") from None
             try:
                 self._repair_own_tail()
             except BaseException:

@@ -1,14 +1,270 @@
-"""The `/sync` endpoints peers pull from (see peer.py)."""
+"""The `/sync` endpoints other Hivenote servers pull shard bytes from (peer.py is the puller), and the shard
+summaries both sides compare. Read-only; every request needs a bearer token (the guard protects /sync).
+
+    GET /sync/shards
+        200 {"node": <this node>, "shards": {<node>: {"size": <bytes of complete lines>, "head": <sha256 hex of the
+             first line>, "seq": <seq of the last line, or null>}}, "peers": [<known peer URLs, never tokens>]}
+    GET /sync/shards/{node}?offset=N[&limit=M][&head=H&tail=T]
+        200 application/octet-stream: complete lines from byte N, at most M bytes (default and cap 4 MiB) but at
+            least one line; headers X-Shard-Size, X-Shard-Head, X-Shard-Seq describe the whole shard.
+        From N > 0 the puller proves its copy is the same generation: H = the sha256 of its first line, T = the
+        sha256 of the 64 bytes before N. A mismatch is 409 `shard_replaced` (the owner compacted or replaced it):
+        fetch the shard again from 0.
+        400 a bad node name or parameter, or an N where no line ends (a truncated copy); 404 no such shard;
+        416 N beyond the shard's size. Errors are `{"error": {"code", "message"}}`.
+
+This node's own shard is offered only up to what its writer has fsynced (acknowledged), so a peer never holds an
+op this node could still lose in a crash and write again under the same seq. Files in the log folder whose first
+line names another writer (a sync tool's conflict copy) are not offered: they are not a node's shard.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
-from starlette.routing import BaseRoute
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ..shards import is_shard_file
+from .peerbook import announced_peers
+from .replica import NODE_NAME
 
 if TYPE_CHECKING:
     from ..app import Services
 
+MAX_LIMIT = 4 << 20  # bytes per range response
+SIG = 64  # bytes before an offset that must match (the `tail` proof)
+LINE_SCAN = 1 << 20  # longest first/last line looked at (a note is at most 64 KiB)
+HEADERS = ("x-shard-size", "x-shard-head", "x-shard-seq")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a shard is, cheaply: complete-line bytes, its generation (the first line's hash) and its last seq."""
+
+    size: int
+    head: str
+    seq: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": self.size, "head": self.head, "seq": self.seq}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Summary:
+        """Raises ValueError for anything that is not a summary."""
+        if not isinstance(raw, dict):
+            raise ValueError("a shard summary is an object")
+        size, head, seq = raw.get("size"), raw.get("head"), raw.get("seq")
+        if type(size) is not int or size < 0 or not isinstance(head, str) or len(head) > 64:
+            raise ValueError("a shard summary needs a size (bytes) and a head (sha256 hex)")
+        if seq is not None and (type(seq) is not int or seq < 1):
+            raise ValueError("a shard's seq is a positive integer or null")
+        return cls(size, head, seq)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def valid_node(node: str) -> bool:
+    return bool(NODE_NAME.match(node)) and ".." not in node
+
+
+def _first_line(fh: IO[bytes], size: int) -> bytes:
+    fh.seek(0)
+    line = fh.readline(min(size, LINE_SCAN))
+    return line if line.endswith(b"\n") else b""
+
+
+def _last_line(fh: IO[bytes], size: int) -> bytes:
+    start = max(0, size - LINE_SCAN)
+    fh.seek(start)
+    block = fh.read(size - start)
+    cut = block.rfind(b"\n", 0, len(block) - 1) + 1
+    return block[cut:] if cut or start == 0 else b""
+
+
+def _field(line: bytes, name: str) -> Any:
+    try:
+        doc = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return doc.get(name) if isinstance(doc, dict) else None
+
+
+def _line_ends_before(fh: IO[bytes], offset: int) -> bool:
+    fh.seek(offset - 1)
+    return fh.read(1) == b"\n"
+
+
+def tail_proof(fh: IO[bytes], offset: int) -> str:
+    """The sha256 of the SIG bytes before `offset` (what a puller holds there)."""
+    fh.seek(max(0, offset - SIG))
+    return digest(fh.read(min(SIG, offset)))
+
+
+def summarize_open(fh: IO[bytes], size: int) -> Summary:
+    if size == 0:
+        return Summary(0, "", None)
+    seq = _field(_last_line(fh, size), "seq")
+    return Summary(size, digest(_first_line(fh, size)), seq if type(seq) is int and seq > 0 else None)
+
+
+def complete_bytes(fh: IO[bytes]) -> int:
+    """Bytes of an open shard up to and including its last newline."""
+    end = fh.seek(0, os.SEEK_END)
+    while end > 0:
+        start = max(0, end - 65536)
+        fh.seek(start)
+        newline = fh.read(end - start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def summarize(path: Path) -> Summary:
+    """The summary of a shard file (an empty one when it is missing)."""
+    try:
+        with open(path, "rb") as fh:
+            return summarize_open(fh, complete_bytes(fh))
+    except FileNotFoundError:
+        return Summary(0, "", None)
+
+
+def read_lines(fh: IO[bytes], offset: int, end: int, limit: int) -> bytes:
+    """Complete lines from `offset` (< end) up to about `limit` bytes, at least one line."""
+    fh.seek(offset)
+    data = fh.read(min(end - offset, limit))
+    if offset + len(data) < end:
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            return data[:cut]
+        fh.seek(offset)
+        return fh.readline(end - offset)  # one line longer than the limit: sent whole
+    return data
+
+
+class ShardServer:
+    """Answers `/sync` from the log folder. The own shard is capped at what the store has acknowledged."""
+
+    def __init__(self, services: Services) -> None:
+        from ..app import error_response  # app.py imports this module
+
+        self.services = services
+        self.error = error_response
+        self.replicas = services.replicas
+
+    def _size(self, node: str, fh: IO[bytes]) -> int:
+        size = complete_bytes(fh)
+        store = self.services.store
+        if node == store.node:
+            with store.lock:  # the writer's cursor moves past a batch only after its fsync
+                cursor = store.shards.cursors.get(f"{node}.jsonl")
+                size = min(size, cursor.offset if cursor is not None else 0)
+        return size
+
+    def listing(self) -> dict[str, Any]:
+        shards: dict[str, Any] = {}
+        log_dir = self.replicas.log_dir
+        try:
+            names = sorted(e.name for e in os.scandir(log_dir) if e.is_file() and is_shard_file(e.name))
+        except FileNotFoundError:
+            names = []
+        for name in names:
+            node = name.removesuffix(".jsonl")
+            if not valid_node(node):
+                continue
+            path = log_dir / name
+            try:
+                with open(path, "rb") as fh:
+                    size = self._size(node, fh)
+                    writer = _field(_first_line(fh, size), "node") if size else None
+                    if writer not in (None, node):
+                        continue  # a conflict copy or a stray file: not this node's shard
+                    shards[node] = summarize_open(fh, size).to_json()
+            except FileNotFoundError:
+                continue
+        data_dir = self.services.settings.data_dir
+        return {"node": self.services.store.node, "shards": shards, "peers": announced_peers(data_dir)}
+
+    async def list_shards(self, request: Request) -> Response:
+        return JSONResponse(await anyio.to_thread.run_sync(self.listing))
+
+    async def get_range(self, request: Request) -> Response:
+        node: str = request.path_params["node"]
+        if not valid_node(node):
+            return self.error(400, "invalid", f"{node[:100]!r} is not a node name (letters, digits, '.', '_', '-')")
+        q = request.query_params
+        unknown = sorted(set(q) - {"offset", "limit", "head", "tail"})
+        if unknown:
+            return self.error(400, "invalid", f"unknown parameter {unknown[0]!r}; use offset, limit, head and tail")
+        try:
+            offset = int(q.get("offset", "0"))
+            limit = int(q.get("limit", str(MAX_LIMIT)))
+        except ValueError:
+            return self.error(400, "invalid", "offset and limit are whole numbers of bytes")
+        if offset < 0:
+            return self.error(400, "invalid", f"offset must be 0 or more (got {offset})")
+        if not 1 <= limit <= MAX_LIMIT:
+            return self.error(400, "invalid", f"limit must be between 1 and {MAX_LIMIT} bytes (got {limit})")
+        head, tail = q.get("head"), q.get("tail")
+        if offset > 0 and (head is None or tail is None):
+            return self.error(
+                400,
+                "invalid",
+                "from an offset past 0, send head and tail (the sha256 of your copy's first line and "
+                "of its 64 bytes before the offset) so a replaced shard is noticed",
+            )
+        return await anyio.to_thread.run_sync(self._range, node, offset, limit, head or "", tail or "")
+
+    def _range(self, node: str, offset: int, limit: int, head: str, tail: str) -> Response:
+        path = self.replicas.path(node)
+        try:
+            fh = open(path, "rb")  # noqa: SIM115 - closed below; one handle, so a rename cannot mix generations
+        except FileNotFoundError:
+            return self.error(404, "not_found", f"no shard of {node} here; GET /sync/shards lists them")
+        with fh:
+            size = self._size(node, fh)
+            summary = summarize_open(fh, size)
+            if offset > size:
+                return self.error(
+                    416,
+                    "out_of_range",
+                    f"offset {offset} is beyond {node}'s shard ({size} bytes here); "
+                    "fetch from a smaller offset, or from 0 if your copy is longer",
+                )
+            if offset > 0 and (head != summary.head or tail != tail_proof(fh, offset)):
+                return self.error(
+                    409,
+                    "shard_replaced",
+                    f"your copy of {node}'s shard does not match this one before byte {offset} "
+                    "(it was compacted or replaced): fetch it again from offset 0",
+                )
+            if offset > 0 and not _line_ends_before(fh, offset):
+                return self.error(
+                    400,
+                    "invalid",
+                    f"offset {offset} is not where a line of {node}'s shard ends: a range starts at 0 "
+                    "or right after a newline (a copy holds complete lines only)",
+                )
+            data = read_lines(fh, offset, size, limit) if offset < size else b""
+        values = (str(summary.size), summary.head, "" if summary.seq is None else str(summary.seq))
+        return Response(data, media_type="application/octet-stream", headers=dict(zip(HEADERS, values, strict=True)))
+
 
 def sync_routes(services: Services) -> list[BaseRoute]:
-    return []
+    server = ShardServer(services)
+    handlers: list[tuple[str, Callable[[Request], Any]]] = [
+        ("/sync/shards", server.list_shards),
+        ("/sync/shards/{node}", server.get_range),
+    ]
+    return [Route(path, handler, methods=["GET"]) for path, handler in handlers]

@@ -6,14 +6,33 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ..settings import Settings
+
 if TYPE_CHECKING:
     from ..app import Services
+
+# A synced folder already carries every shard. If a bucket or a peer also wrote other nodes' shards into it, the
+# sync tool would see them changed here and copy them back over their owners' live files.
+NOT_WITH_A_SYNCED_FOLDER = (
+    "off while the log lives in a synced folder ({folder}): that folder already carries every shard, and two tools "
+    "writing the same files would overwrite their owners' copies. Use one way to sync (`hivenote sync status`)."
+)
 
 
 async def run_transports(services: Services) -> None:
     """Every configured transport, until cancelled. Each one reports to services.sync and never raises for a
     network or storage problem (it reports it and retries)."""
     settings = services.settings
+    if settings.log_dir:
+        services.sync.ok("folder", kind="folder", target=str(settings.log_path))
+        refusal = NOT_WITH_A_SYNCED_FOLDER.format(folder=settings.log_path)
+        if settings.s3_bucket:
+            services.sync.failed("s3", f"bucket sync is {refusal}", kind="s3", target=settings.s3_bucket)
+        from .peerbook import list_peers
+
+        for peer in list_peers(settings.data_dir):
+            services.sync.failed(f"peer {peer.url}", f"peer sync is {refusal}", kind="peer", target=peer.url)
+        return
     async with anyio.create_task_group() as tasks:
         if settings.s3_bucket:
             from .s3 import run as run_s3
@@ -22,3 +41,22 @@ async def run_transports(services: Services) -> None:
         from .peer import run as run_peer  # idles while no peer is configured
 
         tasks.start_soon(run_peer, services)
+
+
+def restore_own_shard(settings: Settings) -> str:
+    """Before the store opens (and before the port is bound): if this node's own shard was lost, bring it back
+    from a peer or the bucket so its `seq` continues. Returns what was done, for the user ("" when nothing)."""
+    if settings.log_dir:
+        return ""  # the synced folder brings it back by itself
+    from .peer import restore_own_shard as from_peer
+
+    restored = from_peer(settings)
+    if restored:
+        return f"Restored this node's shard from a peer ({restored} bytes); its seq continues."
+    if settings.s3_bucket:
+        from .s3 import restore_own_shard as from_bucket
+
+        restored = from_bucket(settings)
+        if restored:
+            return f"Restored this node's shard from the bucket ({restored} bytes); its seq continues."
+    return ""

@@ -1,14 +1,436 @@
-"""Sync through an S3-compatible bucket."""
+"""Sync through an S3-compatible bucket (AWS S3, Cloudflare R2, MinIO, ...) with boto3, the `hivenote[s3]` extra.
+Credentials come from boto3's standard chain (environment, AWS config and profiles); the calls are in bucket.py.
+
+Layout under `<prefix>/`, each node writing only under its own name:
+    <node>/HEAD                              {"v": 1, "node", "generation"}: the node's current generation;
+                                             created with If-None-Match: *, replaced only with If-Match
+    <node>/<generation>/<offset:015d>.jsonl  complete lines of the shard from byte <offset> of that generation;
+                                             immutable (If-None-Match: *), contiguous
+A generation (`<number:06d>-<random hex>`) is one version of the shard: the first upload, then one per compaction.
+Up: new lines of the own shard go up as the next chunk (a 412 is fine only if the object holds the same bytes). A
+shard that no longer continues what was sent (compacted) goes up whole as a new generation, then HEAD is swapped
+with If-Match on the ETag this node wrote; a 412 there means another process writes as this node: reported, never
+overwritten. Older generations are deleted after the swap.
+Down: per node, one listing after the last key applied. A new HEAD ETag naming a new generation: the generation is
+fetched whole (appended if the replica is a prefix of it, else `Replicas.replace`); new chunks are appended at
+their offset. Progress is kept in `<data dir>/sync/s3-state.json`, so restarts stay incremental. While the bucket
+cannot be reached the shard itself is the queue: failures are reported and retried with backoff.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..errors import InvalidInput, ShardLocked
+from ..node import ShardClaim, claim_node, host_fingerprint, read_node
+from ..settings import Settings, load_settings, save_setting
+from .bucket import BadObject, Bucket, BucketConflict, BucketError
+from .replica import Replicas, SyncRefused, check_node_name
+
 if TYPE_CHECKING:
     from ..app import Services
+    from ..store import Store
+
+__all__ = ["BucketConflict", "BucketError", "BucketSync", "after_compaction", "configure", "restore_own_shard", "run"]
+
+log = logging.getLogger(__name__)
+
+NAME = KIND = "s3"
+CHUNK_BYTES = 8 << 20  # most bytes in one chunk object (a big first upload becomes several)
+TICK_S = 0.25  # how often the own shard is looked at (locally; the bucket is contacted only when it changed)
+POLL_S = 2.0  # how often the bucket is listed for other nodes' chunks (settings.extra["s3_poll_s"])
+BACKOFF_MAX_S = 60.0  # longest wait between attempts while failing (settings.extra["s3_backoff_max_s"])
+TAIL = 1 << 16  # bytes read back from a shard's end to find its last seq
+GENERATION = re.compile(r"^(\d{6})-[0-9a-f]{8}$")
+CHUNK = re.compile(r"^(\d{15})\.jsonl$")
+
+
+def _last_seq(data: bytes) -> int:
+    """The seq of the last readable line of `data` (0 when none)."""
+    end = len(data)
+    while end > 0:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        with contextlib.suppress(ValueError, AttributeError, RecursionError):
+            seq = json.loads(data[start:end]).get("seq")
+            if isinstance(seq, int):
+                return seq
+        end = start
+    return 0
+
+
+class BucketSync:
+    """One data dir's exchange with the bucket. Blocking: the server runs `step()` in a worker thread."""
+
+    def __init__(self, settings: Settings, replicas: Replicas, bucket: Bucket) -> None:
+        self.replicas, self.bucket, self.node = replicas, bucket, replicas.own_node
+        self.path = settings.data_dir / "sync" / "s3-state.json"
+        self.target = f"{settings.s3_endpoint}|{settings.s3_bucket}|{bucket.root}"
+        self.state = self._load()
+        self.blocked = ""  # why uploads stopped (another writer claims this node); kept until restart
+        self.bytes_in = self.bytes_out = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, settings: Settings, replicas: Replicas) -> BucketSync:
+        return cls(settings, replicas, Bucket(settings))
+
+    def close(self) -> None:
+        self.bucket.close()
+
+    def _load(self) -> dict[str, Any]:
+        with contextlib.suppress(OSError, ValueError):
+            state = json.loads(self.path.read_text(encoding="utf-8"))
+            if isinstance(state, dict) and state.get("target") == self.target and isinstance(state.get("nodes"), dict):
+                return state
+        own = {"gen": "", "etag": "", "sent": 0, "tail": [0, ""], "seq": 0, "verified": False, "pending": None}
+        return {"target": self.target, "own": own, "nodes": {}}
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(self.state, fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+    def _folder(self, node: str, gen: str = "") -> str:
+        return f"{self.bucket.root}{node}/{gen + '/' if gen else ''}"
+
+    def _fetch(self, key: str) -> bytes | None:
+        got = self.bucket.get(key)
+        self.bytes_in += len(got[0]) if got else 0
+        return got[0] if got else None
+
+    def _read_head(self, node: str) -> tuple[str, str] | None:
+        """(generation, ETag) of a node's HEAD; None while it has none."""
+        key = self._folder(node) + "HEAD"
+        got = self.bucket.get(key)
+        if got is None:
+            return None
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            head = json.loads(got[0])
+            if head["node"] == node and GENERATION.match(head["generation"]):
+                return str(head["generation"]), got[1]
+        raise BadObject(f"{key} is not a Hivenote HEAD of {node}; left alone")
+
+    def _conflict(self, what: str) -> BucketConflict:
+        self.blocked = (
+            f"{what}: another process or machine writes to the bucket as node {self.node} (a copied data dir?). "
+            "Nothing was overwritten and this machine's shard is kept; stop the other writer, then restart Hivenote"
+        )
+        return BucketConflict(self.blocked)
+
+    def report(self) -> dict[str, Any]:
+        """Bytes moved since the last report and where the upload stands, for SyncStatus."""
+        moved = {"bytes_in": self.bytes_in, "bytes_out": self.bytes_out}
+        self.bytes_in = self.bytes_out = 0
+        own = self.state["own"]
+        return moved | {"generation": own["gen"], "uploaded": own["sent"], "nodes": sorted(self.state["nodes"])}
+
+    def step(self, pull: bool) -> tuple[bool, list[str]]:
+        """Upload what is new and, when `pull`, download what others added. Returns whether the bucket was contacted
+        and the problems met (a conflict, refused objects); raises BucketError when the bucket cannot be used."""
+        with self._lock:
+            problems: list[str] = []
+            try:
+                contacted = self.upload()
+            except BucketConflict as exc:
+                contacted, problems = False, [str(exc)]
+            return contacted or pull, problems + (self.download() if pull else [])
+
+    # -- up -----------------------------------------------------------------------------------------
+
+    def upload(self) -> bool:
+        """Send what the own shard gained; a rewritten (compacted) one goes up as a new generation. Returns whether
+        the bucket was contacted."""
+        if self.blocked:
+            raise BucketConflict(self.blocked)
+        own, size = self.state["own"], self.replicas.size(self.node)
+        if size == 0:  # nothing written yet, or the shard is missing here: an empty shard is never published
+            return False
+        if own["pending"]:  # a HEAD swap whose answer never came: did it get in?
+            head = self._read_head(self.node)
+            if head is not None and head[0] == own["pending"]["gen"]:
+                own.update(own["pending"], etag=head[1], verified=True, pending=None)
+                self._save()
+                self._drop_older()
+            own["pending"] = None
+            self._save()
+        if not own["gen"]:
+            head = self._read_head(self.node)
+            if head is None:
+                self._publish(size)
+                return True
+            own.update(gen=head[0], etag=head[1])  # this node's once its chunks prove to be this shard's bytes
+        if own["sent"] > size or (own["sent"] and self._hash(own["tail"][0], own["sent"]) != own["tail"][1]):
+            if not own["verified"]:
+                raise self._conflict(f"the bucket's generation {own['gen']} is not this machine's shard")
+            self._publish(size)
+            return True
+        if size == own["sent"]:
+            return False
+        if own["verified"]:
+            found = self.bucket.call("head_object", ok=(404,), Key=self._folder(self.node) + "HEAD")
+            if found is None or found["ETag"] != own["etag"]:
+                raise self._conflict(f"the HEAD of {self.node} was changed by someone else")
+        self._put_chunks(own, size)
+        own["verified"] = True
+        self._save()
+        return True
+
+    def _hash(self, start: int, end: int) -> str:
+        """Digest of the own shard's bytes start..end (the last line sent: a rewritten shard no longer has it)."""
+        return hashlib.sha256(self.replicas.read(self.node, start, end - start)[: end - start]).hexdigest()
+
+    def _put_chunks(self, into: dict[str, Any], end: int) -> None:
+        """Upload the own shard from into["sent"] to `end` as chunks of generation into["gen"], saving progress."""
+        while into["sent"] < end:
+            start = into["sent"]
+            data = self.replicas.read(self.node, start, CHUNK_BYTES)
+            key = f"{self._folder(self.node, into['gen'])}{start:015d}.jsonl"
+            if self.bucket.put(key, data) is None:  # there already: an earlier attempt whose answer was lost?
+                existing = self.bucket.get(key)
+                if existing is None or self.replicas.read(self.node, start, len(existing[0])) != existing[0]:
+                    raise self._conflict(f"{key} holds other bytes than this machine's shard")
+                data = existing[0]
+            else:
+                self.bytes_out += len(data)
+            last = start + data.rfind(b"\n", 0, len(data) - 1) + 1
+            into.update(sent=start + len(data), tail=[last, hashlib.sha256(data[last - start :]).hexdigest()])
+            into["seq"] = max(into["seq"], _last_seq(data))
+            self._save()
+
+    def _publish(self, size: int) -> None:
+        """Upload the whole own shard as the next generation, then swap HEAD to it (If-Match the ETag we wrote)."""
+        own = self.state["own"]
+        seq = _last_seq(self.replicas.read(self.node, max(0, size - TAIL)))
+        if seq < own["seq"]:
+            raise BucketError(
+                f"this machine's shard ends at seq {seq} but the bucket already has seq {own['seq']} of {self.node}: "
+                "it was restored from an older copy. It is not uploaded, so nothing in the bucket is lost"
+            )
+        number = int(own["gen"][:6]) + 1 if own["gen"] else 1
+        pending: dict[str, Any] = {"gen": f"{number:06d}-{secrets.token_hex(4)}", "sent": 0, "tail": [0, ""], "seq": 0}
+        own["pending"] = pending
+        self._put_chunks(pending, size)
+        body = json.dumps({"v": 1, "node": self.node, "generation": pending["gen"]}).encode()
+        etag = self.bucket.put(self._folder(self.node) + "HEAD", body, own["etag"])
+        if etag is None:  # 412: someone else swapped HEAD (or our own earlier attempt did)
+            head = self._read_head(self.node)
+            if head is None or head[0] != pending["gen"]:
+                self.bucket.delete([key for key, _, _ in self.bucket.listing(self._folder(self.node, pending["gen"]))])
+                own["pending"] = None
+                self._save()
+                now = head[0] if head else "nothing"
+                raise self._conflict(f"the HEAD of {self.node} changed to {now} before generation {pending['gen']}")
+            etag = head[1]
+        own.update(pending, etag=etag, verified=True, pending=None)
+        self._save()
+        self._drop_older()
+
+    def _drop_older(self) -> None:
+        """Delete this node's objects outside its current generation (older ones, failed attempts)."""
+        keep = (self._folder(self.node, self.state["own"]["gen"]), self._folder(self.node) + "HEAD")
+        try:  # readers still on an older generation move on when they see the new HEAD ETag
+            self.bucket.delete(
+                [k for k, _, _ in self.bucket.listing(self._folder(self.node)) if not k.startswith(keep)]
+            )
+        except BucketError as exc:
+            log.info("older generations of %s stay in the bucket for now: %s", self.node, exc)
+
+    # -- down ---------------------------------------------------------------------------------------
+
+    def download(self) -> list[str]:
+        """Fetch what other nodes added; returns the problems met (refused or malformed objects), per node."""
+        problems = []
+        for folder, _, _ in self.bucket.listing(self.bucket.root, folders=True):
+            node = folder[len(self.bucket.root) :].rstrip("/")
+            if node != self.node:
+                try:
+                    check_node_name(node)
+                    self._pull(node)
+                except (SyncRefused, BadObject) as exc:
+                    problems.append(f"{node}: {exc}")
+        return problems
+
+    def _pull(self, node: str) -> None:
+        st = self.state["nodes"].setdefault(node, {"gen": "", "etag": "", "after": "", "end": 0})
+        before, folder = dict(st), self._folder(node)
+        objects = self.bucket.listing(folder, st["after"])
+        etag = next((etag for key, _, etag in objects if key == folder + "HEAD"), None)
+        head = self._read_head(node) if etag is not None and etag != st["etag"] else None
+        if head is not None and head[0] != st["gen"]:
+            self._fetch_generation(node, st, head[0])
+        elif st["gen"]:
+            for key, size, _ in objects:
+                gen, _, name = key[len(folder) :].partition("/")
+                match = CHUNK.match(name)
+                if gen != st["gen"] or not match:
+                    continue
+                if int(match[1]) != st["end"] or not self._merge(node, st["end"], self._fetch(key)):
+                    self._fetch_generation(node, st, st["gen"])  # something in between went missing: start over
+                    break
+                st.update(after=key, end=st["end"] + size)
+        if head is not None:
+            st["etag"] = head[1]
+        if st != before:
+            self._save()
+
+    def _merge(self, node: str, offset: int, data: bytes | None) -> bool:
+        """Append what `data` (bytes from `offset` of the node's shard) adds to the replica; False when the replica
+        does not line up with it (a gap, another generation, a chunk gone)."""
+        held = self.replicas.size(node)
+        if data is None or held < offset:
+            return False
+        have = self.replicas.read(node, offset)[: len(data)] if held > offset else b""
+        if have != data[: len(have)]:
+            return False
+        if held < offset + len(data):
+            self.replicas.append(node, data[held - offset :], held)
+        return True
+
+    def _generation(self, node: str, gen: str) -> tuple[bytes, str] | None:
+        """A whole generation and its last chunk's key; None when a chunk went away (a newer one is coming)."""
+        folder, parts, end, last = self._folder(node, gen), [], 0, ""
+        for key, _, _ in self.bucket.listing(folder):
+            match = CHUNK.match(key[len(folder) :])
+            if not match:
+                continue
+            if int(match[1]) != end:
+                raise BadObject(f"{key} does not continue generation {gen}; retrying")
+            data = self._fetch(key)
+            if data is None:
+                return None
+            parts.append(data)
+            end, last = end + len(data), key
+        return b"".join(parts), last
+
+    def _fetch_generation(self, node: str, st: dict[str, Any], gen: str) -> None:
+        """Download a whole generation and make the replica hold it (a continuation, or a replacement)."""
+        got = self._generation(node, gen)
+        if got is None:
+            return
+        blob, last = got
+        end = len(blob)
+        if not self._merge(node, 0, blob):
+            held = self.replicas.size(node)
+            if _last_seq(blob) >= _last_seq(self.replicas.read(node, max(0, held - TAIL))):
+                self.replicas.replace(node, blob)
+            else:
+                end = -1  # the replica is ahead in an older generation: replaced once this one catches up
+        st.update(gen=gen, after=last, end=end)
 
 
 async def run(services: Services) -> None:
-    await anyio.sleep_forever()
+    """Sync with the configured bucket until cancelled; each exchange is reported to services.sync."""
+    settings, status = services.settings, services.sync
+    poll = float(settings.extra.get("s3_poll_s", POLL_S))
+    backoff_max = float(settings.extra.get("s3_backoff_max_s", BACKOFF_MAX_S))
+    target = f"s3://{settings.s3_bucket}/{settings.s3_prefix.strip('/')}"
+    sync: BucketSync | None = None
+    delay, next_pull = 0.0, 0.0
+    try:
+        while True:
+            try:
+                if sync is None:
+                    sync = await anyio.to_thread.run_sync(BucketSync.open, settings, services.replicas)
+                pull = time.monotonic() >= next_pull
+                contacted, problems = await anyio.to_thread.run_sync(sync.step, pull)
+                next_pull = time.monotonic() + poll if pull else next_pull
+                if problems:
+                    status.failed(NAME, "; ".join(problems), kind=KIND, target=target)
+                elif contacted:
+                    status.ok(NAME, kind=KIND, target=target, **sync.report())
+                delay = 0.0
+            except BucketError as exc:
+                status.failed(NAME, f"{exc} (changes are kept here and sent once it works)", kind=KIND, target=target)
+                delay = min(backoff_max, max(1.0, delay * 2))
+            except Exception as exc:  # a disk or programming error: keep trying, and say so
+                log.exception("S3 sync failed")
+                status.failed(NAME, f"unexpected error: {exc!r}", kind=KIND, target=target)
+                delay = backoff_max
+            await anyio.sleep(delay or min(TICK_S, poll))
+    finally:
+        if sync is not None:
+            sync.close()
+
+
+def after_compaction(settings: Settings, store: Store) -> str:
+    """Publish the just-compacted own shard as a new generation (for `hivenote compact`, which runs while no server
+    does; a running server notices a rewritten shard by itself). Raises BucketError, or BucketConflict when another
+    writer claims this node; either way the compacted shard stays here and goes up with the next sync."""
+    with contextlib.closing(BucketSync.open(settings, Replicas(store.log_dir, store.node))) as sync:
+        sync.upload()
+        own = sync.state["own"]
+    return f"The bucket now holds generation {own['gen']} of {store.node} ({own['sent']} bytes)."
+
+
+def restore_own_shard(settings: Settings) -> int:
+    """Before the store opens: if this node's own shard is missing or empty and the bucket holds it, bring it back
+    (so `seq` continues where it was). Returns the bytes restored (0 when there was nothing to do or no bucket)."""
+    if not settings.s3_bucket or not read_node(settings.data_dir):
+        return 0  # no bucket, or a fresh install: nothing of ours can be there
+    node = claim_node(settings.data_dir, host_fingerprint(), time.time_ns() // 1_000_000)  # the id the store will use
+    replicas = Replicas(settings.log_path, node)
+    if replicas.size(node) > 0:
+        return 0
+    (settings.data_dir / "log").mkdir(parents=True, exist_ok=True)
+    claim = ShardClaim(settings.data_dir, node)
+    try:
+        claim.acquire()  # nobody may start writing it while it is restored
+    except ShardLocked:
+        return 0
+    try:
+        with contextlib.closing(BucketSync.open(settings, replicas)) as sync:
+            head = sync._read_head(node)
+            got = sync._generation(node, head[0]) if head else None
+            if head is None or got is None or not replicas.restore_own(got[0]):
+                return 0
+            blob, last = got[0], got[0].rfind(b"\n", 0, len(got[0]) - 1) + 1
+            sync.state["own"] = {"gen": head[0], "etag": head[1], "sent": len(blob), "seq": _last_seq(blob)}
+            sync.state["own"] |= {"tail": [last, sync._hash(last, len(blob))], "verified": True, "pending": None}
+            sync._save()
+            return len(blob)
+    except BucketError as exc:
+        log.warning("this node's shard was not restored from the bucket: %s", exc)
+        return 0
+    finally:
+        claim.release()
+
+
+def configure(
+    data_dir: Path, bucket: str, *, endpoint: str | None = None, prefix: str | None = None, region: str | None = None
+) -> str:
+    """`hivenote sync s3 <bucket> [--endpoint URL] [--prefix P] [--region R]` (None keeps the saved value): checks
+    with the standard AWS credentials that the bucket is reachable, writable and honours conditional writes, then
+    saves the settings. Raises InvalidInput or BucketError (saying what failed), saving nothing."""
+    current = load_settings(environ={}, data_dir=data_dir)
+    endpoint = current.s3_endpoint if endpoint is None else endpoint.strip()
+    prefix = current.s3_prefix if prefix is None else prefix.strip().strip("/")
+    region = current.s3_region if region is None else region.strip()
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$", bucket):
+        raise InvalidInput(f"{bucket!r} is not a bucket name (letters, digits, '.', '_', '-'; 2 to 255)")
+    if endpoint and not re.match(r"^https?://[^\s/]+(/\S*)?$", endpoint):
+        raise InvalidInput(f"endpoint {endpoint!r} must be a URL like https://<account>.r2.cloudflarestorage.com")
+    if ".." in prefix or not re.match(r"^[\w./-]*$", prefix):
+        raise InvalidInput(f"prefix {prefix!r} may hold letters, digits, '.', '_', '-' and '/'")
+    values: dict[str, Any] = {"s3_endpoint": endpoint, "s3_prefix": prefix, "s3_region": region, "s3_bucket": bucket}
+    with contextlib.closing(Bucket(replace(current, **values))) as target:
+        target.check()
+    for name, value in values.items():  # the bucket last: sync starts only once the rest is in place
+        save_setting(data_dir, name, value if value or name == "s3_prefix" else None)
+    return f"Syncing through s3://{bucket}/{prefix} at {endpoint or 'AWS S3'} from the next start of Hivenote."

@@ -1,0 +1,335 @@
+"""Pulling from one peer over its `/sync` endpoints (routes.py has the protocol): what this node lacks of every
+shard the peer lists, by continuation when the peer's copy extends ours, or whole when the owner compacted it (and
+only then: a shard that started again from seq 1 is refused, so no op held here is lost). Each exchange is
+reported to the status and marks the peer up or down in peers.json; the peers a peer knows are learned (gossip).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+
+from ..errors import InvalidInput
+from .peerbook import Peer, PeerBook, editing, normalize_url
+from .replica import Replicas, SyncRefused
+from .routes import MAX_LIMIT, SIG, Summary, digest, summarize, valid_node
+from .status import SyncStatus
+
+MAX_PEERS = 64  # gossip stops learning beyond this many
+MAX_WHOLE_BYTES = 1 << 30  # a replaced (compacted) shard is fetched whole before it replaces the copy here
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class PeerFailed(Exception):
+    """An exchange that did not work; the message says what happened and is reported."""
+
+
+class PeerUnreachable(PeerFailed):
+    """The network or the peer's door (its token check): nothing more can be asked of it this round."""
+
+
+class Replaced(Exception):
+    """The peer's copy differs from ours before the offset: a new generation of the shard."""
+
+
+def _unreachable(url: str, exc: httpx2.HTTPError) -> PeerUnreachable:
+    """`cannot reach <url>: <why>`, with the why found under the client's wrappers."""
+    reason = str(exc) or "the connection was closed"
+    if isinstance(exc, httpx2.TimeoutException):
+        reason = "no answer in time"
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            reason = "connection refused"
+        elif isinstance(cause, socket.gaierror):
+            reason = f"unknown host name ({cause.strerror})"
+        cause = cause.__cause__ or cause.__context__
+    return PeerUnreachable(f"cannot reach {url}: {reason}")
+
+
+def _error_message(response: httpx2.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200] or response.reason_phrase
+
+
+@dataclass
+class Listing:
+    node: str
+    shards: dict[str, Summary]
+    peers: list[str]
+
+
+def parse_listing(url: str, raw: Any) -> Listing:
+    try:
+        node, shards, peers = raw["node"], raw["shards"], raw.get("peers", [])
+        if not (isinstance(node, str) and valid_node(node) and isinstance(shards, dict) and isinstance(peers, list)):
+            raise ValueError("node, shards or peers missing")
+        return Listing(node, {str(k): Summary.from_json(v) for k, v in shards.items()}, [str(p) for p in peers])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PeerFailed(f"{url} is not a Hivenote peer (its /sync/shards answer is unusable: {exc})") from None
+
+
+def _lines_by_seq(data: bytes) -> dict[int, bytes]:
+    found: dict[int, bytes] = {}
+    for line in data.splitlines():
+        with contextlib.suppress(ValueError, RecursionError, AttributeError):
+            seq = json.loads(line).get("seq")
+            if type(seq) is int:
+                found[seq] = line
+    return found
+
+
+class Puller:
+    """Pulls from one peer at a time what this node lacks, into the replicas; reports each exchange."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        replicas: Replicas,
+        status: SyncStatus,
+        http: httpx2.AsyncClient,
+        now_ms: Callable[[], int] = _wall_ms,
+    ) -> None:
+        self.data_dir = data_dir
+        self.replicas = replicas
+        self.status = status
+        self.http = http
+        self.now_ms = now_ms
+        self.book = PeerBook()
+        self.refused: dict[str, tuple[str, str]] = {}  # node -> (head, why) of a generation refused
+        self._locks: dict[str, anyio.Lock] = {}
+
+    async def exchange(self, peer: Peer) -> bool:
+        """One pull from `peer`, reported to the status and peers.json; True when everything in it worked."""
+        name = f"peer {peer.url}"
+        moved, lag, reached = 0, 0, False
+        try:
+            listing = await self.listing(peer)
+            reached = True
+            if listing.node == self.replicas.own_node:
+                await self._note(peer.url, up=True, error="", node=listing.node, is_self=True)
+                self.status.forget(name)
+                return True
+            await self._learn(peer, listing.peers)
+            moved, lag = await self._pull_shards(peer, listing)
+        except (PeerFailed, SyncRefused, OSError) as exc:
+            message = f"cannot write what {peer.url} sent: {exc}" if isinstance(exc, OSError) else str(exc)
+            self.status.failed(name, message, kind="peer", target=peer.url, up=reached)
+            await self._note(peer.url, up=reached, error=message)
+            return False
+        self.status.ok(name, kind="peer", target=peer.url, bytes_in=moved, up=True, lag_bytes=lag, node=listing.node)
+        await self._note(peer.url, up=True, error="", node=listing.node)
+        return True
+
+    async def _get(self, peer: Peer, path: str, params: dict[str, Any] | None = None) -> httpx2.Response:
+        headers = {"Authorization": f"Bearer {peer.token}"}
+        for attempt in (1, 2):
+            try:
+                response = await self.http.get(f"{peer.url}{path}", params=params, headers=headers)
+                break
+            except (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError) as exc:
+                if attempt == 2:  # the first may have met a kept-alive connection the peer closed (it restarted)
+                    raise _unreachable(peer.url, exc) from None
+            except httpx2.HTTPError as exc:
+                raise _unreachable(peer.url, exc) from None
+        if response.status_code == 401:
+            raise PeerUnreachable(
+                f"{peer.url} refused our token; add it again with the token its machines share: "
+                f"hivenote sync peer add {peer.url} --token <token>"
+            )
+        return response
+
+    async def listing(self, peer: Peer) -> Listing:
+        response = await self._get(peer, "/sync/shards")
+        if response.status_code != 200:
+            raise PeerFailed(f"{peer.url} answered {response.status_code} to /sync/shards: {_error_message(response)}")
+        try:
+            raw = response.json()
+        except ValueError:
+            raw = None
+        return parse_listing(peer.url, raw)
+
+    async def _pull_shards(self, peer: Peer, listing: Listing) -> tuple[int, int]:
+        moved = lag = 0
+        problems: list[str] = []
+        for node, theirs in sorted(listing.shards.items()):
+            if node == self.replicas.own_node or not valid_node(node) or theirs.size == 0:
+                continue
+            async with self._locks.setdefault(node, anyio.Lock()):
+                try:
+                    got, behind = await self._pull_shard(peer, node, theirs)
+                except SyncRefused as exc:  # this shard only: the others still come
+                    problems.append(f"refused {node}'s shard from {peer.url}: {exc}")
+                    continue
+                except PeerUnreachable:
+                    raise
+                except PeerFailed as exc:
+                    problems.append(str(exc))
+                    continue
+            moved, lag = moved + got, lag + behind
+        if problems:
+            raise PeerFailed("; ".join(problems))
+        return moved, lag
+
+    async def _pull_shard(self, peer: Peer, node: str, theirs: Summary) -> tuple[int, int]:
+        """Bytes moved and bytes still behind for one shard."""
+        ours = await anyio.to_thread.run_sync(summarize, self.replicas.path(node))
+        if ours.size == 0 or (theirs.head == ours.head and theirs.size > ours.size):
+            try:
+                moved = await self._continue(peer, node, ours, theirs)
+                return moved, max(0, theirs.size - ours.size - moved)
+            except Replaced:
+                ours = await anyio.to_thread.run_sync(summarize, self.replicas.path(node))
+        elif theirs.head == ours.head and theirs.size == ours.size:
+            return 0, 0
+        refused = self.refused.get(node)
+        if refused and refused[0] == theirs.head:
+            raise SyncRefused(refused[1])  # still the generation refused before: not fetched again
+        if not _newer(theirs, ours):
+            return 0, 0  # an older generation than ours, or the same one behind: the peer is behind us
+        data = await self.fetch_whole(peer, node, theirs)
+        if data is None:
+            return 0, theirs.size
+        await anyio.to_thread.run_sync(self._replace, node, theirs, data)
+        return len(data), 0
+
+    async def _range(self, peer: Peer, node: str, offset: int, head: str, tail: bytes) -> httpx2.Response:
+        params: dict[str, Any] = {"offset": offset, "limit": MAX_LIMIT}
+        if offset:
+            params |= {"head": head, "tail": digest(tail)}
+        response = await self._get(peer, f"/sync/shards/{node}", params)
+        if response.status_code == 409:
+            raise Replaced
+        if response.status_code != 200:
+            raise PeerFailed(
+                f"{peer.url} answered {response.status_code} for {node}'s shard: {_error_message(response)}"
+            )
+        return response
+
+    async def _continue(self, peer: Peer, node: str, ours: Summary, theirs: Summary) -> int:
+        """Append the peer's lines after ours, range by range."""
+        offset, moved = ours.size, 0
+        tail = await anyio.to_thread.run_sync(self._tail, node, offset)
+        while offset < theirs.size:
+            response = await self._range(peer, node, offset, theirs.head, tail)
+            written = await anyio.to_thread.run_sync(self.replicas.append, node, response.content, offset)
+            if written == 0:
+                if response.content:
+                    raise PeerFailed(f"{peer.url} sent no complete line of {node}'s shard at byte {offset}")
+                break  # it has no more than this (it shrank since its listing)
+            tail = (tail + response.content[:written])[-SIG:]
+            offset, moved = offset + written, moved + written
+        return moved
+
+    def _tail(self, node: str, offset: int) -> bytes:
+        if offset == 0:
+            return b""
+        with open(self.replicas.path(node), "rb") as fh:
+            fh.seek(max(0, offset - SIG))
+            return fh.read(min(SIG, offset))
+
+    async def fetch_whole(self, peer: Peer, node: str, theirs: Summary) -> bytes | None:
+        """The peer's whole shard (None when it changed while we fetched: the next round tries again)."""
+        if theirs.size > MAX_WHOLE_BYTES:
+            raise PeerFailed(f"{peer.url} offers {node}'s shard as {theirs.size} bytes, over {MAX_WHOLE_BYTES}")
+        data = b""
+        while len(data) < theirs.size:
+            try:
+                response = await self._range(peer, node, len(data), theirs.head, data[-SIG:])
+            except Replaced:
+                return None
+            chunk = response.content
+            whole = chunk[: chunk.rfind(b"\n") + 1]
+            if not whole:
+                if chunk:
+                    raise PeerFailed(f"{peer.url} sent no complete line of {node}'s shard at byte {len(data)}")
+                return None
+            data += whole
+        return data
+
+    def _replace(self, node: str, theirs: Summary, data: bytes) -> None:
+        """Put a new generation in place of ours, if it is one: every op it keeps up to our last seq must be the
+        very op we hold (compaction only drops lines). A node that lost its shard and began again at seq 1 is
+        refused, so the ops held here are not lost."""
+        try:
+            held = _lines_by_seq(self.replicas.path(node).read_bytes())
+        except FileNotFoundError:
+            held = {}
+        last = max(held, default=0)
+        for seq, line in _lines_by_seq(data).items():
+            if seq <= last and held.get(seq) != line:
+                message = (
+                    f"its op {seq} differs from the one held here, so it is not a compaction of this copy (did {node} "
+                    "lose its shard and start again?); this copy is kept"
+                )
+                self.refused[node] = (theirs.head, message)
+                raise SyncRefused(message)
+        self.replicas.replace(node, data)
+
+    async def _learn(self, peer: Peer, urls: list[str]) -> None:
+        """Gossip: peers a peer knows become ours, tried with the token of the one that told us."""
+        fresh: list[str] = []
+        for raw in urls[:MAX_PEERS]:
+            try:
+                url = normalize_url(raw)
+            except InvalidInput:
+                continue
+            if url != peer.url and url not in self.book.peers and url not in self.book.removed and url not in fresh:
+                fresh.append(url)
+        room = MAX_PEERS - len(self.book.peers)
+        if fresh and room > 0:
+
+            def learn(book: PeerBook) -> None:
+                for url in fresh[:room]:
+                    if url not in book.peers and url not in book.removed:
+                        book.peers[url] = Peer(url, peer.token, learned_from=peer.url)
+
+            await self._edit(learn)
+
+    async def _note(self, url: str, **changes: Any) -> None:
+        """Record an exchange's outcome in peers.json, only when it differs from what is there."""
+        known = self.book.peers.get(url)
+        if known is None or all(getattr(known, k) == v for k, v in changes.items()):
+            return
+        stamp = self.now_ms()
+
+        def note(book: PeerBook) -> None:
+            peer = book.peers.get(url)
+            if peer is None:
+                return
+            if (changes.get("up", peer.up), changes.get("error", peer.error)) != (peer.up, peer.error):
+                peer.changed = stamp
+            for key, value in changes.items():
+                setattr(peer, key, value)
+
+        await self._edit(note)
+
+    async def _edit(self, change: Callable[[PeerBook], None]) -> None:
+        def edit() -> PeerBook:
+            with editing(self.data_dir) as book:
+                change(book)
+            return book
+
+        self.book = await anyio.to_thread.run_sync(edit)
+
+
+def _newer(theirs: Summary, ours: Summary) -> bool:
+    """Whether a different generation of a shard should replace ours: compaction keeps the last op, so a newer one
+    has a greater last seq, or the same one in fewer bytes."""
+    if theirs.seq is None:
+        return False
+    return ours.seq is None or theirs.seq > ours.seq or (theirs.seq == ours.seq and theirs.size < ours.size)

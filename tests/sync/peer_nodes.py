@@ -1,0 +1,169 @@
+"""Real `hivenote serve` processes for the peer-sync tests: each on its own free 127.0.0.1 port (kept across
+restarts, as a peer's URL is), in its own process group, called over REST with the owner's token; stopped cleanly,
+or killed, and always reaped."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hivenote.server.auth import Tokens
+from hivenote.server.node import read_node
+
+START_S = 30
+WAIT_S = 20  # for anything that should take a second or two
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(check: Callable[[], bool], what: Callable[[], str] | str, timeout: float = WAIT_S) -> float:
+    """Poll `check` until it holds (returns the seconds it took); fail with `what` at the deadline."""
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"not reached within {timeout} s: {what() if callable(what) else what}")
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+@dataclass
+class Node:
+    """One data dir and the port its server listens on; `start` and `stop` as often as needed."""
+
+    data_dir: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def node(self) -> str:
+        return read_node(self.data_dir)
+
+    @property
+    def token(self) -> str:
+        return Tokens(self.data_dir / "tokens.json").default()
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir.parent / f"{self.data_dir.name}-serve.log"
+
+    def log_tail(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
+
+    def start(self) -> None:
+        """Launch `hivenote serve` (see `wait_ready`)."""
+        assert self.process is None, "already running"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.token  # noqa: B018 - created before the server starts, so both use the same file
+        argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(self.data_dir), "serve"]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [*argv, "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def healthy(self) -> bool:
+        assert self.process is not None and self.process.poll() is None, f"serve exited:\n{self.log_tail()}"
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/health", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def wait_ready(self) -> None:
+        wait_for(self.healthy, lambda: f"hivenote serve answering\n{self.log_tail()}", START_S)
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
+        """`sig` to its process group (SIGTERM stops `hivenote serve` cleanly), SIGKILL if it hangs; the exit code."""
+        process, self.process = self.process, None
+        if process is None:
+            return 0
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            return process.wait(30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return -signal.SIGKILL
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        request = urllib.request.Request(f"{self.url}{path}", data, headers, method=method)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    def remember(self, title: str) -> str:
+        made = self.call("POST", "/api/notes", {"kind": "fact", "title": title})
+        return str(made["note"]["id"])
+
+    def titles(self) -> set[str]:
+        found = self.call("GET", "/api/notes?limit=200")
+        return {note["title"] for note in found["results"]}
+
+    def shard(self, node: str) -> bytes:
+        """This data dir's copy of `node`'s shard (b"" when it has none)."""
+        try:
+            return (self.data_dir / "log" / f"{node}.jsonl").read_bytes()
+        except FileNotFoundError:
+            return b""
+
+    def peers(self) -> dict[str, dict[str, Any]]:
+        """peers.json as the server keeps it, by URL."""
+        try:
+            raw = json.loads((self.data_dir / "peers.json").read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):  # not written yet, or caught between write and rename
+            return {}
+        return {p["url"]: p for p in raw["peers"]}
+
+
+@contextlib.contextmanager
+def running(*nodes: Node) -> Iterator[None]:
+    """Start the nodes together and wait for each; those still running at the end must stop cleanly (exit 0)."""
+    try:
+        for node in nodes:
+            node.start()
+        for node in nodes:
+            node.wait_ready()
+        yield
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    codes = [(node.stop(), node) for node in nodes if node.process is not None]
+    for code, node in codes:
+        assert code == 0, f"hivenote serve exited with {code}:\n{node.log_tail()}"
+
+
+def fetch(
+    url: str, token: str | None, method: str = "GET", data: bytes | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of one request (errors included, not raised)."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    request = urllib.request.Request(url, data, headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()

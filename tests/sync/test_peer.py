@@ -1,0 +1,432 @@
+"""Peer-to-peer sync: real `hivenote serve` processes pulling from each other over `/sync` (gossip, convergence
+across a kill, a lost own shard restored with its seq going on), the puller in this process against real servers
+and a hostile peer (incremental transfer, compaction, a restarted shard, impersonation, cut-off ranges, peers down),
+bad input on `/sync`, and the peers file and shared token."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import json
+import re
+import signal
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx2
+import pytest
+
+from hivenote.server.auth import Tokens, new_token
+from hivenote.server.errors import InvalidInput, NotFound
+from hivenote.server.model import Author
+from hivenote.server.node import read_node
+from hivenote.server.notebook import Notebook
+from hivenote.server.settings import Settings
+from hivenote.server.store import Store
+from hivenote.server.sync.peer import add_peer, list_peers, remove_peer, restore_own_shard
+from hivenote.server.sync.peerbook import load_peers, peer_token_name
+from hivenote.server.sync.pull import Puller
+from hivenote.server.sync.replica import Replicas
+from hivenote.server.sync.routes import MAX_LIMIT
+from hivenote.server.sync.status import SyncStatus
+
+if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
+    from tests.sync.peer_inprocess import Hostile, hostile_peer, served
+    from tests.sync.peer_nodes import Node, fetch, free_port, running, wait_for
+else:
+    from peer_inprocess import Hostile, hostile_peer, served
+    from peer_nodes import Node, fetch, free_port, running, wait_for
+
+
+def seqs(shard: bytes) -> list[int]:
+    return [json.loads(line)["seq"] for line in shard.splitlines()]
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- real servers ---------------------------------------------------------------------------------------------------
+
+
+def test_three_servers_find_each_other_by_gossip_and_converge_after_one_is_killed(tmp_path: Path) -> None:
+    a, b, c = Node(tmp_path / "a"), Node(tmp_path / "b"), Node(tmp_path / "c")
+    token = new_token()  # the one peer token this user's machines share
+    add_peer(a.data_dir, b.url, token)  # a and c know only b; b knows both
+    add_peer(b.data_dir, a.url, token)
+    add_peer(b.data_dir, c.url, token)
+    add_peer(c.data_dir, b.url, token)
+    nodes = (a, b, c)
+    with running(*nodes):
+        titles = {f"written on {n.data_dir.name}" for n in nodes}
+        for n in nodes:
+            n.remember(f"written on {n.data_dir.name}")
+        wait_for(lambda: all(n.titles() == titles for n in nodes), lambda: str([n.titles() for n in nodes]))
+
+        # Gossip: b told a about c and c about a; each was then reached with b's token and reported its node id.
+        wait_for(lambda: a.peers().get(c.url, {}).get("node") == c.node, lambda: str(a.peers()))
+        wait_for(lambda: c.peers().get(a.url, {}).get("node") == a.node, lambda: str(c.peers()))
+        assert a.peers()[c.url]["learned_from"] == b.url and a.peers()[c.url]["up"] is True
+        assert a.peers()[b.url]["learned_from"] == ""
+
+        assert b.stop(signal.SIGKILL) == -signal.SIGKILL
+        c.remember("written on c while b is down")
+        titles.add("written on c while b is down")
+        wait_for(lambda: a.titles() == titles, lambda: str(a.titles()))  # only the link gossip made is left
+        refused = f"cannot reach {b.url}: connection refused"
+        wait_for(lambda: a.peers()[b.url]["error"] == refused, lambda: str(a.peers()[b.url]))
+        assert a.peers()[b.url]["up"] is False
+        a.remember("written on a while b is down")
+        titles.add("written on a while b is down")
+
+        b.start()
+        b.wait_ready()
+        wait_for(lambda: b.titles() == titles, lambda: str(b.titles()))
+        b.remember("written on b after coming back")
+        titles.add("written on b after coming back")
+        wait_for(lambda: all(n.titles() == titles for n in nodes), lambda: str([n.titles() for n in nodes]))
+        wait_for(lambda: a.peers()[b.url]["up"] is True, lambda: str(a.peers()[b.url]))
+
+        def identical() -> bool:  # every copy of every shard is its owner's bytes
+            return all(n.shard(owner.node) == owner.shard(owner.node) for owner in nodes for n in nodes)
+
+        wait_for(identical, "byte-identical shards everywhere")
+        assert all(seqs(n.shard(n.node)) == list(range(1, len(seqs(n.shard(n.node))) + 1)) for n in nodes)
+
+
+def test_a_lost_own_shard_is_restored_from_a_peer_before_anything_new_and_seq_continues(tmp_path: Path) -> None:
+    a, b = Node(tmp_path / "a"), Node(tmp_path / "b")
+    token = new_token()
+    add_peer(a.data_dir, b.url, token)
+    add_peer(b.data_dir, a.url, token)
+    with running(a, b):
+        for i in range(3):
+            a.remember(f"note {i}")
+        before = a.shard(a.node)
+        wait_for(lambda: b.shard(a.node) == before, "b holding a's whole shard")
+        assert a.stop() == 0
+        (a.data_dir / "log" / f"{a.node}.jsonl").unlink()
+
+        a.start()
+        a.wait_ready()
+        assert "Restored this node's shard from a peer" in a.log_tail()
+        assert a.shard(a.node) == before
+        assert a.titles() == {"note 0", "note 1", "note 2"}
+        a.remember("after the restore")
+        after = a.shard(a.node)
+        assert after.startswith(before) and seqs(after) == list(range(1, len(seqs(before)) + 2))
+        wait_for(lambda: b.shard(a.node) == after, "b holding the op written after the restore")
+        everything = {"note 0", "note 1", "note 2", "after the restore"}
+        wait_for(lambda: b.titles() == everything, lambda: str(b.titles()))
+
+
+def test_restoring_leaves_a_fresh_install_a_present_shard_and_an_unreachable_peer_alone(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    add_peer(data_dir, f"http://127.0.0.1:{free_port()}", new_token())  # nothing listens there
+    settings = Settings(data_dir=data_dir)
+    assert restore_own_shard(settings) == 0 and not (data_dir / "node.json").exists()  # fresh: no node id minted
+    with Store(data_dir) as store:
+        Notebook(store).remember(kind="fact", title="kept", by=Author(agent="cli"))
+        node, shard = store.node, store.shard_path
+    assert shard is not None
+    held = shard.read_bytes()
+    assert restore_own_shard(settings) == 0 and shard.read_bytes() == held
+    shard.unlink()
+    assert restore_own_shard(settings) == 0 and not shard.exists()  # lost, and no peer answers: nothing to do
+    assert read_node(data_dir) == node
+
+
+# -- bad input on /sync (one real server) ---------------------------------------------------------------------------
+
+
+@dataclass
+class Lone:
+    node: Node
+    shard: bytes
+    peer_url: str
+    peer_token: str
+
+
+@pytest.fixture(scope="module")
+def lone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lone]:
+    node = Node(tmp_path_factory.mktemp("lone") / "data")
+    peer_url, peer_token = f"http://127.0.0.1:{free_port()}", new_token()  # nothing listens there
+    add_peer(node.data_dir, peer_url, peer_token)
+    with running(node):
+        for title in ("one", "two", "three"):
+            node.remember(title)
+        shard = node.shard(node.node)
+        # A sync tool's conflict copy: a valid op, but under a name that is not its writer's.
+        line = json.loads(shard.splitlines()[0]) | {"node": "someone-0001"}
+        (node.data_dir / "log" / "someone-0001.sync-conflict-1.jsonl").write_text(json.dumps(line) + "\n", "utf-8")
+        yield Lone(node, shard, peer_url, peer_token)
+
+
+def log_files(node: Node) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((node.data_dir / "log").iterdir()) if p.suffix == ".jsonl"}
+
+
+def test_the_listing_describes_each_shard_and_announces_peers_without_tokens(lone: Lone) -> None:
+    status, _, body = fetch(f"{lone.node.url}/sync/shards", lone.node.token)
+    listing = json.loads(body)
+    assert status == 200 and listing["node"] == lone.node.node
+    first = lone.shard.splitlines(keepends=True)[0]
+    assert listing["shards"] == {lone.node.node: {"size": len(lone.shard), "head": sha(first), "seq": 3}}
+    assert listing["peers"] == [lone.peer_url]
+    assert lone.peer_token not in body.decode() and lone.node.token not in body.decode()
+
+
+def test_ranges_hold_complete_lines_and_continue_where_a_copy_ends(lone: Lone) -> None:
+    url, node = lone.node.url, lone.node.node
+    lines = lone.shard.splitlines(keepends=True)
+    status, headers, body = fetch(f"{url}/sync/shards/{node}?offset=0&limit=10", lone.node.token)
+    assert status == 200 and body == lines[0]  # shorter than one line: that line whole
+    assert headers["x-shard-size"] == str(len(lone.shard)) and headers["x-shard-head"] == sha(lines[0])
+    assert headers["x-shard-seq"] == "3" and headers["content-type"] == "application/octet-stream"
+    held = len(lines[0])
+    proof = f"head={sha(lines[0])}&tail={sha(lone.shard[max(0, held - 64) : held])}"
+    status, _, rest = fetch(f"{url}/sync/shards/{node}?offset={held}&{proof}", lone.node.token)
+    assert status == 200 and lines[0] + rest == lone.shard
+    status, _, _ = fetch(f"{url}/sync/shards/{node}?offset={len(lone.shard)}&head=x&tail=y", lone.node.token)
+    assert status == 409  # the proofs are checked even at the end
+
+
+def test_sync_needs_a_valid_token(lone: Lone) -> None:
+    for token in (None, "wrong", lone.peer_token[:-1]):
+        status, _, body = fetch(f"{lone.node.url}/sync/shards/{lone.node.node}", token)
+        assert status == 401 and json.loads(body)["error"]["code"] == "unauthorized"
+    status, _, _ = fetch(f"{lone.node.url}/sync/shards", lone.peer_token)  # the shared peer token is accepted
+    assert status == 200
+
+
+def test_bad_range_requests_are_refused_with_clear_errors_and_change_nothing(lone: Lone) -> None:
+    node, size = lone.node.node, len(lone.shard)
+    first = lone.shard.splitlines(keepends=True)[0]
+    head, cut = sha(first), len(first)
+    tail = sha(lone.shard[max(0, cut - 64) : cut])
+    mid = cut - 3  # a copy cut mid-line: the proofs match, the offset does not end a line
+    cases: list[tuple[str, int, str, str]] = [
+        ("bad$name", 400, "invalid", "is not a node name"),
+        ("..", 400, "invalid", "is not a node name"),
+        ("nobody-0000", 404, "not_found", "no shard of nobody-0000 here"),
+        (f"{node}?offset=abc", 400, "invalid", "whole numbers of bytes"),
+        (f"{node}?offset=-1", 400, "invalid", "offset must be 0 or more"),
+        (f"{node}?limit=0", 400, "invalid", f"limit must be between 1 and {MAX_LIMIT} bytes"),
+        (f"{node}?limit={MAX_LIMIT + 1}", 400, "invalid", f"limit must be between 1 and {MAX_LIMIT} bytes"),
+        (f"{node}?offset=0&secret=1", 400, "invalid", "unknown parameter 'secret'"),
+        (f"{node}?offset={cut}", 400, "invalid", "send head and tail"),
+        (f"{node}?offset={size + 1}&head={head}&tail={tail}", 416, "out_of_range", f"beyond {node}'s shard"),
+        (f"{node}?offset={cut}&head={'0' * 64}&tail={tail}", 409, "shard_replaced", "fetch it again from offset 0"),
+        (f"{node}?offset={cut}&head={head}&tail={'0' * 64}", 409, "shard_replaced", "fetch it again from offset 0"),
+        (f"{node}?offset={mid}&head={head}&tail={sha(lone.shard[mid - 64 : mid])}", 400, "invalid", "not where a line"),
+    ]
+    before = log_files(lone.node)
+    for path, status, code, message in cases:
+        got, headers, body = fetch(f"{lone.node.url}/sync/shards/{path}", lone.node.token)
+        error = json.loads(body)["error"]
+        assert (got, error["code"]) == (status, code) and message in error["message"], (path, got, error)
+        assert headers["content-type"] == "application/json"
+    with contextlib.closing(http.client.HTTPConnection("127.0.0.1", lone.node.port, timeout=10)) as conn:
+        conn.putrequest("POST", "/sync/shards")  # 2 MiB announced: refused before a byte of it is read
+        for name, value in (("Authorization", f"Bearer {lone.node.token}"), ("Content-Length", str(2 << 20))):
+            conn.putheader(name, value)
+        conn.endheaders()
+        with conn.getresponse() as response:
+            assert response.status == 413 and json.loads(response.read())["error"]["code"] == "too_large"
+    status, _, body = fetch(f"{lone.node.url}/sync/shards/{node}", lone.node.token, "POST", b"{}")
+    assert status == 405
+    assert log_files(lone.node) == before
+
+
+# -- the puller against servers in this process ----------------------------------------------------------------------
+
+
+@dataclass
+class Harness:
+    """A puller over its own data dir, run one exchange at a time."""
+
+    data_dir: Path
+    own: str = "puller-0001"
+    status: SyncStatus = field(default_factory=SyncStatus)
+    refused: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def exchange(self, url: str) -> bool:
+        async def one() -> bool:
+            async with httpx2.AsyncClient(timeout=10) as http:
+                puller = Puller(self.data_dir, Replicas(self.data_dir / "log", self.own), self.status, http)
+                puller.book, puller.refused = load_peers(self.data_dir), self.refused
+                return await puller.exchange(puller.book.peers[url])
+
+        return anyio.run(one)
+
+    def state(self, url: str) -> dict[str, Any]:
+        return next(s for s in self.status.snapshot() if s["target"] == url)
+
+    def copy(self, node: str) -> bytes:
+        path = self.data_dir / "log" / f"{node}.jsonl"
+        return path.read_bytes() if path.exists() else b""
+
+
+def test_the_puller_moves_only_new_bytes_and_takes_a_compacted_shard_in_place_of_its_copy(tmp_path: Path) -> None:
+    puller = Harness(tmp_path / "puller")
+    with served(tmp_path / "peer") as peer:
+        add_peer(puller.data_dir, peer.url, peer.token)
+        first = peer.remember("first")
+        peer.remember("second")
+        assert puller.exchange(peer.url) and puller.copy(peer.store.node) == peer.shard()
+        assert puller.state(peer.url)["bytes_in"] == len(peer.shard())
+        assert puller.exchange(peer.url) and puller.state(peer.url)["bytes_in"] == len(peer.shard())  # nothing new
+        peer.remember("third")
+        assert puller.exchange(peer.url) and puller.copy(peer.store.node) == peer.shard()
+        assert puller.state(peer.url)["bytes_in"] == len(peer.shard())  # only the new line moved
+        assert puller.state(peer.url)["detail"] == {"up": True, "lag_bytes": 0, "node": peer.store.node}
+
+        notebook = Notebook(peer.store)
+        for title in ("first, again", "first, at last"):
+            notebook.update(first, title=title, by=Author(agent="cli"))
+        assert puller.exchange(peer.url) and puller.copy(peer.store.node) == peer.shard()
+        held = peer.shard()
+        lines, kept = peer.store.compact()  # drops "first, again": same first line and last op, fewer bytes
+        assert kept < lines and len(peer.shard()) < len(held)
+        assert puller.exchange(peer.url) and puller.copy(peer.store.node) == peer.shard()
+        assert puller.state(peer.url)["bytes_in"] == len(held) + len(peer.shard())
+
+
+def test_a_shard_that_started_again_from_seq_1_is_refused_and_the_copy_kept(tmp_path: Path) -> None:
+    puller = Harness(tmp_path / "puller")
+    with served(tmp_path / "peer") as peer:
+        add_peer(puller.data_dir, peer.url, peer.token)
+        for title in ("one", "two", "three"):
+            peer.remember(title)
+        assert puller.exchange(peer.url)
+        held, url = peer.shard(), peer.url
+        node, shard_path = peer.store.node, peer.store.shard_path
+    assert shard_path is not None
+    shard_path.unlink()  # lost, and no peer configured there to restore it from: it starts again at seq 1
+    with served(tmp_path / "peer") as peer:
+        assert peer.url != url
+        add_peer(puller.data_dir, peer.url, peer.token)  # the same peer, on a new port
+        for title in ("a", "b", "c", "d"):
+            peer.remember(title)
+        assert peer.store.node == node and seqs(peer.shard()) == [1, 2, 3, 4]
+        for _ in range(2):
+            assert not puller.exchange(peer.url)
+            assert "is not a compaction of this copy" in puller.state(peer.url)["error"]
+            assert puller.copy(node) == held
+
+
+def test_the_puller_refuses_impersonation_skips_bad_names_and_keeps_only_complete_lines(tmp_path: Path) -> None:
+    puller = Harness(tmp_path / "puller")
+    good = b"".join(json.dumps({"node": "hostile-0001", "seq": n, "op": "x"}).encode() + b"\n" for n in (1, 2, 3))
+    liar = b"".join(json.dumps({"node": w, "seq": n, "op": "x"}).encode() + b"\n" for n, w in ((1, "v-2"), (2, "z-3")))
+    mine = json.dumps({"node": "puller-0001", "seq": 1, "op": "x"}).encode() + b"\n"
+    peer = Hostile(shards={"hostile-0001": good, "v-2": liar, "../escape": good, "puller-0001": mine})
+    peer.cut = lambda node, offset, body: body[:-5] if node == "hostile-0001" else body  # each range cut mid-line
+    with hostile_peer(peer):
+        add_peer(puller.data_dir, peer.url, new_token())
+        assert not puller.exchange(peer.url)
+        error = puller.state(peer.url)["error"]
+        assert "refused v-2's shard" in error and "line 2 of v-2's shard says it was written by 'z-3'" in error
+        assert "sent no complete line of hostile-0001's shard" in error
+        assert puller.copy("hostile-0001") == good[: good.rfind(b"\n", 0, -1) + 1]  # the complete lines only
+        assert puller.copy("v-2") == b"" and puller.copy("puller-0001") == b""
+        assert sorted(p.name for p in tmp_path.rglob("*.jsonl")) == ["hostile-0001.jsonl"]
+        peer.cut = lambda node, offset, body: body
+        peer.shards.pop("v-2")
+        assert puller.exchange(peer.url) and puller.copy("hostile-0001") == good
+        assert not any("offset=0" in r for r in peer.requests[-2:])  # it went on from what it held
+
+        for listing in (b"<html>not a peer</html>", {"node": "../x", "shards": {}}, {"node": "n-1", "shards": []}):
+            peer.listing = listing
+            assert not puller.exchange(peer.url)
+            assert "is not a Hivenote peer" in puller.state(peer.url)["error"]
+
+
+def test_a_peer_that_is_down_or_refuses_the_token_is_marked_down_with_a_clear_message(tmp_path: Path) -> None:
+    puller = Harness(tmp_path / "puller")
+    down = f"http://127.0.0.1:{free_port()}"
+    add_peer(puller.data_dir, down, new_token())
+    assert not puller.exchange(down)
+    assert puller.state(down)["error"] == f"cannot reach {down}: connection refused"
+    recorded = load_peers(puller.data_dir).peers[down]
+    assert (recorded.up, recorded.error) == (False, f"cannot reach {down}: connection refused") and recorded.changed
+    with served(tmp_path / "peer") as peer:
+        add_peer(puller.data_dir, peer.url, new_token())  # not a token that peer accepts
+        assert not puller.exchange(peer.url)
+        assert puller.state(peer.url)["error"].startswith(f"{peer.url} refused our token")
+        assert load_peers(puller.data_dir).peers[peer.url].up is False
+        assert not (puller.data_dir / "log").exists()
+
+
+def test_gossip_learns_peers_with_the_announcers_token_but_not_removed_ones_or_itself(tmp_path: Path) -> None:
+    puller = Harness(tmp_path / "puller")
+    x, y, z = (f"http://127.0.0.1:{free_port()}" for _ in range(3))
+    shared = new_token()
+    for url in (x, y, z):
+        add_peer(tmp_path / "peer", url, shared)
+    add_peer(puller.data_dir, z, shared)
+    remove_peer(puller.data_dir, z)  # the user removed it here: gossip must not bring it back
+    with served(tmp_path / "peer") as peer:
+        add_peer(puller.data_dir, peer.url, peer.token)
+        assert puller.exchange(peer.url)
+        book = load_peers(puller.data_dir)
+        assert sorted(book.peers) == sorted([peer.url, x, y]) and book.removed == {z}
+        assert all(book.peers[u].learned_from == peer.url and book.peers[u].token == peer.token for u in (x, y))
+
+        itself = Harness(tmp_path / "peer-again", own=peer.store.node)  # the peer reached under another name
+        add_peer(itself.data_dir, peer.url, peer.token)
+        assert itself.exchange(peer.url) and load_peers(itself.data_dir).peers[peer.url].is_self
+        assert not (itself.data_dir / "log").exists()
+
+
+# -- the peers file and the shared token ----------------------------------------------------------------------------
+
+
+def test_adding_a_peer_keeps_its_token_private_and_accepts_that_token_here(tmp_path: Path) -> None:
+    token = new_token()
+    peer = add_peer(tmp_path, "HTTP://Laptop.Tailnet.ts.net:7788/", token)
+    assert peer.url == "http://laptop.tailnet.ts.net:7788" and "token" not in peer.public()
+    assert stat.S_IMODE((tmp_path / "peers.json").stat().st_mode) == 0o600
+    assert Tokens(tmp_path / "tokens.json").owner(token) == peer_token_name(token)
+    add_peer(tmp_path, "http://laptop.tailnet.ts.net:7788", token)  # again: no change, no error
+    assert [p.url for p in list_peers(tmp_path)] == [peer.url]
+    remove_peer(tmp_path, peer.url)
+    assert list_peers(tmp_path) == []
+    with pytest.raises(NotFound, match=re.escape("no peer http://laptop.tailnet.ts.net:7788")):
+        remove_peer(tmp_path, peer.url)
+
+
+@pytest.mark.parametrize(
+    ("url", "token", "message"),
+    [
+        ("laptop:7788", new_token(), "is not a peer URL"),
+        ("ftp://laptop", new_token(), "is not a peer URL"),
+        ("http://laptop:99999", new_token(), "is not a peer URL"),
+        ("http://me:secret@laptop:7788", new_token(), "has no user, query or fragment"),
+        ("http://laptop:7788", "short", "at least 16 printable ASCII characters"),
+        ("http://laptop:7788", "a token with spaces in it", "without spaces"),
+    ],
+)
+def test_bad_peers_are_refused_and_nothing_is_written(tmp_path: Path, url: str, token: str, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        add_peer(tmp_path, url, token)
+    assert not (tmp_path / "peers.json").exists() and not (tmp_path / "tokens.json").exists()
+
+
+def test_adopting_a_token_is_idempotent_and_refuses_a_second_token_under_the_same_name(tmp_path: Path) -> None:
+    tokens = Tokens(tmp_path / "tokens.json")
+    shared = new_token()
+    tokens.adopt("peers", shared)
+    tokens.adopt("peers", shared)
+    assert tokens.owner(shared) == "peers" and [p.name for p in tokens.people()] == ["peers"]
+    assert shared not in (tmp_path / "tokens.json").read_text(encoding="utf-8")  # kept as a digest only
+    with pytest.raises(InvalidInput, match="already has another token"):
+        tokens.adopt("peers", new_token())
+    with pytest.raises(InvalidInput, match="token name"):
+        tokens.adopt("", shared)
+    assert tokens.owner(shared) == "peers"

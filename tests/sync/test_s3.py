@@ -1,0 +1,344 @@
+"""The S3 bucket transport against a real S3 server (moto's server mode on 127.0.0.1) with conditional writes: two
+nodes converge through a bucket, transfers stay incremental (also across restarts), offline writes are reported
+and caught up, compaction publishes a new generation, a racing compaction loses cleanly, and nothing that claims
+another node or overwrites another writer's objects gets through."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from hivenote.server.errors import InvalidInput
+from hivenote.server.notebook import Notebook
+from hivenote.server.settings import load_settings
+from hivenote.server.store import Store
+from hivenote.server.sync.bucket import Bucket
+from hivenote.server.sync.replica import Replicas
+from hivenote.server.sync.s3 import (
+    BucketConflict,
+    BucketError,
+    BucketSync,
+    after_compaction,
+    configure,
+    restore_own_shard,
+)
+
+if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
+    from tests.sync.s3env import (
+        Moto,
+        Node,
+        bucket_fold,
+        bucket_shard,
+        generation,
+        objects,
+        read,
+        running,
+        s3_settings,
+        wait_until,
+    )
+else:
+    from s3env import Moto, Node, bucket_fold, bucket_shard, generation, objects, read, running, s3_settings, wait_until
+
+
+@pytest.fixture
+def moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Moto]:
+    """The S3 server, and an AWS environment that reaches nothing else: test keys, no profile, no metadata probe."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    server = Moto()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def bucket(moto: Moto) -> str:
+    name = f"hive-{secrets.token_hex(4)}"  # moto keeps every bucket for the whole process: one per test
+    with moto.client() as client:
+        client.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def pair(tmp_path: Path, moto: Moto, bucket: str) -> Iterator[tuple[Node, Node]]:
+    with (
+        running(s3_settings(tmp_path / "a", moto, bucket)) as a,
+        running(s3_settings(tmp_path / "b", moto, bucket)) as b,
+    ):
+        yield a, b
+
+
+def converged(a: Node, b: Node) -> bool:
+    return a.snapshot() == b.snapshot()
+
+
+def test_two_nodes_sync_through_a_bucket_sending_only_what_is_new(pair: tuple[Node, Node], moto: Moto) -> None:
+    a, b = pair
+    ids = [a.remember(f"A decided {n}") for n in range(3)] + [b.remember(f"B decided {n}") for n in range(2)]
+    wait_until(lambda: all(a.has(i) and b.has(i) for i in ids), what="every note on both nodes")
+    wait_until(lambda: converged(a, b), what="identical state")
+
+    started = time.monotonic()
+    late = a.remember("Written after the first sync")
+    wait_until(lambda: b.has(late), what="the late note on B")
+    print(f"\nwrite→visible on the other node: {1000 * (time.monotonic() - started):.0f} ms")
+
+    shard = Replicas(a.store.log_dir, a.node).read(a.node)
+    with moto.client() as client:
+        bucket = a.services.settings.s3_bucket
+        wait_until(lambda: bucket_shard(client, bucket, a.node) == shard, what="A's shard in the bucket")
+        chunks = objects(client, bucket, f"hivenote/{a.node}/{generation(client, bucket, a.node)}/")
+        assert len(chunks) >= 2 and sum(chunks.values()) == len(shard)  # each upload held only the new lines
+        assert bucket_fold(client, bucket) == a.snapshot() == b.snapshot()
+    wait_until(lambda: a.s3().get("bytes_out") == len(shard) and b.s3().get("bytes_in") == len(shard), what="bytes")
+    assert not a.s3()["failing"] and not b.s3()["failing"]
+    assert (b.store.log_dir / f"{a.node}.jsonl").read_bytes() == shard  # a byte-exact replica
+
+
+def test_a_restart_resumes_where_it_left_off(tmp_path: Path, moto: Moto, bucket: str) -> None:
+    with running(s3_settings(tmp_path / "a", moto, bucket)) as a:
+        with running(s3_settings(tmp_path / "b", moto, bucket)) as b:
+            first = b.remember("Before the restart")
+            wait_until(lambda: a.has(first) and b.s3().get("bytes_out", 0) > 0, what="first note on A")
+        second = a.remember("While B was down")
+        line = Replicas(a.store.log_dir, a.node).read(a.node).splitlines(keepends=True)[-1]
+        with running(s3_settings(tmp_path / "b", moto, bucket)) as b:
+            wait_until(lambda: b.has(second), what="the note written while B was down")
+            third = b.remember("After the restart")
+            wait_until(lambda: a.has(third), what="B's new note on A")
+            own = Replicas(b.store.log_dir, b.node).read(b.node).splitlines(keepends=True)[-1]
+            # Only what was new went either way: neither shard was sent again whole.
+            wait_until(lambda: (b.s3()["bytes_in"], b.s3()["bytes_out"]) == (len(line), len(own)), what="bytes")
+            wait_until(lambda: converged(a, b), what="identical state")
+
+
+def test_offline_writes_are_reported_then_caught_up(pair: tuple[Node, Node], moto: Moto) -> None:
+    a, b = pair
+    before = a.remember("While online")
+    wait_until(lambda: b.has(before), what="the first note on B")
+    moto.stop()
+    offline = [a.remember(f"Offline {n}") for n in range(3)]  # acknowledged at once: the shard is the queue
+    wait_until(lambda: a.s3().get("failing"), what="A reports the failure")
+    message = a.s3()["error"]
+    assert f"cannot reach http://127.0.0.1:{moto.port}" in message and "sent once it works" in message, message
+    assert not any(b.has(i) for i in offline)
+    moto.start()
+    wait_until(lambda: all(b.has(i) for i in offline), what="the offline notes on B")
+    wait_until(lambda: not a.s3()["failing"] and not b.s3()["failing"], what="both report success again")
+    wait_until(lambda: converged(a, b), what="identical state")
+
+
+def test_a_compacted_shard_reaches_the_other_node_as_a_new_generation(pair: tuple[Node, Node], moto: Moto) -> None:
+    a, b = pair
+    note = a.remember("Draft 0")
+    for n in range(1, 6):
+        Notebook(a.store).update(note, title=f"Draft {n}")
+    b.remember("B's own note")
+    wait_until(lambda: converged(a, b), what="identical state before compaction")
+    bucket = a.services.settings.s3_bucket
+    with moto.client() as client:
+        old = generation(client, bucket, a.node)
+        before, after = a.store.compact()  # what a compaction endpoint of the running server would do
+        assert after < before
+        compacted = Replicas(a.store.log_dir, a.node).read(a.node)
+        wait_until(lambda: generation(client, bucket, a.node) != old, what="A's new generation")
+        wait_until(lambda: (b.store.log_dir / f"{a.node}.jsonl").read_bytes() == compacted, what="B replaced it")
+        assert not [k for k in objects(client, bucket, f"hivenote/{a.node}/") if f"/{old}/" in k]  # old one deleted
+        assert bucket_shard(client, bucket, a.node) == compacted
+        late = a.remember("After compaction")
+        wait_until(lambda: b.has(late), what="a note written after compaction")
+        wait_until(lambda: converged(a, b), what="identical state")
+        assert bucket_fold(client, bucket) == a.snapshot()
+
+
+def make_notes(data_dir: Path) -> None:
+    with Store(data_dir) as store:
+        notebook = Notebook(store)
+        note = notebook.remember(kind="fact", title="Version 0").note.id
+        for n in range(1, 5):
+            notebook.update(note, title=f"Version {n}")
+
+
+def test_racing_compactions_one_wins_the_other_is_told_and_nothing_is_lost(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """Two data dirs wrongly share one node id (a copied data dir): both compact, both publish with the HEAD ETag
+    they knew; If-Match lets exactly one through."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    make_notes(one)
+    with Store(one) as store:
+        assert "generation 000001-" in after_compaction(s3_settings(one, moto, bucket), store)
+    (two / "log").mkdir(parents=True)
+    shutil.copy(one / "node.json", two / "node.json")
+    shutil.copytree(one / "log", two / "log", dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.lock"))
+    with Store(one) as first, Store(two) as second:
+        assert first.node == second.node
+        after_compaction(s3_settings(two, moto, bucket), second)  # continues the bucket's copy: same bytes
+        for store in (first, second):
+            store.compact()
+        outcomes: dict[str, Any] = {}
+        start = threading.Barrier(2)
+
+        def publish(name: str, store: Store) -> None:
+            start.wait()
+            try:
+                outcomes[name] = after_compaction(s3_settings(store.data_dir, moto, bucket), store)
+            except BucketConflict as exc:
+                outcomes[name] = exc
+
+        threads = [threading.Thread(target=publish, args=(n, s)) for n, s in (("one", first), ("two", second))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert sorted(type(o).__name__ for o in outcomes.values()) == ["BucketConflict", "str"], outcomes
+        winner = next(n for n, o in outcomes.items() if isinstance(o, str))
+        loser = str(next(o for o in outcomes.values() if isinstance(o, BucketConflict)))
+        assert "the HEAD of" in loser and f"writes to the bucket as node {first.node}" in loser
+        assert "Nothing was overwritten" in loser
+        with moto.client() as client:
+            gen = generation(client, bucket, first.node)
+            assert gen in outcomes[winner]
+            keys = objects(client, bucket, f"hivenote/{first.node}/")
+            assert all(k.endswith("/HEAD") or f"/{gen}/" in k for k in keys), keys  # the loser's objects are gone
+            shard = Replicas(first.log_dir, first.node).read(first.node)
+            assert bucket_shard(client, bucket, first.node) == shard
+            assert Replicas(second.log_dir, second.node).read(second.node) == shard  # the loser's copy is intact
+            assert bucket_fold(client, bucket) == first.state.snapshot() == second.state.snapshot()
+
+
+def test_a_chunk_written_by_someone_else_is_never_overwritten(tmp_path: Path, moto: Moto, bucket: str) -> None:
+    data = tmp_path / "data"
+    make_notes(data)
+    settings = s3_settings(data, moto, bucket)
+    with Store(data) as store:
+        after_compaction(settings, store)
+        sent = Replicas(store.log_dir, store.node).size(store.node)
+        Notebook(store).remember(kind="fact", title="One more")
+        with moto.client() as client:
+            key = f"hivenote/{store.node}/{generation(client, bucket, store.node)}/{sent:015d}.jsonl"
+            foreign = b'{"v":1,"node":"%s","seq":7,"hlc":[1,0],"op":"note.trash","id":"x"}\n' % store.node.encode()
+            client.put_object(Bucket=bucket, Key=key, Body=foreign)
+            with pytest.raises(BucketConflict, match="holds other bytes than this machine's shard"):
+                after_compaction(settings, store)
+            assert read(client, bucket, key) == foreign
+
+
+def test_bytes_that_claim_another_node_are_refused(tmp_path: Path, moto: Moto, bucket: str) -> None:
+    data = tmp_path / "data"
+    make_notes(data)
+    with Store(data) as store, moto.client() as client:
+        head = b'{"v": 1, "node": "mallory-0bad", "generation": "000001-0badc0de"}'
+        client.put_object(Bucket=bucket, Key="hivenote/mallory-0bad/HEAD", Body=head)
+        forged = b'{"v":1,"node":"%s","seq":99,"hlc":[1,0],"op":"note.trash","id":"x"}\n' % store.node.encode()
+        client.put_object(Bucket=bucket, Key="hivenote/mallory-0bad/000001-0badc0de/000000000000000.jsonl", Body=forged)
+        replicas = Replicas(store.log_dir, store.node)
+        sync = BucketSync.open(s3_settings(data, moto, bucket), replicas)
+        try:
+            contacted, problems = sync.step(pull=True)
+        finally:
+            sync.close()
+        assert contacted and len(problems) == 1 and problems[0].startswith("mallory-0bad: line 1"), problems
+        assert "refused" in problems[0]
+        assert not replicas.path("mallory-0bad").exists()
+
+
+def test_configure_checks_the_bucket_then_saves_the_settings(
+    tmp_path: Path, moto: Moto, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    with pytest.raises(InvalidInput, match="not a bucket name"):
+        configure(data, "no/such", endpoint=moto.endpoint)
+    with pytest.raises(BucketError, match="does not exist; create it first"):
+        configure(data, "missing-bucket", endpoint=moto.endpoint, region="us-east-1")
+    with pytest.raises(BucketError, match=re.escape("cannot reach http://127.0.0.1:9/")):
+        configure(data, bucket, endpoint="http://127.0.0.1:9/", region="us-east-1")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(BucketError, match="no usable S3 credentials"):
+        configure(data, bucket, endpoint=moto.endpoint, region="us-east-1")
+    assert not (data / "settings.json").exists()  # nothing saved by a failed check
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    message = configure(data, bucket, endpoint=moto.endpoint, prefix="/team/notes/", region="us-east-1")
+    assert f"s3://{bucket}/team/notes" in message
+    settings = load_settings(environ={}, data_dir=data)
+    assert (settings.s3_bucket, settings.s3_endpoint) == (bucket, moto.endpoint)
+    assert (settings.s3_prefix, settings.s3_region) == ("team/notes", "us-east-1")
+    with moto.client() as client:
+        assert objects(client, bucket) == {}  # the write probe was cleaned up
+    assert "testing" not in (data / "settings.json").read_text(encoding="utf-8")  # no credentials saved
+
+
+def test_a_lost_own_shard_comes_back_from_the_bucket_and_its_seq_continues(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    data = tmp_path / "data"
+    make_notes(data)
+    settings = s3_settings(data, moto, bucket)
+    with Store(data) as store:
+        after_compaction(settings, store)
+        node, shard, seq = (
+            store.node,
+            Replicas(store.log_dir, store.node).read(store.node),
+            store.state.nodes[store.node].max_seq,
+        )
+    (data / "log" / f"{node}.jsonl").unlink()
+    assert restore_own_shard(settings) == len(shard)
+    assert (data / "log" / f"{node}.jsonl").read_bytes() == shard
+    assert restore_own_shard(settings) == 0  # only ever into a missing or empty shard
+    with Store(data) as store, moto.client() as client:
+        gen = generation(client, bucket, node)
+        Notebook(store).remember(kind="fact", title="After the restore")
+        assert store.state.nodes[node].max_seq == seq + 1
+        after_compaction(settings, store)  # the same generation goes on: one more chunk
+        assert generation(client, bucket, node) == gen
+        assert bucket_shard(client, bucket, node) == Replicas(store.log_dir, node).read(node)
+
+
+class LosesHeadAnswers(Bucket):
+    """The real bucket, except that the answer to a HEAD swap never arrives (the connection drops after the
+    request went out): the swap happened, the caller does not know it."""
+
+    def put(self, key: str, body: bytes, etag: str = "") -> str | None:
+        done = super().put(key, body, etag)
+        if key.endswith("/HEAD") and etag:
+            raise BucketError("the connection dropped before the answer came")
+        return done
+
+
+def test_a_generation_swap_whose_answer_was_lost_is_recognised_as_ours(tmp_path: Path, moto: Moto, bucket: str) -> None:
+    data = tmp_path / "data"
+    make_notes(data)
+    settings = s3_settings(data, moto, bucket)
+    with Store(data) as store, moto.client() as client:
+        after_compaction(settings, store)
+        first = generation(client, bucket, store.node)
+        store.compact()
+        replicas = Replicas(store.log_dir, store.node)
+        flaky = BucketSync(settings, replicas, LosesHeadAnswers(settings))
+        with contextlib.closing(flaky), pytest.raises(BucketError, match="connection dropped"):
+            flaky.upload()
+        swapped = generation(client, bucket, store.node)
+        assert swapped != first  # it got in, unbeknownst to the uploader
+        Notebook(store).remember(kind="fact", title="After the lost answer")
+        assert "generation " + swapped in after_compaction(settings, store)  # no conflict: it was our own swap
+        assert bucket_shard(client, bucket, store.node) == replicas.read(store.node)
+        assert not [k for k in objects(client, bucket, f"hivenote/{store.node}/") if f"/{first}/" in k]
