@@ -34,6 +34,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+PEER_PREFIX = "peer-"  # tokens named so (`hivenote sync peer add`) may only call /sync
 OPEN_PATHS = ("/api/health", "/api/session")
 # Everything but the dashboard's static files and the health check; /desktop is what the tray app adds.
 PROTECTED_PREFIXES = ("/mcp", "/api", "/sync", "/desktop")
@@ -123,6 +124,8 @@ class Tokens:
             self._load()
             if not _NAME.match(name):
                 raise InvalidInput("a token name is 1-64 letters, digits, spaces or . _ @ - (e.g. a person's name)")
+            if name.startswith(PEER_PREFIX):
+                raise InvalidInput(f"names starting with {PEER_PREFIX!r} are for peer tokens (hivenote sync peer add)")
             if name in self._people:
                 raise InvalidInput(f"{name!r} already has a token; revoke it first to issue a new one")
             token = new_token()
@@ -256,6 +259,15 @@ class Guard:
                     "This Hivenote needs a token: send `Authorization: Bearer <token>`. `hivenote token show` "
                     "prints it and `hivenote connect <client>` prints a ready config.",
                     [(b"www-authenticate", b'Bearer realm="hivenote"')],
+                )
+                return
+            if person.startswith(PEER_PREFIX) and not path.startswith("/sync"):
+                await reply(
+                    send,
+                    403,
+                    "forbidden",
+                    "This is a peer token: it can only sync (/sync). Use your own token for the notebook "
+                    "(`hivenote token show`).",
                 )
                 return
             scope.setdefault("state", {})["person"] = person

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import filelock
 
-from ..auth import Tokens
+from ..auth import PEER_PREFIX, Tokens
 from ..errors import InvalidInput, NotFound
 
 PEERS_FILE = "peers.json"
@@ -99,7 +99,7 @@ def editing(data_dir: Path) -> Iterator[PeerBook]:
 
 def peer_token_name(token: str) -> str:
     """The name a shared peer token is accepted under (`hivenote token list` shows it)."""
-    return f"peer-{hashlib.sha256(token.encode()).hexdigest()[:8]}"
+    return f"{PEER_PREFIX}{hashlib.sha256(token.encode()).hexdigest()[:8]}"
 
 
 def add_peer(data_dir: Path, url: str, token: str) -> Peer:

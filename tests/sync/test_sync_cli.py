@@ -11,6 +11,7 @@ import pytest
 
 from hivenote.server import cli
 from hivenote.server.auth import Tokens
+from hivenote.server.errors import InvalidInput
 from hivenote.server.settings import load_settings, save_setting
 
 
@@ -87,3 +88,45 @@ def test_s3_off_and_a_missing_bucket_name(data: Path) -> None:
     assert code == 0 and "Nothing in the bucket was deleted" in out
     assert load_settings(data_dir=data).s3_bucket == ""
     assert run("--data-dir", str(data), "sync", "s3")[0] == 1
+
+
+def test_a_peer_token_only_syncs(tmp_path: Path) -> None:
+    """Served for real: the shared peer token opens /sync and nothing else; people cannot take peer names."""
+    import urllib.error
+    import urllib.request
+
+    from hivenote.server.app import create_app
+    from hivenote.server.serve import ServerThread, bind
+    from hivenote.server.settings import Settings
+    from hivenote.server.store import Store
+    from hivenote.server.sync.peer import add_peer
+
+    data_dir = tmp_path / "data"
+    token = "hn_peer_" + "k" * 30
+    add_peer(data_dir, "http://laptop.tail:7788", token)
+    with pytest.raises(InvalidInput, match="for peer tokens"):
+        Tokens(data_dir / "tokens.json").add("peer-bob")
+
+    def status(path: str) -> int:
+        request = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            error.close()
+            return error.code
+
+    sock = bind("127.0.0.1", 0)
+    settings = Settings(data_dir=data_dir, port=sock.getsockname()[1])
+    with Store(data_dir) as store:
+        server = ServerThread(create_app(settings, store), settings, sock)
+        server.start()
+        while not server.started and server.thread.is_alive():
+            server.thread.join(0.05)
+        url = f"http://127.0.0.1:{server.port}"
+        try:
+            assert status("/sync/shards") == 200
+            assert status("/api/notes") == 403
+            assert status("/mcp") == 403
+        finally:
+            server.stop()
