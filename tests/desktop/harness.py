@@ -551,7 +551,9 @@ class Desktop:
         popup_timeout seconds for one (0: don't wait), or None. Press keys into the menu with key()."""
         before = self._top_level()
         x, y, width, height = self.window_geometry(window_id)
-        self.xdotool("mousemove", "--sync", str(x + width // 2), str(y + height // 2), "click", str(button))
+        self.xdotool(
+            "mousemove", str(x + width // 2), str(y + height // 2), "click", str(button)
+        )  # no --sync: it can hang
         opened: list[str] = []
 
         def popup() -> bool:

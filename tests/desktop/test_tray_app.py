@@ -285,7 +285,9 @@ def test_xembed_tray_host(tmp_path: Path) -> None:
         app = App(desktop, tmp_path / "data", free_port())
         icon = desktop.xembed_icon(WAIT_S, classname="^hivenote$")
         assert poll(lambda: health(app.port) == 200, WAIT_S), desktop.output("app")
-        assert desktop.click_xembed(icon) is not None, "no menu opened"
+        # The menu is rebuilt as the server comes up; a click landing mid-rebuild opens nothing, so click again.
+        opened = lambda: desktop.click_xembed(icon, popup_timeout=3) is not None  # noqa: E731
+        assert poll(opened, WAIT_S), f"no menu opened\n{desktop.output('app')}"
         desktop.key("Up", "Return")  # the last item: Quit Hivenote
         assert app.exit_code() == 0, desktop.output("app")
 
