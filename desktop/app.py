@@ -47,17 +47,16 @@ class DesktopApp:
         self.data_dir = data_dir
         self.login = login or autostart()
         self.window = window or DashboardWindow()
-        self.supervisor = Supervisor(data_dir, flags, on_change=self.refresh, extra_routes=self._routes)
+        self.supervisor = Supervisor(data_dir, flags, on_change=self.refresh, extra_routes=self._routes, tell=self.tell)
         self.tray: Tray | None = None
         self.quitting = threading.Event()
         self.clients = tuple((s.client, s.title) for s in all_snippets(url="http://127.0.0.1", token=None))
         self._refresh_lock = threading.Lock()
 
-    @staticmethod
-    def _routes() -> list[Any]:
+    def _routes(self) -> list[Any]:
         from .routes import desktop_routes  # imports the server's app module: loaded once the icon is up
 
-        return desktop_routes(clipboard.copy)
+        return desktop_routes(clipboard.copy, self.supervisor)
 
     # -- state → tray --------------------------------------------------------------------------------
 

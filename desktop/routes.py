@@ -1,5 +1,7 @@
 """What the tray adds to the server: `POST /desktop/clipboard`, so the dashboard window's Copy buttons reach the
-system clipboard through the tray process (which keeps serving the copy after the window closes).
+system clipboard through the tray process (which keeps serving the copy after the window closes); and
+`/desktop/sync/folder`, the dashboard's way to move the log into a synced folder (the tray stops its server,
+moves the shards, starts it again: a server cannot move the log under its own writer).
 
 Behind the same guard as every route (Host/Origin checks, the token), and only for requests from this machine:
 a browser elsewhere on the LAN has a clipboard of its own.
@@ -8,6 +10,7 @@ a browser elsewhere on the LAN has a clipboard of its own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -18,11 +21,15 @@ from hivenote.server.app import error_response
 from hivenote.server.errors import HivenoteError
 from hivenote.server.settings import is_loopback
 
+if TYPE_CHECKING:
+    from .supervisor import Supervisor
+
 CLIPBOARD_PATH = "/desktop/clipboard"
+FOLDER_PATH = "/desktop/sync/folder"
 MAX_CHARS = 256 << 10  # a connect snippet or a token is a few hundred characters
 
 
-def desktop_routes(copy: Callable[[str], None]) -> list[BaseRoute]:
+def desktop_routes(copy: Callable[[str], None], supervisor: Supervisor | None = None) -> list[BaseRoute]:
     async def clipboard(request: Request) -> Response:
         if request.client is None or not is_loopback(request.client.host):
             return error_response(403, "forbidden", "only a window on this machine can use its clipboard")
@@ -39,4 +46,30 @@ def desktop_routes(copy: Callable[[str], None]) -> list[BaseRoute]:
             return error_response(503, exc.code, str(exc))
         return JSONResponse({"copied": len(text)})
 
-    return [Route(CLIPBOARD_PATH, clipboard, methods=["POST"])]
+    async def folder(request: Request) -> Response:
+        if supervisor is None:
+            return error_response(404, "not_found", "moving the log is done by the tray app")
+        if request.client is None or not is_loopback(request.client.host):
+            return error_response(403, "forbidden", "only this machine's own dashboard may move its log")
+        settings = supervisor.settings
+        current = {
+            "log_dir": str(settings.log_path) if settings else "",
+            "synced": bool(settings and settings.log_dir),
+            "last_move": supervisor.last_move,
+        }
+        if request.method == "GET":
+            return JSONResponse(current)
+        try:
+            body = await request.json()
+        except ValueError:
+            return error_response(400, "invalid_json", 'send JSON like {"path": "/home/me/Sync/hivenote"}')
+        path = body.get("path") if isinstance(body, dict) else None
+        if path is not None and (not isinstance(path, str) or not path.strip()):
+            return error_response(400, "invalid", '"path" must be a folder path, or null to move the log back')
+        supervisor.use_folder(path)  # the server answering this stops in a moment: reply first
+        return JSONResponse({"moving": path, **current}, status_code=202)
+
+    return [
+        Route(CLIPBOARD_PATH, clipboard, methods=["POST"]),
+        Route(FOLDER_PATH, folder, methods=["GET", "POST"]),
+    ]

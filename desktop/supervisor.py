@@ -98,6 +98,7 @@ class Supervisor:
         on_change: Callable[[], None] = lambda: None,
         owner: str = "",
         extra_routes: Callable[[], list[BaseRoute]] = list,
+        tell: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.data_dir = data_dir
         self.flags = dict(flags or {})
@@ -105,6 +106,7 @@ class Supervisor:
         self.on_change = on_change
         self.owner = owner
         self.extra_routes = extra_routes
+        self.tell = tell  # a message for the user (the tray shows a notification)
         self._state: ServerState = "stopped"
         self._message = ""
         self._settings: Settings | None = None
@@ -113,7 +115,8 @@ class Supervisor:
         self._server: ServerThread | None = None
         self._store: Store | None = None
         self._lock = threading.Lock()
-        self._commands: queue.Queue[tuple[str, threading.Event]] = queue.Queue()
+        self._commands: queue.Queue[tuple[str, threading.Event, str | None]] = queue.Queue()
+        self.last_move: dict[str, Any] | None = None  # the outcome of the last use_folder: {"ok", "message", ...}
         self._worker = threading.Thread(target=self._work, name="hivenote-supervisor", daemon=True)
         self._worker.start()
 
@@ -132,15 +135,20 @@ class Supervisor:
         """Listen on every interface (tokens stay required) or on loopback only; restarts a running server."""
         return self._queue("lan-on" if on else "lan-off")
 
+    def use_folder(self, path: str | None) -> threading.Event:
+        """Move the log into a synced folder (None: back into the data dir): the server stops (the log cannot
+        move under its writer), the shards move, the server starts again. The outcome is in `last_move`."""
+        return self._queue("move-log", path)
+
     def shutdown(self, timeout: float = 30) -> None:
         """Stop the server (flushing the log) and end the worker. Blocks until done."""
         done = self._queue("exit")
         done.wait(timeout)
         self._worker.join(timeout)
 
-    def _queue(self, command: str) -> threading.Event:
+    def _queue(self, command: str, arg: str | None = None) -> threading.Event:
         done = threading.Event()
-        self._commands.put((command, done))
+        self._commands.put((command, done, arg))
         return done
 
     # -- state (any thread) --------------------------------------------------------------------------
@@ -185,8 +193,10 @@ class Supervisor:
 
     def _work(self) -> None:
         while True:
-            command, done = self._commands.get()
+            command, done, arg = self._commands.get()
             try:
+                if command == "move-log":
+                    self._move_log(arg)
                 if command in ("stop", "exit", "died", "restart", "lan-on", "lan-off"):
                     error = self._server.error if command == "died" and self._server else None
                     self._stop()
@@ -203,6 +213,21 @@ class Supervisor:
                 done.set()
             if command == "exit":
                 return
+
+    def _move_log(self, path: str | None) -> None:
+        from hivenote.server.sync.folder import use_default_folder, use_folder
+
+        running = self._server is not None
+        self._stop()
+        try:
+            move = use_folder(self.data_dir, Path(path).expanduser()) if path else use_default_folder(self.data_dir)
+        except HivenoteError as exc:
+            self.last_move = {"ok": False, "path": path, "message": str(exc)}
+        else:
+            self.last_move = {"ok": True, "path": str(move.target), "message": move.summary()}
+        if running:
+            self._start()
+        self.tell(self.last_move["message"])
 
     def _start(self) -> None:
         if self._server is not None:

@@ -1,5 +1,5 @@
-// Settings: people's tokens (owner only: add, shown once, revoke), sharing on the LAN and sync status (both
-// read-only), and the running settings.
+// Settings: people's tokens (owner only: add, shown once, revoke), sharing on the LAN, sync status (and, in the
+// desktop app, moving the log into a synced folder), and the running settings.
 import { html, useEffect, useState } from "../vendor/htm-preact-3.1.1.standalone.module.js";
 import { api } from "./api.js";
 import { copy } from "./clipboard.js";
@@ -118,6 +118,57 @@ function Sync({ status }) {
   </div>`;
 }
 
+/** In the desktop app (the tray serves /desktop/sync/folder): move the log into a synced folder, or back. The
+ * tray stops its server for the move and starts it again, so this waits for it to answer with the outcome. */
+function SyncedFolder() {
+  const [folder, setFolder] = useState(null); // null: not the desktop app (or not loaded yet)
+  const [path, setPath] = useState("");
+  const [moving, setMoving] = useState(false);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    api("/desktop/sync/folder").then(setFolder).catch(() => setFolder(null));
+  }, []);
+  if (!folder) return null;
+
+  const move = async (target) => {
+    setError(null);
+    setMoving(true);
+    try {
+      const before = JSON.stringify(folder.last_move);
+      await api("/desktop/sync/folder", { method: "POST", body: { path: target } });
+      for (let tries = 0; tries < 600; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        const now = await api("/desktop/sync/folder").catch(() => null); // down while it moves
+        if (now && JSON.stringify(now.last_move) !== before) {
+          setFolder(now);
+          toast(now.last_move.ok ? "Moved." : "Not moved: see below.", now.last_move.ok ? "ok" : "warn");
+          return;
+        }
+      }
+      setError(new Error("The server did not come back within 150 s; check the tray icon."));
+    } catch (err) {
+      setError(err);
+    } finally {
+      setMoving(false);
+    }
+  };
+
+  const last = folder.last_move;
+  return html`<form class="synced-folder" onSubmit=${(e) => { e.preventDefault(); move(path.trim()); }}>
+    <label for="synced-folder">Keep the log in a synced folder (Syncthing, Dropbox, ...)</label>
+    <div class="inline-form">
+      <input id="synced-folder" type="text" placeholder="/home/you/Sync/hivenote" value=${path} disabled=${moving}
+        onInput=${(e) => setPath(e.currentTarget.value)} />
+      <button type="submit" class="button" disabled=${moving || !path.trim()}>${moving ? "Moving…" : "Use this folder"}</button>
+      ${folder.synced &&
+      html`<button type="button" class="button" disabled=${moving} onClick=${() => move(null)}>Move back</button>`}
+    </div>
+    <p class="muted small">The server stops for the move and starts again; shards already in the folder are kept.</p>
+    <${ErrorNote} error=${error} />
+    ${last && html`<p class=${last.ok ? "move ok" : "move warn"}>${last.message}</p>`}
+  </form>`;
+}
+
 const KINDS = { folder: "Synced folder", s3: "Bucket", peer: "Peer" };
 
 /** How the log travels: the folder it lives in, and each transport's last success or failure. */
@@ -125,6 +176,7 @@ function Transports({ sync }) {
   const transports = sync.transports;
   return html`<div class="transports">
     <p class="muted small">Log folder: <code class="select">${sync.log_dir}</code></p>
+    <${SyncedFolder} />
     ${transports.length === 0
       ? html`<p class="muted">No sync set up: this notebook stays on this machine. <code>hivenote sync folder</code>,
           <code>hivenote sync s3</code> or <code>hivenote sync peer add</code> share it (see the README).</p>`
