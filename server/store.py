@@ -346,7 +346,7 @@ class Store:
                 raise StoreError("compaction would change the notebook; the shard was left as it was")
             self._fh.close()
             os.replace(tmp, self.shard_path)
-            _fsync_dir(self.log_dir)
+            fsync_dir(self.log_dir)
             self._fh = open(self.shard_path, "ab")  # noqa: SIM115
             self._size = self._fh.tell()
             self.shards.cursors.pop(self.shard_path.name, None)
@@ -354,7 +354,8 @@ class Store:
             return len(lines), len(kept)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (where directories can be fsynced)."""
     if os.name == "nt":  # directories cannot be opened for fsync on Windows; rename is durable there
         return
     fd = os.open(path, os.O_RDONLY)

@@ -22,7 +22,7 @@ from ..errors import InvalidInput, ShardLocked, StoreError
 from ..node import ShardClaim, claim_node, host_fingerprint
 from ..settings import load_settings, save_setting
 from ..shards import is_shard_file
-from ..store import lock_holder
+from ..store import fsync_dir, lock_holder
 
 CHUNK = 1 << 20
 
@@ -166,7 +166,7 @@ def _move_locked(data_dir: Path, source: Path, target: Path, node: str, setting:
                 placed.append(target / step.dest)
             elif step.action == "update":  # our own older copy: ours holds every byte of it and more
                 _copy_verified(source / step.name, target / step.dest, overwrite=True)
-        _fsync_dir(target)
+        fsync_dir(target)
         save_setting(data_dir, "log_dir", setting)
     except OSError as exc:
         _undo(placed, created)
@@ -250,7 +250,7 @@ def _remove_originals(source: Path, target: Path, steps: list[_Step]) -> list[st
         except OSError:
             left.append(step.name)
     with contextlib.suppress(OSError):
-        _fsync_dir(source)
+        fsync_dir(source)
     return left
 
 
@@ -354,16 +354,6 @@ def _is_prefix(short: Path, long: Path) -> bool:
             if fl.read(len(chunk)) != chunk:
                 return False
     return True
-
-
-def _fsync_dir(path: Path) -> None:
-    if os.name == "nt":  # directories cannot be opened for fsync on Windows; rename is durable there
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _remove_dirs(created: list[Path]) -> None:

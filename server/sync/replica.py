@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from ..errors import HivenoteError
+from ..store import fsync_dir
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -158,9 +159,5 @@ class Replicas:
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
-            with contextlib.suppress(OSError):  # make the rename durable where directories can be fsynced
-                fd = os.open(self.log_dir, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            with contextlib.suppress(OSError):
+                fsync_dir(self.log_dir)

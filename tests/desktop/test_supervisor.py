@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from hivenote.desktop.supervisor import Status, Supervisor, agents_online
 from hivenote.server.agents import AgentTracker
 from hivenote.server.model import Author
 from hivenote.server.store import Store, lock_holder
+from tests.server.live import free_port, health
 
 WAIT_S = 30
 
@@ -27,22 +26,6 @@ class Clock:
 
     def __call__(self) -> int:
         return self.now
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def health(port: int) -> int | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError:
-        return None
 
 
 class Recorder:

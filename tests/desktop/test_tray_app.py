@@ -12,8 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +27,7 @@ from PIL import Image, ImageChops
 from hivenote.desktop.icons import tray_icon
 from hivenote.server.auth import Tokens
 from hivenote.server.store import lock_holder
+from tests.server.live import free_port, health
 
 if TYPE_CHECKING:
     from tests.desktop.harness import Desktop, TrayItem, poll, start_desktop
@@ -51,22 +50,6 @@ TOP_MENU = [
     "",
     "Quit Hivenote",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def health(port: int) -> int | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError:
-        return None
 
 
 class App:

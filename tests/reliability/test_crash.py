@@ -11,7 +11,6 @@ import http.client
 import json
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,16 +20,11 @@ from pathlib import Path
 
 from hivenote.server.auth import Tokens
 from hivenote.server.store import Store
+from tests.server.live import free_port
 
 ROUNDS = 20
 WRITERS = 8
 WAIT_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:

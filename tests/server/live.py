@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -43,6 +44,25 @@ class Running:
     tracker: AgentTracker
     clock: Clock
     tokens: Tokens
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nothing listens on now (for servers started with an explicit --port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def health(port: int) -> int | None:
+    """The status of GET /api/health on 127.0.0.1:port, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        error.close()
+        return error.code
+    except OSError:
+        return None
 
 
 def wait_until(condition: Any, timeout: float = 10.0) -> None:

@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,15 +20,10 @@ from typing import Any
 
 from hivenote.server.auth import Tokens
 from hivenote.server.node import read_node
+from tests.server.live import free_port
 
 START_S = 30
 WAIT_S = 20  # for anything that should take a second or two
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(check: Callable[[], bool], what: Callable[[], str] | str, timeout: float = WAIT_S) -> float:

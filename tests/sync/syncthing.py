@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -20,6 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.server.live import free_port
 
 FOLDER_ID = "hivenote-log"
 START_S = 30  # 1.19 connects in ~3 s; a stalled Hello exchange can take much longer, so fail clearly instead
@@ -32,12 +33,6 @@ OFF = (
     "crashReportingEnabled",
     "startBrowser",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(check: Callable[[], bool], timeout: float, what: Callable[[], str] | str) -> None:

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 from hivenote.server.auth import Tokens
 from hivenote.server.node import read_node
 from hivenote.server.settings import load_settings
+from tests.server.live import free_port
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.sync.syncthing import free_port, wait_for
+    from tests.sync.syncthing import wait_for
 else:
-    from syncthing import free_port, wait_for
+    from syncthing import wait_for
 
 START_S = 30
 

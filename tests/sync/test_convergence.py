@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-import socket
 import subprocess
 import sys
 import threading
@@ -26,16 +25,11 @@ import pytest
 from hivenote.server.auth import Tokens
 from hivenote.server.node import read_node
 from hivenote.server.sync.replica import Replicas, SyncRefused, complete_size
+from tests.server.live import free_port
 
 WAIT_S = 60
 WRITES_PER_WRITER = 30
 NAMES = ["Acme", "Globex", "Initech", "Umbrella", "Hooli"]  # few, so nodes touch the same entities
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def poll(check: Any, timeout: float = WAIT_S) -> bool:

@@ -34,13 +34,14 @@ from hivenote.server.sync.pull import Puller
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.routes import MAX_LIMIT
 from hivenote.server.sync.status import SyncStatus
+from tests.server.live import free_port
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.sync.peer_inprocess import Hostile, hostile_peer, served
-    from tests.sync.peer_nodes import Node, fetch, free_port, running, wait_for
+    from tests.sync.peer_nodes import Node, fetch, running, wait_for
 else:
     from peer_inprocess import Hostile, hostile_peer, served
-    from peer_nodes import Node, fetch, free_port, running, wait_for
+    from peer_nodes import Node, fetch, running, wait_for
 
 
 def seqs(shard: bytes) -> list[int]:
