@@ -22,6 +22,7 @@ from hivenote.desktop.autostart import (
     launcher_command,
 )
 from hivenote.server.errors import HivenoteError
+from tests.privileges import without_root_powers
 
 # Every character the Desktop Entry spec reserves, plus `%` (field codes) and a slash.
 AWKWARD = 'My Apps/it\'s "$HOME" 100% \\ back`tick` (a|b) <x>&y;z~*?#\ttab'
@@ -283,11 +284,7 @@ print(json.dumps(errors))
 
 def run_unprivileged(home: Path, *actions: str) -> list[str | None]:
     """Run the actions in a child that file permissions apply to (root keeps uid 0 but loses DAC override)."""
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        assert setpriv, "setpriv is missing: apt-get install util-linux"
-        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+    prefix = without_root_powers()
     env = {k: v for k, v in os.environ.items() if k != "XDG_CONFIG_HOME"}
     done = subprocess.run(
         [*prefix, sys.executable, "-c", CHILD, str(home), *actions],

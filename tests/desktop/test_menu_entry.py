@@ -27,6 +27,7 @@ from hivenote.desktop.menu_entry import (
     where,
 )
 from hivenote.server.errors import HivenoteError
+from tests.privileges import without_root_powers
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.desktop.test_autostart import AWKWARD, desktop_keys, parse_exec, validate
@@ -182,11 +183,7 @@ except MenuEntryFailed as exc:
 
 def run_unprivileged(data_home: Path, action: str) -> str | None:
     """Run install or uninstall where file permissions apply (root keeps uid 0 but loses DAC override)."""
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        assert setpriv, "setpriv is missing: apt-get install util-linux"
-        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+    prefix = without_root_powers()
     done = subprocess.run(
         [*prefix, sys.executable, "-c", CHILD, str(data_home), action],
         capture_output=True,

@@ -18,6 +18,7 @@ from hivenote.server.notebook import Notebook
 from hivenote.server.settings import load_settings
 from hivenote.server.store import Store
 from hivenote.server.sync.folder import FolderRefused, ServerRunning, use_default_folder, use_folder
+from tests.privileges import without_root_powers
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.sync.syncthing import wait_for
@@ -235,11 +236,7 @@ else:
 
 def use_folder_without_root_powers(data_dir: Path, target: Path) -> dict[str, Any]:
     """use_folder in a child that file permissions apply to (root keeps uid 0 but loses DAC override)."""
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        assert setpriv, "setpriv is missing: apt-get install util-linux"
-        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+    prefix = without_root_powers()
     done = subprocess.run(
         [*prefix, sys.executable, "-c", CHILD, str(data_dir), str(target)],
         capture_output=True,
