@@ -31,6 +31,11 @@ class Unreachable(HivenoteError):
     code = "unavailable"
 
 
+# One answer can be the whole knowledge graph (read_graph): far past httpx2's 1 MiB default for one event. The
+# bridge only talks to this machine's own server, so the bound is there to stop runaway memory, not to limit.
+MAX_ANSWER_BYTES = 1 << 30
+
+
 def server_is_up(base_url: str) -> bool:
     try:
         response = httpx2.get(f"{base_url}/api/health", timeout=2)
@@ -109,7 +114,7 @@ class Bridge:
                     self.session_id = response.headers[SESSION_HEADER]
                 kind = response.headers.get("content-type", "")
                 if kind.startswith("text/event-stream"):
-                    async for event in httpx2.EventSource(response):
+                    async for event in httpx2.EventSource(response, max_event_size=MAX_ANSWER_BYTES):
                         if event.data:
                             await self._relay(json.loads(event.data), tasks, http)
                 elif kind.startswith("application/json"):
@@ -139,7 +144,7 @@ class Bridge:
             async with http.stream("GET", self.url, headers={**self._headers(), "Accept": "text/event-stream"}) as resp:
                 if resp.status_code != 200:
                     return
-                async for event in httpx2.EventSource(resp):
+                async for event in httpx2.EventSource(resp, max_event_size=MAX_ANSWER_BYTES):
                     if event.data:
                         await self.emit(json.loads(event.data))
         except httpx2.HTTPError:

@@ -110,3 +110,24 @@ def test_without_a_port_the_bridge_finds_the_running_server_where_it_announced_i
 
     anyio.run(scenario)
     assert running.store.state.entity_alive(("Found", 0))
+
+
+def test_read_graph_of_more_than_a_megabyte_crosses_the_bridge(running: Running) -> None:
+    """One answer past httpx2's 1 MiB per-event default: the whole graph of a big notebook."""
+    from hivenote.server.graph import Graph
+    from hivenote.server.model import Entity
+
+    port = int(running.url.rsplit(":", 1)[1])
+    entities = [Entity(f"entity {i}", "thing", (f"observation {i} " + "x" * 300,)) for i in range(4000)]
+    Graph(running.store).create_entities(entities)
+
+    async def scenario() -> str:
+        with anyio.fail_after(120):
+            async with bridge(running.store.data_dir, port, "--graph") as client:
+                answer = await client.call_tool("read_graph", {})
+                assert not answer.is_error, answer
+                assert isinstance(answer.content[0], TextContent)
+                return answer.content[0].text
+
+    text = anyio.run(scenario)
+    assert len(text) > 1 << 20 and text.count('"name": "entity ') == 4000
