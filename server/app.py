@@ -73,6 +73,7 @@ class Services:
     tokens: Tokens
     tracker: AgentTracker
     sync: SyncStatus = field(default_factory=SyncStatus)
+    desktop: bool = False  # served by the tray app, which adds the /desktop routes
     started: float = field(default_factory=time.monotonic)
 
     @functools.cached_property
@@ -143,6 +144,7 @@ def create_app(
         graph=Graph(store),
         tokens=tokens or Tokens(settings.data_dir / "tokens.json"),
         tracker=tracker or AgentTracker(),
+        desktop=any(getattr(route, "path", "").startswith("/desktop/") for route in extra_routes or []),
     )
     if settings.auth:
         services.tokens.default()  # exists before the first request, so snippets and clients can use it

@@ -173,6 +173,7 @@ COMPONENTS: dict[str, Schema] = {
         | {"clock_skew_ms": mapping(INTEGER), "fsyncs": INTEGER, "agents_online": INTEGER, "auth": BOOLEAN}
         | {"shards": mapping(obj({**_SHARD, "problems": array(obj({"line": INTEGER, "reason": TEXT}))}))}
         | {"listen": obj(_LISTEN), "sync": obj({"log_dir": TEXT, "transports": array(obj(_TRANSPORT))})}
+        | {"desktop": described(BOOLEAN, "Served by the tray app (its /desktop routes exist)")}
     ),
     "Snippet": obj(
         {**_SNIPPET, "where": mapping(TEXT), "steps": TEXTS, "url": TEXT}

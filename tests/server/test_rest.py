@@ -530,6 +530,7 @@ def test_status_reports_counts_machines_and_unreadable_lines(api: Api, running: 
     assert status["nodes"][running.store.node]["ops"] == 1
     assert (status["node"], status["version"], status["auth"]) == (running.store.node, __version__, True)
     assert status["listen"]["shared"] is False and status["fsyncs"] >= 1 and status["agents_online"] == 0
+    assert status["desktop"] is False and status["sync"] == {"log_dir": str(running.store.log_dir), "transports": []}
     assert status["data_dir"] == str(running.store.data_dir)
 
 

@@ -114,7 +114,7 @@ function Sync({ status }) {
       : html`<span class="pill warn">${plural(bad, "unreadable line")} skipped (kept, not deleted)</span>`}</p>
     ${bad > 0 &&
     html`<ul class="problems">${shards.flatMap(([name, s]) => s.problems.map((p) => html`<li key=${`${name}:${p.line}`}><code>${name}</code> line ${p.line}: ${p.reason}</li>`))}</ul>`}
-    <${Transports} sync=${status.sync} />
+    <${Transports} sync=${status.sync} desktop=${status.desktop} />
   </div>`;
 }
 
@@ -172,11 +172,11 @@ function SyncedFolder() {
 const KINDS = { folder: "Synced folder", s3: "Bucket", peer: "Peer" };
 
 /** How the log travels: the folder it lives in, and each transport's last success or failure. */
-function Transports({ sync }) {
+function Transports({ sync, desktop }) {
   const transports = sync.transports;
   return html`<div class="transports">
     <p class="muted small">Log folder: <code class="select">${sync.log_dir}</code></p>
-    <${SyncedFolder} />
+    ${desktop && html`<${SyncedFolder} />`}
     ${transports.length === 0
       ? html`<p class="muted">No sync set up: this notebook stays on this machine. <code>hivenote sync folder</code>,
           <code>hivenote sync s3</code> or <code>hivenote sync peer add</code> share it (see the README).</p>`
