@@ -41,6 +41,7 @@ class DashboardWindow:
         self.browser_only = browser  # pywebview already failed here: go straight to the browser
         self._proc: subprocess.Popen[bytes] | None = None
         self._unanswered: str | None = None  # "show" was sent to a window that has not confirmed it
+        self._closed = False  # the tray is quitting: never (re)open a window
         self._lock = threading.Lock()
 
     @property
@@ -50,6 +51,8 @@ class DashboardWindow:
 
     def open(self, url: str) -> None:
         with self._lock:
+            if self._closed:
+                return
             proc = self._proc
             if proc is not None and proc.poll() is None and proc.stdin is not None:
                 try:
@@ -84,16 +87,21 @@ class DashboardWindow:
             self.open(reopen)
 
     def close(self) -> None:
+        """End the window process for good (Quit)."""
         with self._lock:
             proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+            self._closed, self._unanswered = True, None
+        if proc is None:
             return
-        proc.terminate()
-        try:
-            proc.wait(CLOSE_WAIT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(CLOSE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdin is not None:
+            proc.stdin.close()
 
 
 def _follow_parent(window: object) -> None:
