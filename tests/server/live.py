@@ -65,6 +65,15 @@ def health(port: int) -> int | None:
         return None
 
 
+def call(port: int, token: str, method: str, path: str, body: Any = None) -> bytes:
+    """One REST call with the bearer token to the server on 127.0.0.1:port; the raw answer (HTTPError on 4xx/5xx)."""
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data, headers, method=method)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return bytes(response.read())
+
+
 def wait_until(condition: Any, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

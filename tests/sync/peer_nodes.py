@@ -20,7 +20,7 @@ from typing import Any
 
 from hivenote.server.auth import Tokens
 from hivenote.server.node import read_node
-from tests.server.live import free_port
+from tests.server.live import call, free_port, health
 
 START_S = 30
 WAIT_S = 20  # for anything that should take a second or two
@@ -76,11 +76,7 @@ class Node:
 
     def healthy(self) -> bool:
         assert self.process is not None and self.process.poll() is None, f"serve exited:\n{self.log_tail()}"
-        try:
-            with urllib.request.urlopen(f"{self.url}/api/health", timeout=2) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
+        return health(self.port) == 200
 
     def wait_ready(self) -> None:
         wait_for(self.healthy, lambda: f"hivenote serve answering\n{self.log_tail()}", START_S)
@@ -101,11 +97,7 @@ class Node:
             return -signal.SIGKILL
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
-        request = urllib.request.Request(f"{self.url}{path}", data, headers, method=method)
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
+        return json.loads(call(self.port, self.token, method, path, body))
 
     def remember(self, title: str) -> str:
         made = self.call("POST", "/api/notes", {"kind": "fact", "title": title})

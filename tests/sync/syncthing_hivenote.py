@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from hivenote.server.auth import Tokens
 from hivenote.server.node import read_node
 from hivenote.server.settings import load_settings
-from tests.server.live import free_port
+from tests.server.live import call, free_port, health
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.sync.syncthing import wait_for
@@ -51,11 +51,7 @@ class Hivenote:
         return self.log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data, headers, method=method)
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
+        return json.loads(call(self.port, self.token, method, path, body))
 
     def has_note(self, note_id: str) -> bool:
         try:
@@ -76,11 +72,7 @@ class Hivenote:
 
     def healthy(self) -> bool:
         assert self.process.poll() is None, f"hivenote serve exited ({self.process.returncode}):\n{self.log_tail()}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/health", timeout=2) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
+        return health(self.port) == 200
 
     def wait_ready(self) -> None:
         wait_for(self.healthy, START_S, lambda: f"hivenote serve answering\n{self.log_tail()}")

@@ -25,7 +25,7 @@ import pytest
 from hivenote.server.auth import Tokens
 from hivenote.server.node import read_node
 from hivenote.server.sync.replica import Replicas, SyncRefused, complete_size
-from tests.server.live import free_port
+from tests.server.live import call, free_port, health
 
 WAIT_S = 60
 WRITES_PER_WRITER = 30
@@ -56,11 +56,7 @@ class Node:
         return self.data_dir / "log"
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data, headers, method=method)
-        with urllib.request.urlopen(request, timeout=30) as response:
-            raw = response.read()
+        raw = call(self.port, self.token, method, path, body)
         return json.loads(raw) if raw and path.startswith("/api/") and "export" not in path else raw
 
     def state(self) -> tuple[Any, bytes]:
@@ -68,14 +64,6 @@ class Node:
         for volatile in ("exported_at", "node"):
             notebook.pop(volatile)
         return notebook, self.call("GET", "/api/export?format=memory-jsonl")
-
-
-def healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -90,7 +78,9 @@ def nodes(tmp_path: Path) -> Iterator[list[Node]]:
                 process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
             started.append(Node(name, data_dir, port, process))
         for node in started:
-            assert poll(lambda n=node: healthy(n.port)), (tmp_path / f"{node.name}.log").read_text(encoding="utf-8")
+            assert poll(lambda n=node: health(n.port) == 200), (tmp_path / f"{node.name}.log").read_text(
+                encoding="utf-8"
+            )
             node.token = Tokens(node.data_dir / "tokens.json").default()
             node.node = read_node(node.data_dir)
         yield started
