@@ -44,7 +44,7 @@ def sync_status(ctx: Context) -> int:
 
         remote = RemoteNotebook(url, Tokens(ctx.data_dir / "tokens.json").default())
         try:
-            status = remote._call("GET", "/api/status")
+            status = remote.status()
         finally:
             remote.close()
         report |= {"node": status["node"], "nodes": status["nodes"], "transports": status["sync"]["transports"]}

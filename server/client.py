@@ -82,6 +82,10 @@ class RemoteNotebook:
             raise _ERRORS.get(error.get("code"), HivenoteError)(error.get("message", "error"))
         return response.json()
 
+    def status(self) -> dict[str, Any]:
+        """GET /api/status: counts, nodes, shards and sync transports of the running server."""
+        return dict(self._call("GET", "/api/status"))
+
     def remember(
         self, *, kind: str, title: str, body: str = "", tags: Any = (), project: str | None = None
     ) -> Remembered:
