@@ -217,17 +217,23 @@ class Guard:
             name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
         return bool(name) and (_is_ip(name) or name in self.names)
 
-    def origin_allowed(self, origin: str) -> bool:
+    def origin_allowed(self, origin: str, host: str) -> bool:
+        """A browser Origin is allowed only when it is the very server the request was sent to (same host and port
+        as the Host header): a page served elsewhere, even from an IP literal on the same port, is another site."""
         try:
             parts = urlsplit(origin)
-            port = parts.port or (443 if parts.scheme == "https" else 80)
+            default = 443 if parts.scheme == "https" else 80
+            port = parts.port or default
+            sent_to = urlsplit(f"//{host}")
+            sent_port = sent_to.port or default
         except ValueError:
             return False
+        name = (parts.hostname or "").lower()
         return (
             parts.scheme in ("http", "https")
-            and bool(parts.hostname)
-            and port == self.settings.port
-            and (_is_ip(parts.hostname or "") or (parts.hostname or "").lower() in self.names)
+            and bool(name)
+            and (_is_ip(name) or name in self.names)
+            and (name, port) == ((sent_to.hostname or "").lower(), sent_port)
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -240,7 +246,7 @@ class Guard:
             await reply(send, 421, "bad_host", "Invalid Host header: this Hivenote only answers to its own names.")
             return
         origin = headers.get("origin")
-        if origin is not None and not self.origin_allowed(origin):
+        if origin is not None and not self.origin_allowed(origin, headers.get("host", "")):
             await reply(
                 send, 403, "bad_origin", "Invalid Origin header: only pages served by this Hivenote may call it."
             )
