@@ -97,7 +97,7 @@ def _graph_item(item: Any, kind: Any) -> Entity | Relation:
 def _parse_memory_line(raw: str) -> Entity | Relation:
     try:
         item = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # nested past Python's stack: a hostile file, refused like bad JSON
         raise ValueError(f"not valid JSON ({exc})") from None
     if not isinstance(item, dict):
         raise ValueError("not a JSON object")
@@ -266,7 +266,7 @@ def parse_notebook(
     """Parse a notebook export. A bad note raises `ImportRejected` (numbered from 1) unless `skip_bad`."""
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ImportRejected(getattr(exc, "lineno", 1), f"not valid JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != NOTEBOOK_FORMAT:
         raise ImportRejected(1, f'not a Hivenote notebook export (expected "format": "{NOTEBOOK_FORMAT}")')
@@ -342,7 +342,7 @@ def detect_format(text: str) -> str:
         return "memory-jsonl"
     try:
         doc = json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):
         first = stripped.split("\n", 1)[0].strip()
         if first == "{":  # a pretty-printed JSON document, broken somewhere: a notebook export
             return "notebook"
