@@ -52,6 +52,7 @@ class DesktopApp:
         self.quitting = threading.Event()
         self.clients = tuple((s.client, s.title) for s in all_snippets(url="http://127.0.0.1", token=None))
         self._refresh_lock = threading.Lock()
+        self._storage_problem = ""  # the last one told, so a notification comes once per change
 
     def _routes(self) -> list[Any]:
         from .routes import desktop_routes  # imports the server's app module: loaded once the icon is up
@@ -70,6 +71,12 @@ class DesktopApp:
         with self._refresh_lock:  # the worker and the ticker both refresh; one at a time keeps "last drawn" true
             status = self.supervisor.status()
             tray.show(status, self.menu(status))
+            if status.storage_problem != self._storage_problem:
+                if status.storage_problem:
+                    self.tell(f"Hivenote cannot save notes. {status.storage_problem}")
+                elif status.running:
+                    self.tell("Hivenote saves notes again.")
+                self._storage_problem = status.storage_problem
 
     def _tick(self) -> None:
         while not self.quitting.wait(TICK_S):

@@ -52,6 +52,8 @@ def build_menu(status: Status, *, autostart: bool, clients: Sequence[tuple[str, 
         agents = Item("No agents online" if status.running else "Agents: server not running", enabled=False)
     busy = status.server == "starting"
     sync = tuple(Item(f"Sync problem: {problem}"[:STATUS_LABEL_MAX], enabled=False) for problem in status.sync_problems)
+    if status.storage_problem:
+        sync = (Item(f"Cannot save notes: {status.storage_problem}"[:STATUS_LABEL_MAX], enabled=False), *sync)
     lan_label = "Share on LAN" if status.auth else "Share on LAN (needs auth on: remove auth=false from settings)"
     return (
         Item(status_line(status), enabled=False),

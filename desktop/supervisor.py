@@ -50,6 +50,12 @@ class Status:
     auth: bool = True
     share_urls: tuple[str, ...] = ()  # where teammates open it, while shared
     sync_problems: tuple[str, ...] = ()  # "peer http://…: cannot reach …" for each failing sync transport
+    storage_problem: str = ""  # why notes cannot be saved right now (disk full, log folder gone, ...)
+
+    @property
+    def warning(self) -> bool:
+        """Running, but something needs the user: the icon gets a red "!"."""
+        return bool(self.sync_problems or self.storage_problem)
 
     @property
     def running(self) -> bool:
@@ -64,6 +70,8 @@ class Status:
             return f"Hivenote — {self.server}"
         shared = " · shared on LAN" if self.sharing else ""
         sync = f" · sync problem: {self.sync_problems[0]}" if self.sync_problems else ""
+        if self.storage_problem:
+            sync = f" · cannot save notes: {self.storage_problem}{sync}"
         if not self.agents:
             return f"Hivenote — running{shared} · no agents online{sync}"
         names = ", ".join(dict.fromkeys(a.name for a in self.agents))
@@ -168,11 +176,13 @@ class Supervisor:
         )
         if state == "running":
             sync = self._sync.problems() if self._sync is not None else []
+            problem = self._store.problem if self._store is not None else None
             status = replace(
                 status,
                 agents=agents_online(self.tracker, self.owner),
                 share_urls=self._share_urls,
                 sync_problems=tuple(sync),
+                storage_problem=problem.message if problem is not None else "",
             )
         return status
 

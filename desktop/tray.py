@@ -35,11 +35,11 @@ class Tray:
         self._on_action = on_action
         self._lock = threading.Lock()
         self._items = items
-        self._drawn = (status.server, len(status.agents), bool(status.sync_problems))
+        self._drawn = (status.server, len(status.agents), status.warning)
         self._title = status.title
         self.icon = pystray.Icon(
             "hivenote",
-            icon=icons.tray_icon(status.server, len(status.agents), warning=bool(status.sync_problems)),
+            icon=icons.tray_icon(status.server, len(status.agents), warning=status.warning),
             title=self._title,
             menu=pystray.Menu(self._menu_items),
         )
@@ -74,7 +74,7 @@ class Tray:
         with self._lock:
             menu_changed = items != self._items
             self._items = items
-            drawn = (status.server, len(status.agents), bool(status.sync_problems))
+            drawn = (status.server, len(status.agents), status.warning)
             icon_changed, self._drawn = drawn != self._drawn, drawn
             title_changed, self._title = status.title != self._title, status.title
         image = icons.tray_icon(*drawn[:2], warning=drawn[2]) if icon_changed else None

@@ -34,7 +34,7 @@ from .notebook import Notebook
 from .rest import rest_routes
 from .search import refresh_note_index
 from .settings import Settings
-from .store import Store
+from .store import Store, StoreWriteFailed
 from .sync.replica import Replicas
 from .sync.routes import sync_routes
 from .sync.run import run_transports
@@ -109,6 +109,7 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
     frozen = False
     while True:
         try:
+            await anyio.to_thread.run_sync(_watch_quietly, store)
             await anyio.to_thread.run_sync(store.refresh)
 
             def warm() -> bool:
@@ -126,6 +127,12 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
         except Exception:  # keep following; the error shows in the log and in status
             log.exception("following the log folder failed")
         await anyio.sleep(FOLLOW_INTERVAL_S)
+
+
+def _watch_quietly(store: Store) -> None:
+    """The log folder still there, the disk taking writes: status shows `store.problem` when not."""
+    with contextlib.suppress(StoreWriteFailed):
+        store.watch()
 
 
 def create_app(

@@ -104,6 +104,8 @@ class Tokens:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())  # else a crash can leave an empty file renamed over the tokens
         os.replace(tmp, self.path)
         with contextlib.suppress(OSError):  # Windows has no such modes; the profile folder is private there
             os.chmod(self.path, 0o600)

@@ -62,9 +62,10 @@ def claim_node(data_dir: Path, fingerprint: str, now_ms: int) -> str:
     node = new_node_name()
     data_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(
-        json.dumps({"node": node, "host": fingerprint, "created": now_ms}, indent=2) + "\n", encoding="utf-8"
-    )
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"node": node, "host": fingerprint, "created": now_ms}, indent=2) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())  # the machine's identity: an empty file after a crash would mint another
     os.replace(tmp, path)
     return node
 
@@ -77,6 +78,7 @@ class ShardClaim:
         self.path = data_dir / "log" / f"{node}.lock"
         self.timeout = timeout  # how long to wait for a short-lived holder (another CLI command)
         self._lock: filelock.BaseFileLock | None = None
+        self._held: tuple[int, int] | None = None  # (inode, device) of the lock file we hold
 
     def acquire(self) -> None:
         lock = filelock.FileLock(self.path)
@@ -90,11 +92,34 @@ class ShardClaim:
         self._lock = lock
         with open(self.path, "w", encoding="utf-8") as fh:
             fh.write(f"{os.getpid()}\n")
+        self._held = _file_id(self.path)
+
+    def renew(self) -> None:
+        """Lock again if the lock file was deleted or replaced (the log folder removed under a running server), so
+        no second process can claim this data dir meanwhile. Raises ShardLocked if one already did."""
+        if self._lock is None or _file_id(self.path) == self._held:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        old, self._lock = self._lock, None
+        try:
+            self.acquire()
+        except ShardLocked:
+            self._lock = old
+            raise
+        old.release()
 
     def release(self) -> None:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_dev
 
 
 def lock_holder(data_dir: Path) -> int | None:

@@ -260,6 +260,7 @@ def status(c: Call) -> object:
             "urls": s.settings.share_urls,
         },
         "sync": {"log_dir": str(s.settings.log_path), "transports": s.sync.snapshot()},
+        "storage": {"ok": store.problem is None, "problem": store.problem.to_json() if store.problem else None},
         "desktop": s.desktop,
     }
 

@@ -142,6 +142,8 @@ _WALL = {"type": ["integer", "null"]}
 _TRANSPORT = {"name": TEXT, "kind": {"enum": ["folder", "s3", "peer"]}, "target": TEXT, "last_ok": _WALL}
 _TRANSPORT |= {"last_error": _WALL, "error": TEXT, "failing": BOOLEAN, "bytes_in": INTEGER, "bytes_out": INTEGER}
 _TRANSPORT |= {"detail": {"type": "object"}}
+_DISK_KINDS = ["disk_full", "read_only", "no_permission", "io_error", "write_failed", "log_missing", "lock_lost"]
+_DISK_PROBLEM = obj({"kind": {"enum": _DISK_KINDS}, "message": TEXT, "since": _WALL})
 _COUNTS = dict.fromkeys(("notes", "trashed", "entities", "relations"), INTEGER)
 _SNIPPET = {"client": TEXT, "title": TEXT, "format": {"enum": ["json", "toml", "yaml", "shell"]}, "text": TEXT}
 _AGENT = {"agent": TEXT, "person": TEXT, "client": TEXT, "first_seen": INTEGER, "last_seen": INTEGER}
@@ -173,6 +175,7 @@ COMPONENTS: dict[str, Schema] = {
         | {"clock_skew_ms": mapping(INTEGER), "fsyncs": INTEGER, "agents_online": INTEGER, "auth": BOOLEAN}
         | {"shards": mapping(obj({**_SHARD, "problems": array(obj({"line": INTEGER, "reason": TEXT}))}))}
         | {"listen": obj(_LISTEN), "sync": obj({"log_dir": TEXT, "transports": array(obj(_TRANSPORT))})}
+        | {"storage": obj({"ok": BOOLEAN, "problem": {"anyOf": [_DISK_PROBLEM, {"type": "null"}]}})}
         | {"desktop": described(BOOLEAN, "Served by the tray app (its /desktop routes exist)")}
     ),
     "Snippet": obj(

@@ -23,11 +23,13 @@ from .fold import State
 from .hlc import Clock
 from .model import Author, CorruptLine, Op, decode_op
 from .node import ShardClaim, claim_node, host_fingerprint, lock_holder, read_node
+from .ownshard import DiskProblem, OwnShard, disk_writable, fsync_dir, log_missing, problem_from
 from .shards import BadLine, ShardHealth, Shards, is_shard_file
 
 __all__ = [
     "BadLine",
     "Decide",
+    "DiskProblem",
     "Payload",
     "ReadOnlyStore",
     "ShardHealth",
@@ -35,6 +37,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreWriteFailed",
+    "fsync_dir",
     "is_shard_file",
     "lock_holder",
 ]
@@ -44,6 +47,7 @@ log = logging.getLogger(__name__)
 Payload = tuple[str, dict[str, Any]]  # (op kind, payload) as decided by the notebook/graph use-cases
 Decide = Callable[[State], list[Payload]]
 
+HOLDING_PROBLEMS = ("log_missing", "lock_lost")  # writes wait for `watch` to clear these; others are retried
 CACHE_MIN_NEW_OPS = 1000  # closing saves the op cache when at least this many ops are not in it yet
 
 
@@ -84,9 +88,10 @@ class Store:
         self._enqueued = 0
         self._durable = 0
         self._failed: list[tuple[int, int, str]] = []
-        self._fh: Any = None
-        self._size = 0
+        self._own: OwnShard | None = None
         self._seq = 0
+        self._acked_seq = 0  # the last seq fsynced to the own shard
+        self.problem: DiskProblem | None = None  # why writes fail right now (status, dashboard, tray)
         self.repaired_tail_bytes = 0
         self.fsyncs = 0  # group commits so far (status and tests)
         self.node = read_node(self.data_dir) if readonly else claim_node(self.data_dir, fingerprint(), now_ms())
@@ -127,17 +132,21 @@ class Store:
             assert self.shard_path is not None
             stats = self.state.nodes.get(self.node)
             self._seq = stats.max_seq if stats else 0
-            self._fh = open(self.shard_path, "ab")  # noqa: SIM115 - held for the store's lifetime
-            self._size = self._fh.tell()
+            self._own = OwnShard(self.shard_path)
         return self
 
     def close(self) -> None:
+        if self._own is not None and self._own.missing():
+            with contextlib.suppress(StoreWriteFailed):
+                self.watch()  # a last chance to put the own shard back before its handle closes
         if self.shards.uncached >= CACHE_MIN_NEW_OPS:
             self.checkpoint()
         with self._flush_lock, self.lock:
-            if self._fh is not None:
-                self._fh.close()
-                self._fh = None
+            if self._own is not None:
+                if self._own.missing():
+                    log.error("closing with %s still missing: its folder did not come back", self._own.path)
+                self._own.close()
+                self._own = None
             self._claim.release()
 
     @property
@@ -228,8 +237,10 @@ class Store:
         may raise to write nothing. Ops are applied to the state at once (later deciders see them) and
         acknowledged after the fsync of the group they were written with.
         """
-        if self.readonly or self._fh is None:
+        if self.readonly or self._own is None:
             raise ReadOnlyStore("this store is open read-only; open it as the writer to change the notebook")
+        if self._own.missing() or (self.problem is not None and self.problem.kind in HOLDING_PROBLEMS):
+            self.watch()  # puts the shard back, or raises: nothing is decided on a log that is not there
         with self.lock:
             payloads = decide(self.state)
             if not payloads:
@@ -258,25 +269,24 @@ class Store:
                     self._pending.clear()
                     self._pending_ops = []
                     upto = self._enqueued
+                own = self._own
+                assert own is not None and self.shard_path is not None
                 try:
-                    self._fh.write(batch)
-                    self._fh.flush()
-                    os.fsync(self._fh.fileno())
-                except (OSError, ValueError) as exc:
+                    own.append(batch)
+                except OSError as exc:
                     self._roll_back(exc)
                 else:
                     self.fsyncs += 1
-                    self._size += len(batch)
                     self._durable = upto
-                    assert self.shard_path is not None
+                    self._acked_seq = max(self._acked_seq, batch_ops[-1].seq) if batch_ops else self._acked_seq
                     with self.lock:
-                        self.shards.wrote(self.shard_path.name, self._fh.fileno(), batch, batch_ops)
+                        self.shards.wrote(self.shard_path.name, own.fileno(), batch, batch_ops)
+                    if self.problem is not None:
+                        log.info("writing the notebook log works again")
+                        self.problem = None
             failure = self._failed_ticket(ticket)
             if failure:
-                raise StoreWriteFailed(
-                    f"could not write the notebook log ({failure}); nothing was saved. "
-                    "Free disk space or fix the data folder's permissions, then try again."
-                )
+                raise StoreWriteFailed(f"Nothing was saved: {failure}")
 
     def _failed_ticket(self, ticket: int) -> str | None:
         for lo, hi, reason in self._failed:
@@ -284,28 +294,67 @@ class Store:
                 return reason
         return None
 
-    def _roll_back(self, exc: BaseException) -> None:
+    def _roll_back(self, exc: OSError) -> None:
         """A failed write acknowledged nothing: cut the shard back and re-fold from what is durable."""
+        assert self._own is not None
+        self.problem = problem_from(exc, self.log_dir, self.now_ms())
+        log.error("%s", self.problem.message)
         with self.lock:
-            self._failed.append((self._durable + 1, self._enqueued, str(exc)))
+            self._failed.append((self._durable + 1, self._enqueued, self.problem.message))
             self._pending.clear()
             self._pending_ops = []
             self._durable = self._enqueued
-            with contextlib.suppress(OSError, ValueError):
-                self._fh.close()
-            with contextlib.suppress(OSError):
-                os.truncate(self.shard_path, self._size)  # type: ignore[arg-type]
+            self._own.cut_back()
             self._reload()
-            with contextlib.suppress(OSError):
-                self._fh = open(self.shard_path, "ab")  # type: ignore[arg-type]  # noqa: SIM115
-                self._size = self._fh.tell()
 
     def _reload(self) -> None:
+        """Fold again from the files (the op cache spares re-parsing what it holds), after a failed write."""
         self.state = State()
-        self.shards = Shards(self.log_dir, self.state, self.clock, {})
+        self.shards = Shards(self.log_dir, self.state, self.clock, opcache.load(self.cache_path))
         self.refresh(include_own=True)
         stats = self.state.nodes.get(self.node)
-        self._seq = stats.max_seq if stats else 0
+        self._seq = max(stats.max_seq if stats else 0, self._acked_seq)  # never reuse an acknowledged seq
+
+    # -- the disk under a running server ------------------------------------------------------------
+
+    def watch(self) -> None:
+        """Keep the log where it belongs while running (the follow loop calls this twice a second): lock again and
+        put the own shard back from its open handle if the log folder was deleted; clear a disk problem once the
+        disk takes writes again. Raises StoreWriteFailed while the log folder cannot be recreated."""
+        if self.readonly or self._own is None:
+            return
+        with self._flush_lock, self.lock:
+            own = self._own
+            if own is None:
+                return
+            try:
+                self._claim.renew()
+            except ShardLocked as exc:
+                self.problem = DiskProblem(
+                    "lock_lost",
+                    f"{exc} It took this data dir while its log folder was missing: quit one of them.",
+                    self.now_ms(),
+                )
+                raise StoreWriteFailed(f"Nothing was saved: {self.problem.message}") from None
+            except OSError:
+                pass  # the data dir itself is gone or unwritable: the shard check below says so
+            if own.missing():
+                try:
+                    if not self.log_dir.parent.is_dir():
+                        raise FileNotFoundError(self.log_dir.parent)
+                    self.log_dir.mkdir(exist_ok=True)
+                    own.put_back()
+                except OSError:
+                    if self.problem is None or self.problem.kind != "log_missing":
+                        self.problem = log_missing(self.log_dir, self.now_ms())
+                        log.error("%s", self.problem.message)
+                    raise StoreWriteFailed(f"Nothing was saved: {self.problem.message}") from None
+                self.problem = None
+            elif self.problem is not None and (
+                self.problem.kind == "lock_lost" or (own.writable() and disk_writable(self.log_dir))
+            ):
+                log.info("the log folder %s takes writes again", self.log_dir)
+                self.problem = None
 
     # -- compaction ---------------------------------------------------------------------------------
 
@@ -315,7 +364,7 @@ class Store:
         Refuses (and changes nothing) unless a fresh fold of the compacted shard plus every other shard
         equals the current state.
         """
-        if self.readonly or self._fh is None or self.shard_path is None:
+        if self.readonly or self._own is None or self.shard_path is None:
             raise ReadOnlyStore("compaction needs the writer; stop the running Hivenote or use it to compact")
         from .compaction import lines_to_keep  # local: only compaction needs it
 
@@ -344,22 +393,10 @@ class Store:
             if check.snapshot() != self.state.snapshot():
                 tmp.unlink()
                 raise StoreError("compaction would change the notebook; the shard was left as it was")
-            self._fh.close()
+            self._own.close()
             os.replace(tmp, self.shard_path)
             fsync_dir(self.log_dir)
-            self._fh = open(self.shard_path, "ab")  # noqa: SIM115
-            self._size = self._fh.tell()
+            self._own = OwnShard(self.shard_path)
             self.shards.cursors.pop(self.shard_path.name, None)
             self.shards.follow(self.shard_path.name)
             return len(lines), len(kept)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename in `path` durable (where directories can be fsynced)."""
-    if os.name == "nt":  # directories cannot be opened for fsync on Windows; rename is durable there
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

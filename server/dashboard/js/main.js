@@ -126,6 +126,8 @@ function App() {
       </div>
     </nav>
     <main class="main">
+      ${status?.storage?.problem &&
+      html`<p class="error-note storage-problem" role="alert"><strong>Notes cannot be saved right now.</strong> ${status.storage.problem.message}</p>`}
       ${view === "notes"
         ? html`<${NotesView} revision=${revision} status=${status} onOpen=${setOpenNote} onNew=${() => setCreating(true)}
             onConnect=${() => setConnecting(true)} onPainted=${painted} searchRef=${searchRef} />`

@@ -1,0 +1,193 @@
+"""This machine's own shard file as the store writes it: appends made durable with fsync, cut back after a failed
+write, and put back from the still-open handle when the file (or its whole folder) was deleted under a running
+server: the handle reaches every acknowledged byte until it is closed. Also says what a disk error means to a user.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+ProblemKind = Literal["disk_full", "read_only", "no_permission", "io_error", "write_failed", "log_missing", "lock_lost"]
+COPY_CHUNK = 1 << 20
+MIN_FREE_BYTES = 64 * 1024  # a disk with less than this free still counts as full
+
+
+@dataclass(frozen=True)
+class DiskProblem:
+    """Why the notebook cannot take writes right now; shown in status, the dashboard and the tray."""
+
+    kind: ProblemKind
+    message: str  # what happened and what to do next
+    since_ms: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "message": self.message, "since": self.since_ms}
+
+
+def problem_from(exc: BaseException, folder: Path, now_ms: int) -> DiskProblem:
+    """Name a failed write for a person: the condition, that nothing acknowledged was lost, and what to do."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    refused = "new notes are refused and nothing already saved is lost"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return DiskProblem(
+            "disk_full",
+            f"The disk holding {folder} is full: {refused}. Free some space; Hivenote carries on by itself.",
+            now_ms,
+        )
+    if code == errno.EROFS:
+        return DiskProblem(
+            "read_only",
+            f"{folder} is on a read-only file system: {refused}. Make it writable again (remount it, or move the "
+            "data folder); Hivenote carries on by itself.",
+            now_ms,
+        )
+    if code in (errno.EACCES, errno.EPERM):
+        return DiskProblem(
+            "no_permission",
+            f"Hivenote may not write in {folder}: {refused}. Give your user write permission on it again.",
+            now_ms,
+        )
+    if code == errno.EFBIG:
+        return DiskProblem(
+            "write_failed",
+            f"The notebook log in {folder} is too large for this file system or this process's file size limit: "
+            f"{refused}. Run `hivenote compact`, or raise the limit.",
+            now_ms,
+        )
+    if code == errno.EIO:
+        return DiskProblem(
+            "io_error",
+            f"The disk reported an I/O error writing {folder}: {refused}. Check the disk (and its cable or "
+            "network share); Hivenote tries again with the next write.",
+            now_ms,
+        )
+    return DiskProblem(
+        "write_failed", f"Writing {folder} failed ({exc}): {refused}. Hivenote tries again with the next write.", now_ms
+    )
+
+
+def log_missing(folder: Path, now_ms: int) -> DiskProblem:
+    return DiskProblem(
+        "log_missing",
+        f"The log folder {folder} is gone (deleted, or its drive or share is not mounted): new notes are refused. "
+        "What this machine wrote is held by Hivenote and put back as soon as the folder exists again: restore or "
+        "remount it, and keep Hivenote running until then.",
+        now_ms,
+    )
+
+
+def disk_writable(folder: Path) -> bool:
+    """Whether a write in `folder` has a chance now (room, a writable file system, permission); never writes."""
+    try:
+        fs = os.statvfs(folder)
+    except (OSError, AttributeError):  # Windows has no statvfs: let the next write tell
+        return os.access(folder, os.W_OK)
+    read_only = bool(fs.f_flag & os.ST_RDONLY)
+    return not read_only and fs.f_bavail * fs.f_frsize >= MIN_FREE_BYTES and os.access(folder, os.W_OK)
+
+
+class OwnShard:
+    """The open shard file. `size` is what was acknowledged: everything before it was written and fsynced."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "a+b", buffering=0)  # noqa: SIM115 - held for the store's lifetime; unbuffered, so a
+        # failed write leaves nothing behind in a buffer to be written later
+        self.size = os.fstat(self._file.fileno()).st_size
+        self._cut_pending = False  # a failed write's bytes may still be at the end
+        self.put_back_count = 0
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def append(self, data: bytes) -> None:
+        """Write all of `data` and fsync. On OSError the file may hold part of it: call `cut_back`."""
+        fd = self._file.fileno()
+        if self._cut_pending:
+            self.cut_back()
+            if self._cut_pending:
+                raise OSError(errno.EIO, "a failed write's partial line could not be cut off yet")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+        self.size += len(data)
+
+    def cut_back(self) -> None:
+        """Drop whatever a failed write left after the acknowledged bytes (retried before the next append)."""
+        try:
+            os.ftruncate(self._file.fileno(), self.size)
+        except OSError as exc:
+            self._cut_pending = True
+            log.warning("could not cut a failed write off %s yet (%s); retrying before the next write", self.path, exc)
+        else:
+            self._cut_pending = False
+
+    def writable(self) -> bool:
+        """Whether the file takes changes again (a read-only or immutable one refuses even a same-size truncate);
+        changes nothing."""
+        try:
+            os.ftruncate(self._file.fileno(), self.size)
+        except OSError:
+            return False
+        self._cut_pending = False
+        return True
+
+    def missing(self) -> bool:
+        """Deleted, or replaced by another file, since it was opened."""
+        try:
+            on_disk = os.stat(self.path)
+        except OSError:
+            return True
+        held = os.fstat(self._file.fileno())
+        return (on_disk.st_ino, on_disk.st_dev) != (held.st_ino, held.st_dev)
+
+    def put_back(self) -> None:
+        """Write the acknowledged bytes to the path again (its folder must exist) and append there from now on. A
+        different file found at the path is kept beside it (`.<name>.replaced-<ms>`): only this process writes it,
+        so the handle holds the truth, but nothing is deleted."""
+        tmp = self.path.with_name(f".{self.path.name}.restore.tmp")
+        fd = self._file.fileno()
+        with open(tmp, "wb") as out:
+            offset = 0
+            while offset < self.size:
+                chunk = os.pread(fd, min(COPY_CHUNK, self.size - offset), offset)
+                if not chunk:
+                    raise OSError(errno.EIO, f"the open shard ended at {offset} of {self.size} bytes")
+                out.write(chunk)
+                offset += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        if self.path.exists():
+            aside = self.path.with_name(f".{self.path.name}.replaced-{time.time_ns() // 1_000_000}")
+            os.replace(self.path, aside)
+            log.warning("%s was replaced by another file; kept that one as %s", self.path.name, aside.name)
+        os.replace(tmp, self.path)
+        fsync_dir(self.path.parent)
+        old, self._file = self._file, open(self.path, "a+b", buffering=0)  # noqa: SIM115
+        old.close()
+        self._cut_pending = False
+        self.put_back_count += 1
+        log.warning("put %s back from memory (%d bytes): it had been deleted or replaced", self.path, self.size)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in `path` durable (where directories can be fsynced)."""
+    if os.name == "nt":  # directories cannot be opened for fsync on Windows; rename is durable there
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
