@@ -137,3 +137,14 @@ def test_sync_problems_are_listed_under_the_status_line() -> None:
     menu = build_menu(status, autostart=False, clients=CLIENTS)
     assert menu[1] == Item("Sync problem: s3: bucket notes: access denied", enabled=False)
     assert menu[2].label == "No agents online"
+
+
+def test_a_storage_problem_comes_first_in_the_menu_the_title_and_the_icon() -> None:
+    status = Status("running", "127.0.0.1:7788", storage_problem="The disk holding /d/log is full: ...")
+    menu = build_menu(status, autostart=False, clients=CLIENTS)
+    assert menu[1] == Item("Cannot save notes: The disk holding /d/log is full: ...", enabled=False)
+    assert (
+        status.title
+        == "Hivenote — running · no agents online · cannot save notes: The disk holding /d/log is full: ..."
+    )
+    assert status.warning and not Status("running", "127.0.0.1:7788").warning

@@ -4,6 +4,7 @@ port, the error states (port in use, data dir locked, server died) and agents on
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import threading
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from hivenote.desktop.supervisor import Status, Supervisor, agents_online
 from hivenote.server.agents import AgentTracker
 from hivenote.server.model import Author
 from hivenote.server.store import Store, lock_holder
-from tests.server.live import free_port, health
+from tests.server.live import free_port, health, wait_until
 
 WAIT_S = 30
 
@@ -210,3 +211,24 @@ def test_a_failing_sync_transport_shows_in_the_status(supervised: tuple[Supervis
     )
     sync.ok("peer http://laptop:7788", kind="peer", target="x")
     assert supervisor.status().sync_problems == ()
+
+
+def test_a_log_folder_that_vanishes_shows_in_the_status_until_it_is_back(
+    supervised: tuple[Supervisor, Recorder, Clock], tmp_path: Path
+) -> None:
+    supervisor, _, _ = supervised
+    drive = tmp_path / "drive"
+    (drive / "hivenote").mkdir(parents=True)
+    supervisor.data_dir.mkdir(parents=True)
+    settings = {"log_dir": str(drive / "hivenote")}
+    (supervisor.data_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    run(supervisor.start())
+    assert supervisor.status().storage_problem == ""
+    shutil.rmtree(drive)  # unplugged
+    wait_until(lambda: supervisor.status().storage_problem != "", WAIT_S)
+    status = supervisor.status()
+    assert status.server == "running" and status.warning
+    assert f"The log folder {drive / 'hivenote'} is gone" in status.title
+    (drive / "hivenote").mkdir(parents=True)  # plugged back in
+    wait_until(lambda: supervisor.status().storage_problem == "", WAIT_S)
+    assert any(drive.glob("hivenote/*.jsonl"))  # this machine's shard was put back

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +28,8 @@ from PIL import Image, ImageChops
 from hivenote.desktop.icons import tray_icon
 from hivenote.server.auth import Tokens
 from hivenote.server.store import lock_holder
-from tests.server.live import free_port, health
+from tests.disks import fill, tmpfs
+from tests.server.live import call, free_port, health
 
 if TYPE_CHECKING:
     from tests.desktop.harness import Desktop, TrayItem, poll, start_desktop
@@ -246,6 +248,38 @@ def test_port_in_use_is_shown_and_start_retries(app: App, desktop: Desktop) -> N
     item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running after the port was freed")
     item.click("Quit Hivenote")
     assert app.exit_code() == 0
+
+
+def test_a_full_disk_turns_the_icon_to_a_warning_and_says_so_until_space_is_freed(
+    desktop: Desktop, tmp_path: Path
+) -> None:
+    with tmpfs(tmp_path / "disk") as disk:
+        app = App(desktop, disk / "data", free_port())
+        item = desktop.tray_item()
+        item.wait_for(lambda i: title(i) == "Hivenote — running · no agents online", what="running")
+        token = Tokens(app.data_dir / "tokens.json").default()
+        filler = fill(disk)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            call(app.port, token, "POST", "/api/notes", {"kind": "fact", "title": "refused", "body": "x" * 30_000})
+        assert refused.value.code == 503
+
+        item.wait_for(lambda i: "cannot save notes" in title(i), what="the storage problem in the title")
+        # The refused REST call itself shows as a client online (urllib): one badge.
+        assert " · cannot save notes: The disk holding " in title(item)
+        assert labels(item)[1].startswith("Cannot save notes: The disk holding")
+        assert same(item.icon(), tray_icon("running", agents=1, warning=True))
+        assert poll(lambda: any("cannot save" in n["body"] for n in desktop.notifications()), WAIT_S)
+        told = next(n["body"] for n in desktop.notifications() if "cannot save" in n["body"])
+        assert told.startswith("Hivenote cannot save notes. The disk holding") and "Free some space" in told
+
+        filler.unlink()
+        item.wait_for(lambda i: "cannot save" not in title(i), what="the problem cleared")
+        assert title(item).startswith("Hivenote — running · 1 agent online")
+        assert same(item.icon(), tray_icon("running", agents=1))
+        assert poll(lambda: desktop.notifications()[-1]["body"] == "Hivenote saves notes again.", WAIT_S)
+        call(app.port, token, "POST", "/api/notes", {"kind": "fact", "title": "saved"})
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0
 
 
 def test_second_launch_opens_the_running_ones_dashboard(app: App, desktop: Desktop) -> None:

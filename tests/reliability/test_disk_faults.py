@@ -5,7 +5,6 @@ once the condition clears."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from hivenote.server.errors import ShardLocked, StoreWriteFailed
 from hivenote.server.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.store import Store
+from tests.disks import ext4, fill, run, tmpfs, trigger_error
 from tests.server.live import call, serve, wait_until
 
 ME = Author("claude-code", "Claude Code", "")
@@ -110,31 +110,11 @@ def test_a_log_folder_that_cannot_come_back_refuses_writes_until_it_does(tmp_pat
 # -- real file systems: a full disk and a read-only remount ---------------------------------------------------
 
 
-def run(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True, timeout=30)
-
-
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs holding the data dir (CI runs as root, as the dev box does)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    run("mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", str(mount))
-    try:
+    """A 4 MiB tmpfs holding the data dir."""
+    with tmpfs(tmp_path / "disk") as mount:
         yield mount
-    finally:
-        run("umount", "-l", str(mount))
-
-
-def fill(disk: Path) -> Path:
-    """Take every free byte (a file of zeros grown until the disk says no)."""
-    filler = disk / "filler"
-    with open(filler, "wb", buffering=0) as fh:
-        for size in (65536, 4096, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    fh.write(b"\0" * size)
-    return filler
 
 
 def status(port: int, token: str) -> dict[str, object]:
@@ -184,25 +164,8 @@ def test_a_full_disk_refuses_writes_clearly_and_recovers_when_space_is_freed(sma
 
 @pytest.fixture
 def ext4_disk(tmp_path: Path) -> Iterator[Path]:
-    """A small ext4 file system on a loop device that the kernel turns read-only on an error, as real disks do."""
-    image, mount = tmp_path / "disk.img", tmp_path / "ext4"
-    mount.mkdir()
-    with open(image, "wb") as fh:
-        fh.truncate(16 * 1024 * 1024)
-    run("mkfs.ext4", "-q", str(image))
-    run("mount", "-o", "loop,errors=remount-ro", str(image), str(mount))
-    try:
+    with ext4(tmp_path / "disk.img", tmp_path / "ext4") as mount:
         yield mount
-    finally:
-        run("umount", "-l", str(mount))
-
-
-def device_of(mount: Path) -> str:
-    for line in Path("/proc/mounts").read_text(encoding="utf-8").splitlines():
-        source, target, *_ = line.split()
-        if target == str(mount):
-            return source.rsplit("/", 1)[-1]
-    raise AssertionError(f"{mount} is not mounted")
 
 
 def test_a_disk_the_kernel_turns_read_only_refuses_writes_and_keeps_what_was_saved(ext4_disk: Path) -> None:
@@ -210,7 +173,7 @@ def test_a_disk_the_kernel_turns_read_only_refuses_writes_and_keeps_what_was_sav
     with serve(data) as server:
         port = port_of(server.url)
         assert "note" in post_note(port, server.token, "before")
-        Path(f"/sys/fs/ext4/{device_of(ext4_disk)}/trigger_fs_error").write_text("test\n", encoding="utf-8")
+        trigger_error(ext4_disk)
 
         refused = post_note(port, server.token, "refused")
         assert refused["status"] == 503

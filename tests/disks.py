@@ -1,0 +1,59 @@
+"""Real file systems for tests of the disk under a running server: a small tmpfs to fill up, an ext4 image on a loop
+device that the kernel turns read-only on an error. Mounting needs root (CI runs as root, as the dev box does)."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def run(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+
+
+@contextlib.contextmanager
+def tmpfs(mount: Path, size: str = "4m") -> Iterator[Path]:
+    mount.mkdir(parents=True, exist_ok=True)
+    run("mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mount))
+    try:
+        yield mount
+    finally:
+        run("umount", "-l", str(mount))
+
+
+@contextlib.contextmanager
+def ext4(image: Path, mount: Path, size: int = 16 << 20) -> Iterator[Path]:
+    """An ext4 file system mounted with errors=remount-ro (see `trigger_error`)."""
+    mount.mkdir(parents=True, exist_ok=True)
+    with open(image, "wb") as fh:
+        fh.truncate(size)
+    run("mkfs.ext4", "-q", str(image))
+    run("mount", "-o", "loop,errors=remount-ro", str(image), str(mount))
+    try:
+        yield mount
+    finally:
+        run("umount", "-l", str(mount))
+
+
+def trigger_error(mount: Path) -> None:
+    """What ext4 does on a real disk error with errors=remount-ro: writes fail with EROFS from now on."""
+    for line in Path("/proc/mounts").read_text(encoding="utf-8").splitlines():
+        source, target, *_ = line.split()
+        if target == str(mount):
+            device = source.rsplit("/", 1)[-1]
+            Path(f"/sys/fs/ext4/{device}/trigger_fs_error").write_text("test\n", encoding="utf-8")
+            return
+    raise AssertionError(f"{mount} is not mounted")
+
+
+def fill(disk: Path) -> Path:
+    """Take every free byte (a file grown until the disk says no); delete the file to free them."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as fh:
+        for size in (65536, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    fh.write(b"\0" * size)
+    return filler
