@@ -20,7 +20,7 @@ import httpx2
 
 from ..errors import InvalidInput
 from .peerbook import Peer, PeerBook, editing, normalize_url
-from .replica import Replicas, SyncRefused
+from .replica import Replicas, SyncRefused, same_node
 from .routes import MAX_LIMIT, SIG, Summary, digest, summarize, valid_node
 from .status import SyncStatus
 
@@ -167,7 +167,7 @@ class Puller:
         moved = lag = 0
         problems: list[str] = []
         for node, theirs in sorted(listing.shards.items()):
-            if node == self.replicas.own_node or not valid_node(node) or theirs.size == 0:
+            if same_node(node, self.replicas.own_node) or not valid_node(node) or theirs.size == 0:
                 continue
             async with self._locks.setdefault(node, anyio.Lock()):
                 try:

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..errors import HivenoteError
 from ..store import fsync_dir
 
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none (and links there need privileges)
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -26,6 +27,12 @@ class SyncRefused(HivenoteError):
     """Bytes a transport offered that would corrupt or impersonate a shard; nothing was written."""
 
     code = "sync_refused"
+
+
+def same_node(a: str, b: str) -> bool:
+    """Whether two node names are one shard file: case-insensitive file systems (macOS, Windows) hold `A.jsonl` and
+    `a.jsonl` as the same file, so a peer offering `LAPTOP-7F3A` must not reach laptop-7f3a's shard."""
+    return a.casefold() == b.casefold()
 
 
 def check_node_name(node: str) -> None:
@@ -109,7 +116,7 @@ class Replicas:
     def append(self, node: str, data: bytes, offset: int) -> int:
         """Add `data` (a continuation starting at `offset`, which must be the size held) to node's replica.
         Only its complete lines are written; returns how many bytes that was."""
-        if node == self.own_node:
+        if same_node(node, self.own_node):
             raise SyncRefused(f"{node} is this machine's own shard: only its writer appends to it")
         path = self.path(node)
         with self._lock(node):
@@ -121,7 +128,13 @@ class Replicas:
                 return 0
             check_lines(node, whole)
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            with open(path, "ab") as fh:
+            try:  # never through a link planted in a synced folder: the bytes would land in the file it points to
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NO_FOLLOW, 0o666)
+            except OSError as exc:
+                if path.is_symlink():
+                    raise SyncRefused(f"{path} is a symbolic link, not a shard; remove it to sync {node}") from None
+                raise exc
+            with os.fdopen(fd, "ab") as fh:
                 if fh.tell() != held:
                     fh.truncate(held)  # a partial line someone left: ours continues at the boundary
                 fh.write(whole)
@@ -131,7 +144,7 @@ class Replicas:
 
     def replace(self, node: str, data: bytes) -> None:
         """Put a whole shard in place of the replica (the owner compacted it), atomically."""
-        if node == self.own_node:
+        if same_node(node, self.own_node):
             raise SyncRefused(f"{node} is this machine's own shard: only its writer replaces it")
         self._write_whole(node, data)
 

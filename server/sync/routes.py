@@ -35,7 +35,7 @@ from starlette.routing import BaseRoute, Route
 
 from ..shards import is_shard_file
 from .peerbook import announced_peers
-from .replica import NODE_NAME
+from .replica import NO_FOLLOW, NODE_NAME
 
 if TYPE_CHECKING:
     from ..app import Services
@@ -176,7 +176,9 @@ class ShardServer:
         shards: dict[str, Any] = {}
         log_dir = self.replicas.log_dir
         try:
-            names = sorted(e.name for e in os.scandir(log_dir) if e.is_file() and is_shard_file(e.name))
+            names = sorted(
+                e.name for e in os.scandir(log_dir) if e.is_file(follow_symlinks=False) and is_shard_file(e.name)
+            )
         except FileNotFoundError:
             names = []
         for name in names:
@@ -229,8 +231,11 @@ class ShardServer:
     def _range(self, node: str, offset: int, limit: int, head: str, tail: str) -> Response:
         path = self.replicas.path(node)
         try:
-            fh = open(path, "rb")  # noqa: SIM115 - closed below; one handle, so a rename cannot mix generations
-        except FileNotFoundError:
+            # One handle, so a rename cannot mix generations; never a link (it could point anywhere on this disk).
+            fh = os.fdopen(os.open(path, os.O_RDONLY | NO_FOLLOW), "rb")
+        except OSError:
+            if path.exists() and not path.is_symlink():
+                raise
             return self.error(404, "not_found", f"no shard of {node} here; GET /sync/shards lists them")
         with fh:
             size = self._size(node, fh)
