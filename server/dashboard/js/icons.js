@@ -39,7 +39,7 @@ const AGENTS = {
 const OTHER = ["#94a3b8", html`<circle cx="12" cy="12" r="5" /><circle cx="12" cy="12" r="1" fill="#fff" />`];
 
 export function AgentIcon({ agent, size = 20 }) {
-  const [colour, glyph] = AGENTS[agent] || OTHER;
+  const [colour, glyph] = (Object.hasOwn(AGENTS, agent) && AGENTS[agent]) || OTHER; // own keys: see agentName
   return html`<svg class="agent-icon" width=${size} height=${size} viewBox="0 0 24 24" role="img"
       aria-label=${agentName(agent)}>
     <title>${agentName(agent)}</title>

@@ -31,8 +31,9 @@ export const AGENT_NAMES = {
 
 export const KINDS = ["fact", "decision", "preference", "project"];
 
+// Agent ids come from any machine's shard, so they may be "constructor" or "__proto__": look up own keys only.
 export function agentName(agent) {
-  return AGENT_NAMES[agent] || agent || "unknown";
+  return (Object.hasOwn(AGENT_NAMES, agent) && AGENT_NAMES[agent]) || agent || "unknown";
 }
 
 /** The hostname part of a node id (`laptop-7f3a` -> `laptop`), as the server's render.machine does. */
