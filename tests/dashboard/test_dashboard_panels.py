@@ -4,6 +4,7 @@ screenshot of each view in light and dark."""
 from __future__ import annotations
 
 import json
+import shutil
 
 from playwright.sync_api import Page, Route, expect
 
@@ -183,3 +184,19 @@ def test_every_view_renders_without_errors_in_light_and_dark(running: Running, p
         backgrounds[scheme] = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
     assert errors == []
     assert backgrounds == {"light": "rgb(246, 246, 244)", "dark": "rgb(20, 20, 19)"}  # the theme follows the OS
+
+
+def test_a_storage_problem_shows_as_a_banner_until_it_clears(running: Running, page: Page) -> None:
+    seed(running)
+    page.goto(running.url + "/#settings")
+    expect(page.get_by_text("Every log line readable")).to_be_visible()
+    log_dir = running.store.log_dir
+    shutil.rmtree(log_dir)
+    log_dir.write_bytes(b"")  # a file where the folder was: it cannot be made again
+    banner = page.locator(".storage-problem")
+    expect(banner).to_contain_text("Notes cannot be saved right now.", timeout=WAIT_MS)
+    expect(banner).to_contain_text(f"The log folder {log_dir} is gone")
+    screenshot(page, "storage-problem")
+    log_dir.unlink()
+    expect(banner).to_have_count(0, timeout=WAIT_MS)
+    assert running.store.shard_path is not None and running.store.shard_path.exists()

@@ -84,7 +84,7 @@ function Sharing({ status, host }) {
         <p>Teammates open ${urls.map((url, i) => html`${i ? " or " : ""}<code class="select" key=${url}>${url}</code>`)}
           and paste the token you give them.</p></div>`
     : html`<div><p><span class="pill">This machine only</span> Listening on ${listen.host}:${listen.port}.</p>
-        <p class="muted">To share on your LAN, turn on <strong>Share on LAN</strong> in the tray menu (or start
+        <p class="muted">To share on your LAN, turn on <strong>Share on LAN</strong> in the tray menu (or start${" "}
           <code>hivenote serve --host 0.0.0.0</code>); tokens stay required.</p></div>`;
 }
 
@@ -178,7 +178,7 @@ function Transports({ sync, desktop }) {
     <p class="muted small">Log folder: <code class="select">${sync.log_dir}</code></p>
     ${desktop && html`<${SyncedFolder} />`}
     ${transports.length === 0
-      ? html`<p class="muted">No sync set up: this notebook stays on this machine. <code>hivenote sync folder</code>,
+      ? html`<p class="muted">No sync set up: this notebook stays on this machine. <code>hivenote sync folder</code>,${" "}
           <code>hivenote sync s3</code> or <code>hivenote sync peer add</code> share it (see the README).</p>`
       : html`<table class="table">
           <thead><tr><th>Transport</th><th>Last success</th><th>State</th><th>Moved</th></tr></thead>
