@@ -15,6 +15,23 @@ from .supervisor import Status
 
 log = logging.getLogger(__name__)
 
+# Win32 keeps a tooltip in 128 UTF-16 units and a balloon in 256/64, NUL included; pystray raises past them.
+TITLE_MAX = 127 if sys.platform == "win32" else 1024
+MESSAGE_MAX, HEADING_MAX = (255, 63) if sys.platform == "win32" else (1024, 256)
+
+
+def plain(text: str, limit: int) -> str:
+    """Text for a tooltip or a notification, which some desktops read as markup (a freedesktop notification body,
+    KDE's rich-text tooltips). Agent names and sync errors there come from MCP clients and peers: no `<` or `>`
+    reaches the desktop (look-alike angle quotes instead), no control characters, at most `limit` UTF-16 units."""
+    text = "".join(" " if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text)
+    text = text.replace("<", "\u2039").replace(">", "\u203a")
+    if len(text.encode("utf-16-le")) <= 2 * limit:
+        return text
+    while len(text.encode("utf-16-le")) > 2 * (limit - 1):
+        text = text[:-1]
+    return text + "\u2026"
+
 
 def _on_gui_thread(func: Callable[[], None]) -> None:
     """GTK and Win32 backends marshal icon/title/menu changes themselves; macOS's call AppKit on the calling
@@ -40,7 +57,7 @@ class Tray:
         self.icon = pystray.Icon(
             "hivenote",
             icon=icons.tray_icon(status.server, len(status.agents), warning=status.warning),
-            title=self._title,
+            title=plain(self._title, TITLE_MAX),
             menu=pystray.Menu(self._menu_items),
         )
 
@@ -83,7 +100,7 @@ class Tray:
             if image is not None:
                 self.icon.icon = image
             if title_changed:
-                self.icon.title = status.title
+                self.icon.title = plain(status.title, TITLE_MAX)
             if menu_changed:
                 self.icon.update_menu()
 
@@ -94,7 +111,7 @@ class Tray:
         if not getattr(self.icon, "HAS_NOTIFICATION", False):
             return
         try:
-            self.icon.notify(message, title)
+            self.icon.notify(plain(message, MESSAGE_MAX), plain(title, HEADING_MAX))
         except Exception as exc:  # no notification daemon on this desktop
             log.info("no notification shown (%s): %s", exc, message)
 
