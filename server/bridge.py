@@ -12,28 +12,39 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
+import h11
 import httpx2
 
 from . import __version__
 from .errors import HivenoteError
 
 SERVER_START_TIMEOUT_S = 20.0
+CONNECT_TIMEOUT_S = 30.0
 PROTOCOL_HEADER = "mcp-protocol-version"
 SESSION_HEADER = "mcp-session-id"
+READ_SIZE = 1 << 16
 
 
 class Unreachable(HivenoteError):
     code = "unavailable"
 
 
-# One answer can be the whole knowledge graph (read_graph): far past httpx2's 1 MiB default for one event. The
-# bridge only talks to this machine's own server, so the bound is there to stop runaway memory, not to limit.
+class AnswerTooBig(ValueError):
+    pass
+
+
+# One answer can be the whole knowledge graph (read_graph). The bridge only talks to this machine's own server, so
+# the bound is there to stop runaway memory, not to limit.
 MAX_ANSWER_BYTES = 1 << 30
+# What a dropped connection, a refused one or a broken HTTP exchange raise on the way to the server.
+TRANSPORT_ERRORS = (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, h11.ProtocolError)
 
 
 def server_is_up(base_url: str) -> bool:
@@ -69,106 +80,266 @@ def ensure_server(base_url: str, data_dir: Path, port: int) -> None:
         time.sleep(0.1)
 
 
+# -- HTTP/1.1 to the local server: kept-alive connections, h11 doing the framing ---------------------------------------
+
+
+class Connection:
+    """One HTTP/1.1 connection to the server, kept open between messages: a new TCP connection and a general
+    purpose HTTP client's layers per message would cost more than the server's own work on most tool calls."""
+
+    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+        self.stream = stream
+        self.h11 = h11.Connection(h11.CLIENT)
+
+    async def request(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> h11.Response:
+        """Send one request; returns the answer's status and headers (its body follows, `chunk` by `chunk`)."""
+        head = self.h11.send(h11.Request(method=method, target=target, headers=headers))
+        data = self.h11.send(h11.Data(data=body)) if body else b""
+        await self.stream.send(b"".join((head or b"", data or b"", self.h11.send(h11.EndOfMessage()) or b"")))
+        while True:
+            event = await self._next()
+            if isinstance(event, h11.Response):  # 1xx answers (h11.InformationalResponse) are passed over
+                return event
+
+    async def chunk(self) -> bytes:
+        """The next piece of the answer's body; b"" once it is complete."""
+        while True:
+            event = await self._next()
+            if isinstance(event, h11.Data):
+                return bytes(event.data)
+            if isinstance(event, h11.EndOfMessage):
+                return b""
+
+    async def _next(self) -> Any:
+        while (event := self.h11.next_event()) is h11.NEED_DATA:
+            try:
+                self.h11.receive_data(await self.stream.receive(READ_SIZE))
+            except anyio.EndOfStream:
+                self.h11.receive_data(b"")
+        if isinstance(event, h11.ConnectionClosed):
+            raise anyio.EndOfStream
+        return event
+
+    def reuse(self) -> bool:
+        """Whether the exchange ended cleanly and the server keeps the connection open (then it is made ready)."""
+        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:
+            self.h11.start_next_cycle()
+            return True
+        return False
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(*TRANSPORT_ERRORS):
+            await self.stream.aclose()
+
+
+class Pool:
+    """Connections to one server, each carrying one exchange at a time; concurrent messages open more."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.target = parts.path or "/"
+        self.authority = parts.netloc
+        self._idle: list[Connection] = []
+
+    async def connect(self) -> Connection:
+        with anyio.fail_after(CONNECT_TIMEOUT_S):
+            return Connection(await anyio.connect_tcp(self.host, self.port))
+
+    async def _send(self, method: str, headers: list[tuple[str, str]], body: bytes) -> tuple[Connection, Any]:
+        headers = [("Host", self.authority), *headers, ("Content-Length", str(len(body)))]
+        while self._idle:
+            connection = self._idle.pop()
+            try:
+                return connection, await connection.request(method, self.target, headers, body)
+            except TRANSPORT_ERRORS:  # closed by the server while idle (keep-alive timeout, a restart): next one
+                await connection.aclose()
+        connection = await self.connect()
+        try:
+            return connection, await connection.request(method, self.target, headers, body)
+        except BaseException:
+            await connection.aclose()
+            raise
+
+    @contextlib.asynccontextmanager
+    async def exchange(
+        self, method: str, headers: list[tuple[str, str]], body: bytes = b""
+    ) -> AsyncIterator[tuple[h11.Response, Connection]]:
+        """One request and its answer; the connection goes back to the pool if the answer was read to its end."""
+        connection, response = await self._send(method, headers, body)
+        reusable = False
+        try:
+            yield response, connection
+            reusable = connection.reuse()
+        finally:
+            if reusable:
+                self._idle.append(connection)
+            else:
+                await connection.aclose()
+
+    async def aclose(self) -> None:
+        while self._idle:
+            await self._idle.pop().aclose()
+
+
+async def read_body(connection: Connection) -> bytes:
+    body = bytearray()
+    while chunk := await connection.chunk():
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
+            raise AnswerTooBig(f"an answer larger than {MAX_ANSWER_BYTES} bytes")
+    return bytes(body)
+
+
+async def event_data(connection: Connection) -> AsyncIterator[bytes]:
+    """The data of each server-sent event in the answer (its `data:` lines joined), as the events arrive."""
+    buffer = bytearray()
+    scanned = 0  # the buffer holds no line end before this
+    data: list[bytes] = []
+    while chunk := await connection.chunk():
+        buffer += chunk
+        if len(buffer) > MAX_ANSWER_BYTES:
+            raise AnswerTooBig(f"an event larger than {MAX_ANSWER_BYTES} bytes")
+        start = 0
+        while (end := buffer.find(b"\n", max(start, scanned))) >= 0:
+            line = bytes(buffer[start:end]).removesuffix(b"\r")
+            start = end + 1
+            if not line:  # a blank line ends the event
+                if data:
+                    yield b"\n".join(data)
+                data = []
+            elif line.startswith(b"data:"):
+                data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+        del buffer[:start]
+        scanned = len(buffer)
+
+
+# -- the bridge -------------------------------------------------------------------------------------------------------
+
+
 class Bridge:
     """Newline-delimited JSON-RPC on the client side, Streamable HTTP on the server side."""
 
     def __init__(self, url: str, token: str | None, stdout: BinaryIO) -> None:
         self.url = url
         self.stdout = stdout
-        self.headers = {"User-Agent": f"hivenote-stdio/{__version__}", "Accept": "application/json, text/event-stream"}
+        self.pool = Pool(url)
+        self.headers = [("User-Agent", f"hivenote-stdio/{__version__}")]
         if token:
-            self.headers["Authorization"] = f"Bearer {token}"
+            self.headers.append(("Authorization", f"Bearer {token}"))
         self.session_id: str | None = None
         self.protocol: str | None = None
         self._write_lock = anyio.Lock()
         self._listening = False
 
     async def emit(self, message: dict[str, Any]) -> None:
+        await self._write(json.dumps(message, ensure_ascii=False).encode())
+
+    async def _write(self, line: bytes) -> None:
         async with self._write_lock:
-            self.stdout.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
+            self.stdout.write(line + b"\n")
             self.stdout.flush()
 
-    def _headers(self) -> dict[str, str]:
-        headers = dict(self.headers)
+    def _headers(self, accept: str) -> list[tuple[str, str]]:
+        headers = [*self.headers, ("Accept", accept)]
         if self.session_id:
-            headers[SESSION_HEADER] = self.session_id
+            headers.append((SESSION_HEADER, self.session_id))
         if self.protocol:
-            headers[PROTOCOL_HEADER] = self.protocol
+            headers.append((PROTOCOL_HEADER, self.protocol))
         return headers
 
     async def _fail(self, message: dict[str, Any], text: str) -> None:
         if "id" in message and "method" in message:  # only requests get an answer
             await self.emit({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": text}})
 
-    async def forward(self, http: httpx2.AsyncClient, message: dict[str, Any], tasks: anyio.abc.TaskGroup) -> None:
+    async def forward(self, raw: bytes, message: dict[str, Any], tasks: anyio.abc.TaskGroup) -> None:
+        """One client message, sent as the client wrote it; its answers (a JSON body or SSE events) relayed."""
+        headers = [*self._headers("application/json, text/event-stream"), ("Content-Type", "application/json")]
         try:
-            async with http.stream(
-                "POST", self.url, json=message, headers={**self._headers(), "Content-Type": "application/json"}
-            ) as response:
-                if response.status_code in (401, 403, 421):
-                    body = json.loads(await response.aread() or b"{}")
-                    reason = body.get("error", {}).get("message", response.reason_phrase)
-                    await self._fail(message, f"Hivenote refused the request ({response.status_code}): {reason}")
+            async with self.pool.exchange("POST", headers, raw.strip()) as (response, connection):
+                status, answer = response.status_code, dict(response.headers)  # h11 gives lowercase names
+                if status in (401, 403, 421):
+                    body = json.loads(await read_body(connection) or b"{}")
+                    reason = body.get("error", {}).get("message", response.reason.decode(errors="replace"))
+                    await self._fail(message, f"Hivenote refused the request ({status}): {reason}")
                     return
-                if message.get("method") == "initialize" and SESSION_HEADER in response.headers:
-                    self.session_id = response.headers[SESSION_HEADER]
-                kind = response.headers.get("content-type", "")
-                if kind.startswith("text/event-stream"):
-                    async for event in httpx2.EventSource(response, max_event_size=MAX_ANSWER_BYTES):
-                        if event.data:
-                            await self._relay(json.loads(event.data), tasks, http)
-                elif kind.startswith("application/json"):
-                    body = await response.aread()
+                if message.get("method") == "initialize" and SESSION_HEADER.encode() in answer:
+                    self.session_id = answer[SESSION_HEADER.encode()].decode()
+                kind = answer.get(b"content-type", b"")
+                if kind.startswith(b"text/event-stream"):
+                    async for data in event_data(connection):
+                        await self._relay(data, tasks)
+                    return
+                body = await read_body(connection)
+                if kind.startswith(b"application/json"):
                     if body.strip():  # a 202 for a notification has no body
-                        await self._relay(json.loads(body), tasks, http)
-                elif response.status_code >= 400:
-                    await self._fail(message, f"Hivenote answered {response.status_code} {response.reason_phrase}")
-        except httpx2.HTTPError as exc:
-            await self._fail(message, f"Hivenote is not reachable at {self.url}: {exc}")
-        except ValueError as exc:  # not JSON where JSON was promised
+                        await self._relay(body, tasks)
+                elif status >= 400:
+                    reason = response.reason.decode(errors="replace")
+                    await self._fail(message, f"Hivenote answered {status} {reason}")
+        except TRANSPORT_ERRORS as exc:
+            await self._fail(message, f"Hivenote is not reachable at {self.url}: {exc!r}")
+        except ValueError as exc:  # not JSON where JSON was promised, or too big
             await self._fail(message, f"Hivenote sent an answer the bridge cannot read: {exc}")
 
-    async def _relay(self, answer: Any, tasks: anyio.abc.TaskGroup, http: httpx2.AsyncClient) -> None:
+    async def _relay(self, data: bytes, tasks: anyio.abc.TaskGroup) -> None:
+        answer = json.loads(data)
         if isinstance(answer, dict):
             result = answer.get("result")
             if isinstance(result, dict) and "protocolVersion" in result and "serverInfo" in result:
                 self.protocol = str(result["protocolVersion"])
                 if self.session_id and not self._listening:
                     self._listening = True
-                    tasks.start_soon(self._listen, http)
-        await self.emit(answer)
+                    tasks.start_soon(self._listen)
+        # Passed on as it came (one line of compact JSON) unless it spans lines, which stdio framing cannot carry.
+        await self._write(data if b"\n" not in data else json.dumps(answer, ensure_ascii=False).encode())
 
-    async def _listen(self, http: httpx2.AsyncClient) -> None:
+    async def _listen(self) -> None:
         """The standalone stream: notifications the server sends on its own (resource updates)."""
         try:
-            async with http.stream("GET", self.url, headers={**self._headers(), "Accept": "text/event-stream"}) as resp:
-                if resp.status_code != 200:
-                    return
-                async for event in httpx2.EventSource(resp, max_event_size=MAX_ANSWER_BYTES):
-                    if event.data:
-                        await self.emit(json.loads(event.data))
-        except httpx2.HTTPError:
+            connection = await self.pool.connect()
+        except TRANSPORT_ERRORS:
             return
+        try:
+            response = await connection.request("GET", self.pool.target, self._get_headers(), b"")
+            if response.status_code != 200:
+                return
+            async for data in event_data(connection):
+                await self._write_notification(data)
+        except (*TRANSPORT_ERRORS, ValueError):
+            return
+        finally:
+            await connection.aclose()
+
+    def _get_headers(self) -> list[tuple[str, str]]:
+        return [("Host", self.pool.authority), *self._headers("text/event-stream"), ("Content-Length", "0")]
+
+    async def _write_notification(self, data: bytes) -> None:
+        await self._write(data if b"\n" not in data else json.dumps(json.loads(data), ensure_ascii=False).encode())
 
     async def run(self, stdin: BinaryIO) -> None:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=None)) as http, anyio.create_task_group() as bg:
-            async with anyio.create_task_group() as requests:  # exits once every request has its answer
-                async for raw in _lines(stdin):
-                    try:
-                        message = json.loads(raw)
-                    except ValueError:
-                        await self.emit(
-                            {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
-                        )
-                        continue
-                    if isinstance(message, dict) and message.get("method") == "initialize":
-                        await self.forward(http, message, bg)  # the session must exist before anything else
-                    elif isinstance(message, dict):
-                        requests.start_soon(self.forward, http, message, bg)
-            if self.session_id:
-                with contextlib.suppress(httpx2.HTTPError):
-                    await http.delete(self.url, headers=self._headers())
-            bg.cancel_scope.cancel()
+        async with anyio.create_task_group() as bg:
+            try:
+                async with anyio.create_task_group() as requests:  # exits once every request has its answer
+                    async for raw in _lines(stdin):
+                        try:
+                            message = json.loads(raw)
+                        except ValueError:
+                            await self.emit(
+                                {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+                            )
+                            continue
+                        if isinstance(message, dict) and message.get("method") == "initialize":
+                            await self.forward(raw, message, bg)  # the session must exist before anything else
+                        elif isinstance(message, dict):
+                            requests.start_soon(self.forward, raw, message, bg)
+                if self.session_id:
+                    with contextlib.suppress(*TRANSPORT_ERRORS, ValueError):
+                        async with self.pool.exchange("DELETE", self._headers("application/json")) as (_, connection):
+                            await read_body(connection)
+            finally:
+                bg.cancel_scope.cancel()
+                await self.pool.aclose()
 
 
 async def _lines(stream: BinaryIO) -> Any:

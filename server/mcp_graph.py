@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from functools import partial
+from json.encoder import encode_basestring as _quote  # C; the escapes of json.dumps(ensure_ascii=False)
 from typing import Any, Final
 
 import anyio
@@ -26,7 +27,6 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import (
     INVALID_PARAMS,
     CallToolRequestParams,
-    CallToolResult,
     EmptyResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
@@ -36,7 +36,6 @@ from mcp.types import (
     ReadResourceResult,
     Resource,
     SubscribeRequestParams,
-    TextContent,
     TextResourceContents,
     Tool,
     UnsubscribeRequestParams,
@@ -173,8 +172,47 @@ Answer = tuple[str, dict[str, Any]]  # (content[0].text, structuredContent)
 
 
 def js_stringify(value: Any) -> str:
-    """JavaScript's `JSON.stringify(value, null, 2)`, which the official server puts in `content[0].text`."""
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    """JavaScript's `JSON.stringify(value, null, 2)`, which the official server puts in `content[0].text`: the text of
+    `json.dumps(value, indent=2, ensure_ascii=False)`, made without its pure-Python indenting encoder (most of a big
+    read_graph's time went there)."""
+    out: list[str] = []
+    _indented(value, "\n", out)
+    return "".join(out)
+
+
+def _indented(value: Any, newline: str, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(_quote(value))
+    elif isinstance(value, dict):
+        if not value:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        if all(type(item) is str for item in value.values()):  # a relation: one join
+            out.append("{" + inner + ("," + inner).join(_quote(k) + ": " + _quote(v) for k, v in value.items()))
+        else:
+            sep = "{" + inner
+            for key, item in value.items():
+                out.append(sep + _quote(key) + ": ")
+                _indented(item, inner, out)
+                sep = "," + inner
+        out.append(newline + "}")
+    elif isinstance(value, list | tuple):
+        if not value:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        if all(type(item) is str for item in value):  # observations: one join
+            out.append("[" + inner + ("," + inner).join(map(_quote, value)))
+        else:
+            sep = "[" + inner
+            for item in value:
+                out.append(sep)
+                _indented(item, inner, out)
+                sep = "," + inner
+        out.append(newline + "]")
+    else:  # numbers, booleans, null
+        out.append(json.dumps(value))
 
 
 def _relations(items: list[dict[str, str]]) -> list[Relation]:
@@ -230,13 +268,14 @@ def _run_tool(graph: Graph, tool: str, args: dict[str, Any], by: Author, *, page
 
 
 def _result(text: str, structured: dict[str, Any] | None = None, *, error: bool = False) -> dict[str, Any]:
-    """A `tools/call` result on the wire. Shaped here, not returned as a model: a `CallToolResult` always serializes
-    `isError`, and the official server sends no `isError` key on success."""
-    wire = CallToolResult(content=[TextContent(text=text)], structured_content=structured, is_error=error).model_dump(
-        by_alias=True, mode="json", exclude_none=True
-    )
-    if not error:
-        del wire["isError"]
+    """A `tools/call` result on the wire, shaped here rather than returned as a model: a `CallToolResult` always
+    serializes `isError`, and the official server sends no `isError` key on success. The SDK validates it against its
+    result model on the way out and drops `resultType` for the protocol versions that have none."""
+    wire: dict[str, Any] = {"content": [{"type": "text", "text": text}], "resultType": "complete"}
+    if structured is not None:
+        wire["structuredContent"] = structured
+    if error:
+        wire["isError"] = True
     return wire
 
 
