@@ -20,7 +20,6 @@ import pytest
 
 from hivenote.desktop.instance import Instance
 from hivenote.desktop.routes import desktop_routes
-from hivenote.server import auth
 from hivenote.server.app import create_app
 from hivenote.server.auth import Tokens
 from hivenote.server.errors import InvalidInput
@@ -88,7 +87,7 @@ def test_tokens_are_compared_in_constant_time_against_every_holder(
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(auth.hmac, "compare_digest", recording)
+    monkeypatch.setattr(hmac, "compare_digest", recording)  # auth.py calls hmac.compare_digest
     for presented, who in ((owner, ""), (ana, "ana"), ("hn_wrong", None), ("", None)):
         calls.clear()
         assert tokens.owner(presented) == who
