@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .errors import StoreError
+
 log = logging.getLogger(__name__)
 
 ProblemKind = Literal["disk_full", "read_only", "no_permission", "io_error", "write_failed", "log_missing", "lock_lost"]
@@ -72,6 +74,20 @@ def problem_from(exc: BaseException, folder: Path, now_ms: int) -> DiskProblem:
     return DiskProblem(
         "write_failed", f"Writing {folder} failed ({exc}): {refused}. Hivenote tries again with the next write.", now_ms
     )
+
+
+def cannot_start(exc: OSError, folder: Path) -> StoreError:
+    """Why the writer cannot open `folder` at start and what to do (reading works: the CLI opens it read-only)."""
+    instead = "or choose another data folder (--data-dir)"
+    if exc.errno == errno.EROFS:
+        why = f"{folder} is on a read-only file system. Remount it read-write, {instead}"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        why = f"Hivenote may not write in {folder}. Give your user write permission on it, {instead}"
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        why = f"The disk holding {folder} is full. Free some space, {instead}"
+    else:
+        why = f"Hivenote cannot write in {folder} ({exc.strerror or exc}). Check the folder and its disk, {instead}"
+    return StoreError(f"{why}. Reading still works (hivenote list, search, export).")
 
 
 def log_missing(folder: Path, now_ms: int) -> DiskProblem:

@@ -23,7 +23,7 @@ from .fold import State
 from .hlc import Clock
 from .model import Author, CorruptLine, Op, decode_op
 from .node import ShardClaim, claim_node, host_fingerprint, lock_holder, read_node
-from .ownshard import DiskProblem, OwnShard, disk_writable, fsync_dir, log_missing, problem_from
+from .ownshard import DiskProblem, OwnShard, cannot_start, disk_writable, fsync_dir, log_missing, problem_from
 from .shards import BadLine, ShardHealth, Shards, is_shard_file
 
 __all__ = [
@@ -94,7 +94,10 @@ class Store:
         self.problem: DiskProblem | None = None  # why writes fail right now (status, dashboard, tray)
         self.repaired_tail_bytes = 0
         self.fsyncs = 0  # group commits so far (status and tests)
-        self.node = read_node(self.data_dir) if readonly else claim_node(self.data_dir, fingerprint(), now_ms())
+        try:
+            self.node = read_node(self.data_dir) if readonly else claim_node(self.data_dir, fingerprint(), now_ms())
+        except OSError as exc:
+            raise cannot_start(exc, self.data_dir) from None
         self.shard_path = self.log_dir / f"{self.node}.jsonl" if self.node else None
         self._claim = ShardClaim(self.data_dir, self.node, lock_timeout)
 
@@ -103,20 +106,12 @@ class Store:
     def open(self) -> Store:
         """Take the shard lock (writer), fold every shard, repair this node's torn tail. Returns self."""
         if not self.readonly:
-            (self.data_dir / "log").mkdir(parents=True, exist_ok=True)  # the lock stays here when log_dir is shared
-            self._claim.acquire()
-            if self._log_dir_source is not None:
-                self.log_dir = Path(self._log_dir_source())
-                self.shard_path = self.log_dir / f"{self.node}.jsonl"
             try:
-                self.log_dir.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
+                self._claim_writer()
+            except BaseException as exc:
                 self._claim.release()
-                raise StoreError(f"cannot use the log folder {self.log_dir}: {exc.strerror}") from None
-            try:
-                self._repair_own_tail()
-            except BaseException:
-                self._claim.release()
+                if isinstance(exc, OSError):
+                    raise cannot_start(exc, Path(exc.filename).parent if exc.filename else self.data_dir) from None
                 raise
         # The first fold allocates an object or more per op and keeps them all: generational GC passes over
         # that growing heap are pure overhead, so they wait until it is built.
@@ -132,8 +127,21 @@ class Store:
             assert self.shard_path is not None
             stats = self.state.nodes.get(self.node)
             self._seq = stats.max_seq if stats else 0
-            self._own = OwnShard(self.shard_path)
+            try:
+                self._own = OwnShard(self.shard_path)
+            except OSError as exc:
+                self._claim.release()
+                raise cannot_start(exc, self.log_dir) from None
         return self
+
+    def _claim_writer(self) -> None:
+        (self.data_dir / "log").mkdir(parents=True, exist_ok=True)  # the lock stays here when log_dir is shared
+        self._claim.acquire()
+        if self._log_dir_source is not None:
+            self.log_dir = Path(self._log_dir_source())
+            self.shard_path = self.log_dir / f"{self.node}.jsonl"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._repair_own_tail()
 
     def close(self) -> None:
         if self._own is not None and self._own.missing():

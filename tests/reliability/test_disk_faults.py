@@ -8,18 +8,20 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hivenote.server.errors import ShardLocked, StoreWriteFailed
+from hivenote.desktop.supervisor import Supervisor
+from hivenote.server.errors import ShardLocked, StoreError, StoreWriteFailed
 from hivenote.server.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.store import Store
 from tests.disks import ext4, fill, run, tmpfs, trigger_error
-from tests.server.live import call, serve, wait_until
+from tests.server.live import call, free_port, serve, wait_until
 
 ME = Author("claude-code", "Claude Code", "")
 WAIT_S = 10
@@ -226,3 +228,30 @@ def test_a_log_folder_deleted_under_the_server_comes_back_with_every_acknowledge
         assert status(port, server.token) == {"ok": True, "problem": None}
         assert "note" in post_note(port, server.token, "after")
     assert titles(data) == {"saved 0", "saved 1", "saved 2", "after"}
+
+
+def test_starting_on_a_read_only_file_system_says_so_and_what_to_do(ext4_disk: Path) -> None:
+    data = ext4_disk / "data"
+    with Store(data) as store:
+        remember(Notebook(store), "kept")
+    run("mount", "-o", "remount,ro", str(ext4_disk))
+
+    with pytest.raises(StoreError, match=r"is on a read-only file system\. Remount it read-write, or choose another"):
+        Store(data).open()
+    served = subprocess.run(
+        [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data), "serve", "--port", str(free_port())],
+        capture_output=True,
+        encoding="utf-8",
+        timeout=60,
+        check=False,
+    )
+    assert served.returncode != 0 and "Traceback" not in served.stderr
+    assert "read-only file system" in served.stderr and "Reading still works" in served.stderr
+    supervisor = Supervisor(data, {"port": free_port()})
+    try:
+        assert supervisor.start().wait(WAIT_S)
+        status = supervisor.status()
+        assert status.server == "error" and "read-only file system" in status.title
+    finally:
+        supervisor.shutdown()
+    assert titles(data) == {"kept"}  # and reading works
