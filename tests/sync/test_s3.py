@@ -159,7 +159,11 @@ def test_a_compacted_shard_reaches_the_other_node_as_a_new_generation(pair: tupl
         compacted = Replicas(a.store.log_dir, a.node).read(a.node)
         wait_until(lambda: generation(client, bucket, a.node) != old, what="A's new generation")
         wait_until(lambda: (b.store.log_dir / f"{a.node}.jsonl").read_bytes() == compacted, what="B replaced it")
-        assert not [k for k in objects(client, bucket, f"hivenote/{a.node}/") if f"/{old}/" in k]  # old one deleted
+        # Deleted after the HEAD swap that B may already have followed: a moment later, not necessarily yet.
+        wait_until(
+            lambda: not [k for k in objects(client, bucket, f"hivenote/{a.node}/") if f"/{old}/" in k],
+            what="the old generation deleted",
+        )
         assert bucket_shard(client, bucket, a.node) == compacted
         late = a.remember("After compaction")
         wait_until(lambda: b.has(late), what="a note written after compaction")
