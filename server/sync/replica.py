@@ -36,7 +36,7 @@ def same_node(a: str, b: str) -> bool:
 
 
 def check_node_name(node: str) -> None:
-    if not NODE_NAME.match(node) or ".." in node:
+    if not NODE_NAME.fullmatch(node) or ".." in node:  # not .match: its $ also matches before a final newline
         raise SyncRefused(f"{node!r} is not a node name (letters, digits, '.', '_', '-'; at most 100)")
 
 

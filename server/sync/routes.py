@@ -75,7 +75,7 @@ def digest(data: bytes) -> str:
 
 
 def valid_node(node: str) -> bool:
-    return bool(NODE_NAME.match(node)) and ".." not in node
+    return bool(NODE_NAME.fullmatch(node)) and ".." not in node
 
 
 def _first_line(fh: IO[bytes], size: int) -> bytes:

@@ -38,6 +38,7 @@ HOSTILE_NAMES = [
     "",
     "a b",
     "line\nbreak",
+    "trailing-newline\n",
 ]
 
 
