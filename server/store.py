@@ -47,7 +47,9 @@ log = logging.getLogger(__name__)
 Payload = tuple[str, dict[str, Any]]  # (op kind, payload) as decided by the notebook/graph use-cases
 Decide = Callable[[State], list[Payload]]
 
-HOLDING_PROBLEMS = ("log_missing", "lock_lost")  # writes wait for `watch` to clear these; others are retried
+# Problems no probe can see clear (an I/O error, an unknown one): the next write simply tries. Writes wait for
+# `watch` to clear the others, so a full disk refuses at once instead of failing and re-folding every time.
+RETRIED_PROBLEMS = ("io_error", "write_failed")
 CACHE_MIN_NEW_OPS = 1000  # closing saves the op cache when at least this many ops are not in it yet
 
 
@@ -113,16 +115,7 @@ class Store:
                 if isinstance(exc, OSError):
                     raise cannot_start(exc, Path(exc.filename).parent if exc.filename else self.data_dir) from None
                 raise
-        # The first fold allocates an object or more per op and keeps them all: generational GC passes over
-        # that growing heap are pure overhead, so they wait until it is built.
-        pause_gc = gc.isenabled()
-        gc.disable()
-        try:
-            self.shards = Shards(self.log_dir, self.state, self.clock, opcache.load(self.cache_path))
-            self.refresh(include_own=True)
-        finally:
-            if pause_gc:
-                gc.enable()
+        self._fold_all()
         if not self.readonly:
             assert self.shard_path is not None
             stats = self.state.nodes.get(self.node)
@@ -247,8 +240,10 @@ class Store:
         """
         if self.readonly or self._own is None:
             raise ReadOnlyStore("this store is open read-only; open it as the writer to change the notebook")
-        if self._own.missing() or (self.problem is not None and self.problem.kind in HOLDING_PROBLEMS):
-            self.watch()  # puts the shard back, or raises: nothing is decided on a log that is not there
+        if self._own.missing() or (self.problem is not None and self.problem.kind not in RETRIED_PROBLEMS):
+            self.watch()  # puts the shard back or clears the problem, or raises: nothing is decided then
+            if self.problem is not None and self.problem.kind not in RETRIED_PROBLEMS:
+                raise StoreWriteFailed(f"Nothing was saved: {self.problem.message}")
         with self.lock:
             payloads = decide(self.state)
             if not payloads:
@@ -315,11 +310,23 @@ class Store:
             self._own.cut_back()
             self._reload()
 
+    def _fold_all(self) -> None:
+        """Fold every shard into the state (the op cache spares re-parsing what it holds)."""
+        # The fold allocates an object or more per op and keeps them all: generational GC passes over that
+        # growing heap are pure overhead, so they wait until it is built.
+        pause_gc = gc.isenabled()
+        gc.disable()
+        try:
+            self.shards = Shards(self.log_dir, self.state, self.clock, opcache.load(self.cache_path))
+            self.refresh(include_own=True)
+        finally:
+            if pause_gc:
+                gc.enable()
+
     def _reload(self) -> None:
-        """Fold again from the files (the op cache spares re-parsing what it holds), after a failed write."""
+        """Fold again from the files after a failed write (the state holds ops that were never acknowledged)."""
         self.state = State()
-        self.shards = Shards(self.log_dir, self.state, self.clock, opcache.load(self.cache_path))
-        self.refresh(include_own=True)
+        self._fold_all()
         stats = self.state.nodes.get(self.node)
         self._seq = max(stats.max_seq if stats else 0, self._acked_seq)  # never reuse an acknowledged seq
 
@@ -359,7 +366,8 @@ class Store:
                     raise StoreWriteFailed(f"Nothing was saved: {self.problem.message}") from None
                 self.problem = None
             elif self.problem is not None and (
-                self.problem.kind == "lock_lost" or (own.writable() and disk_writable(self.log_dir))
+                self.problem.kind == "lock_lost"
+                or (self.problem.kind not in RETRIED_PROBLEMS and own.writable() and disk_writable(self.log_dir))
             ):
                 log.info("the log folder %s takes writes again", self.log_dir)
                 self.problem = None

@@ -157,6 +157,10 @@ def test_a_full_disk_refuses_writes_clearly_and_recovers_when_space_is_freed(sma
         assert server.store.shard_path.read_bytes() == shard  # no partial line left behind
         problem = status(port, server.token)["problem"]
         assert isinstance(problem, dict) and problem["kind"] == "disk_full"
+        folded = server.store.shards
+        again = post_note(port, server.token, "small")  # refused at once: no write tried, no fold again
+        assert again["status"] == 503 and "is full" in str(again["error"])
+        assert server.store.shards is folded
 
         filler.unlink()
         wait_until(lambda: status(port, server.token)["ok"], WAIT_S)  # cleared without a write
