@@ -20,6 +20,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from hivenote.server.errors import HivenoteError
+from hivenote.server.node import make_data_dir
 
 ANSWER_WAIT_S = 10.0
 
@@ -40,7 +41,7 @@ class Instance:
     def acquire(self, on_message: Callable[[str], None]) -> bool:
         """Become the running instance (True), or find that another one is (False). Messages from later
         launches are passed to `on_message` on a background thread."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        make_data_dir(self.data_dir)
         try:
             self.lock.acquire()
         except Timeout:

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import InvalidInput, NotFound
+from .node import make_data_dir
 from .settings import Settings
 
 Scope = MutableMapping[str, Any]
@@ -95,7 +96,7 @@ class Tokens:
             self._people[str(item["name"])] = (str(item["sha256"]), int(item.get("created", 0)))
 
     def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_data_dir(self.path.parent)
         doc = {
             "default": self._default,
             "people": [{"name": n, "sha256": h, "created": c} for n, (h, c) in sorted(self._people.items())],

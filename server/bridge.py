@@ -24,6 +24,7 @@ import httpx2
 
 from . import __version__
 from .errors import HivenoteError
+from .node import make_data_dir
 
 SERVER_START_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 30.0
@@ -60,7 +61,7 @@ def ensure_server(base_url: str, data_dir: Path, port: int) -> None:
     if server_is_up(base_url):
         return
     log_path = data_dir / "serve.log"
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_data_dir(data_dir)
     with open(log_path, "ab") as log:
         subprocess.Popen(
             [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data_dir), "serve", "--port", str(port)],

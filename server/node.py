@@ -60,7 +60,7 @@ def claim_node(data_dir: Path, fingerprint: str, now_ms: int) -> str:
     if isinstance(node, str) and node:
         log.warning("node.json was copied from another machine (%s); minting a new node id", node)
     node = new_node_name()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_data_dir(data_dir)
     tmp = path.with_suffix(".json.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(json.dumps({"node": node, "host": fingerprint, "created": now_ms}, indent=2) + "\n")
@@ -68,6 +68,12 @@ def claim_node(data_dir: Path, fingerprint: str, now_ms: int) -> str:
         os.fsync(fh.fileno())  # the machine's identity: an empty file after a crash would mint another
     os.replace(tmp, path)
     return node
+
+
+def make_data_dir(data_dir: Path) -> None:
+    """Create the data folder for this user's eyes only: it holds every note, the tokens and the peer book (other
+    accounts on a shared machine must not read them). An existing folder keeps the mode it has."""
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 class ShardClaim:

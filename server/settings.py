@@ -16,6 +16,7 @@ from typing import Any
 import platformdirs
 
 from .errors import InvalidInput
+from .node import make_data_dir
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7788  # fixed, so connect snippets pasted into agents' configs stay valid
@@ -209,7 +210,7 @@ def save_setting(data_dir: Path, name: str, value: Any) -> None:
         values[name] = value
     candidate = replace(Settings(data_dir=data_dir), **{k: _coerce(k, v) for k, v in values.items() if k in known})
     candidate.check()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_data_dir(data_dir)
     tmp = path.with_name(f".settings.json.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -23,6 +23,7 @@ import filelock
 
 from ..auth import PEER_PREFIX, Tokens
 from ..errors import InvalidInput, NotFound
+from ..node import make_data_dir
 
 PEERS_FILE = "peers.json"
 
@@ -92,7 +93,7 @@ def _save_peers(data_dir: Path, book: PeerBook) -> None:
 @contextlib.contextmanager
 def editing(data_dir: Path) -> Iterator[PeerBook]:
     """peers.json read, changed and saved under a file lock (the CLI and the server both edit it)."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_data_dir(data_dir)
     with filelock.FileLock(data_dir / "peers.lock", timeout=10):
         book = load_peers(data_dir)
         yield book
