@@ -162,11 +162,7 @@ def create_app(
     )
     graph_mcp = GraphMCP(services.graph, identify=identify, extras=settings.graph_extras)
     graph_mcp.server.middleware.append(tracking_middleware(services.tracker))
-    # The graph tools never talk back during a call (change notifications go out on the session's GET stream), so
-    # each answer is one JSON body: an SSE stream per call cost its tasks and framing on both ends.
-    graph_http = graph_mcp.server.streamable_http_app(
-        streamable_http_path="/mcp/graph", transport_security=NO_SDK_HOST_CHECK, host=settings.host, json_response=True
-    )
+    graph_http = graph_mcp.http_app("/mcp/graph", transport_security=NO_SDK_HOST_CHECK, host=settings.host)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:

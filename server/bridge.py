@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -183,7 +183,13 @@ class Pool:
             await self._idle.pop().aclose()
 
 
-async def read_body(connection: Connection) -> bytes:
+class Body(Protocol):
+    """An answer's body as it arrives (a `Connection`)."""
+
+    async def chunk(self) -> bytes: ...
+
+
+async def read_body(connection: Body) -> bytes:
     body = bytearray()
     while chunk := await connection.chunk():
         body += chunk
@@ -192,8 +198,9 @@ async def read_body(connection: Connection) -> bytes:
     return bytes(body)
 
 
-async def event_data(connection: Connection) -> AsyncIterator[bytes]:
-    """The data of each server-sent event in the answer (its `data:` lines joined), as the events arrive."""
+async def event_data(connection: Body) -> AsyncIterator[bytes]:
+    """The data of each server-sent event in the answer (its `data:` lines joined), as the events arrive. Lines end
+    in LF or CRLF (a lone CR is not a line end here: no server of ours sends one)."""
     buffer = bytearray()
     scanned = 0  # the buffer holds no line end before this
     data: list[bytes] = []

@@ -40,6 +40,7 @@ from mcp.types import (
     Tool,
     UnsubscribeRequestParams,
 )
+from starlette.applications import Starlette
 
 from . import __version__
 from .errors import HivenoteError
@@ -321,6 +322,12 @@ class GraphMCP:
         )
         # Registered as a raw handler, not `on_call_tool`, so it can answer a plain dict (see `_result`).
         self.server.add_request_handler("tools/call", CallToolRequestParams, self._call_tool)
+
+    def http_app(self, path: str, **options: Any) -> Starlette:
+        """The Streamable HTTP endpoint at `path` (`options` as the SDK's). The tools never talk back during a call
+        (change notifications go out on the session's GET stream), so each answer is one JSON body: a per-call SSE
+        stream cost its tasks and framing on both ends, the larger part of a small call."""
+        return self.server.streamable_http_app(streamable_http_path=path, json_response=True, **options)
 
     # -- tools --------------------------------------------------------------------------------------------------------
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,24 +17,50 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import Implementation, TextContent
 
+from hivenote.server import __version__
+from hivenote.server.app import create_app
+from hivenote.server.bridge import Pool, event_data, read_body
 from hivenote.server.node import lock_holder
-from hivenote.server.serve import bind
+from hivenote.server.serve import ServerThread, bind
+from hivenote.server.settings import Settings
 from hivenote.server.store import Store
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.live import Running, wait_until
+    from tests.server.live import GRAPH_URI, Inbox, Running, call, free_port, subscribe, wait_until
 else:
-    from live import Running, wait_until
+    from live import GRAPH_URI, Inbox, Running, call, free_port, subscribe, wait_until
+
+NAME = Implementation(name="claude-ai", version="0.1.0")
 
 
-def bridge(data_dir: Path, port: int | None, *extra: str, name: str = "claude-ai") -> Client:
+def bridge_params(data_dir: Path, port: int | None, *extra: str) -> StdioServerParameters:
     where = ["--port", str(port)] if port is not None else []
-    params = StdioServerParameters(
+    return StdioServerParameters(
         command=sys.executable,
         args=["-m", "hivenote.server.cli", "--data-dir", str(data_dir), "stdio", *where, *extra],
         env={**os.environ},
     )
+
+
+def bridge(data_dir: Path, port: int | None, *extra: str, name: str = "claude-ai") -> Client:
+    params = bridge_params(data_dir, port, *extra)
     return Client(params, client_info=Implementation(name=name, version="0.1.0"), mode="legacy")
+
+
+@contextlib.contextmanager
+def serve_on(data_dir: Path, port: int) -> Iterator[None]:
+    """A real server for `data_dir` on a fixed port, so a second one can take the first one's place."""
+    sock = bind("127.0.0.1", port)
+    settings = replace(Settings(data_dir=data_dir), port=port)
+    with Store(data_dir) as store:
+        server = ServerThread(create_app(settings, store), settings, sock)
+        server.start()
+        wait_until(lambda: server.started or not server.thread.is_alive())
+        assert server.started, server.error
+        try:
+            yield
+        finally:
+            server.stop()
 
 
 def test_a_stdio_client_reaches_the_running_server_and_is_named_in_provenance(running: Running) -> None:
@@ -131,3 +161,73 @@ def test_read_graph_of_more_than_a_megabyte_crosses_the_bridge(running: Running)
 
     text = anyio.run(scenario)
     assert len(text) > 1 << 20 and text.count('"name": "entity ') == 4000
+
+
+def test_a_subscribed_stdio_client_hears_of_changes_made_over_rest(running: Running) -> None:
+    """The notification comes on the standalone stream the bridge holds open for the session."""
+    port = int(running.url.rsplit(":", 1)[1])
+    inbox = Inbox()
+
+    async def scenario() -> None:
+        with anyio.fail_after(60):
+            params = bridge_params(running.store.data_dir, port, "--graph")
+            async with Client(params, client_info=NAME, mode="legacy", message_handler=inbox.handle) as client:
+                await subscribe(client)
+                body = {"entities": [{"name": "Elsewhere", "entityType": "t", "observations": []}]}
+                await anyio.to_thread.run_sync(call, port, running.token, "POST", "/api/graph/entities", body)
+                await inbox.until(1)
+
+    anyio.run(scenario)
+    assert inbox.updates == [GRAPH_URI]
+
+
+def test_a_kept_alive_connection_the_server_closed_is_replaced_by_a_new_one(tmp_path: Path) -> None:
+    """The bridge keeps connections open between calls; one the server dropped meanwhile (a restart, its keep-alive
+    timeout) must not fail the next call."""
+    data_dir = tmp_path / "data"
+    port = free_port()
+    pool = Pool(f"http://127.0.0.1:{port}/api/health")
+
+    async def health() -> int:
+        async with pool.exchange("GET", [("Accept", "application/json")]) as (response, connection):
+            assert json.loads(await read_body(connection)) == {"ok": True, "version": __version__}
+            return int(response.status_code)
+
+    async def scenario() -> list[int]:
+        with anyio.fail_after(60):
+            with serve_on(data_dir, port):
+                first = await health()
+                kept = list(pool._idle)
+            with serve_on(data_dir, port):
+                second = await health()
+            assert kept and kept[0] not in pool._idle  # the first server's connection was not used again
+            await pool.aclose()
+            return [first, second]
+
+    assert anyio.run(scenario) == [200, 200]
+
+
+class Chunks:
+    """An answer body arriving in the given pieces."""
+
+    def __init__(self, *pieces: bytes) -> None:
+        self.pieces = list(pieces)
+
+    async def chunk(self) -> bytes:
+        return self.pieces.pop(0) if self.pieces else b""
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        (b'event: message\r\ndata: {"a":1}\r\n\r\ndata: {"b":\r\ndata: 2}\r\n\r\n',),
+        (b"event: message\r", b'\ndata: {"a', b'":1}\r\n\r', b"\n", b'data: {"b":\ndata: 2}\n', b"\n"),
+        (b': comment\n\nid: 7\nretry: 5\ndata:{"a":1}\n\n', b'data: {"b":\n', b"data: 2}\n\n", b'data: {"c"'),
+    ],
+)
+def test_server_sent_events_are_read_whatever_the_pieces_they_arrive_in(pieces: tuple[bytes, ...]) -> None:
+    async def events() -> list[bytes]:
+        return [data async for data in event_data(Chunks(*pieces))]
+
+    # Multi-line data is joined with LF; an event the stream ends inside is never complete, so never relayed.
+    assert anyio.run(events) == [b'{"a":1}', b'{"b":\n2}']

@@ -17,6 +17,8 @@ import anyio
 import httpx2
 import pytest
 import uvicorn
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp.client import Client
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
@@ -39,7 +41,7 @@ from starlette.routing import Mount
 
 from hivenote.server import mcp_graph
 from hivenote.server.graph import Graph
-from hivenote.server.mcp_graph import GRAPH_URI, GraphMCP, official_tools, schema_issues
+from hivenote.server.mcp_graph import GRAPH_URI, GraphMCP, js_stringify, official_tools, schema_issues
 from hivenote.server.model import Author, Entity
 from hivenote.server.store import Store
 
@@ -90,7 +92,7 @@ def graph_mcp(store: Store, calls: Calls) -> GraphMCP:
 @contextlib.asynccontextmanager
 async def serving(gm: GraphMCP) -> AsyncIterator[str]:
     """`gm` mounted at /mcp/graph in a Starlette app on a real uvicorn (127.0.0.1, a free port). Yields the URL."""
-    endpoint = gm.server.streamable_http_app(streamable_http_path="/")
+    endpoint = gm.http_app("/")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -318,12 +320,13 @@ async def test_raw_wire_has_the_official_tools_and_no_is_error_key_on_success(gr
             response = await http.post(url, json={"jsonrpc": "2.0", **message}, headers=headers)
             assert response.status_code in (200, 202), response.text
             headers.setdefault("Mcp-Session-Id", response.headers.get("mcp-session-id", ""))
-            for line in response.text.splitlines():
-                if line.startswith("data: ") and line[6:].strip():
-                    answer: dict[str, Any] = json.loads(line[6:])
-                    if answer.get("id") == message.get("id"):
-                        return answer
-            return None
+            if response.status_code == 202:  # a notification
+                return None
+            # One JSON body per request, not an SSE stream: nothing is ever sent during a call.
+            assert response.headers["content-type"] == "application/json"
+            answer: dict[str, Any] = response.json()
+            assert answer["id"] == message["id"]
+            return answer
 
         hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
         init = await post({"id": 1, "method": "initialize", "params": hello})
@@ -350,6 +353,19 @@ async def test_raw_wire_has_the_official_tools_and_no_is_error_key_on_success(gr
         assert failed is not None
         text = "Input validation error: Invalid arguments for tool open_nodes: " + NO_NAMES
         assert failed["result"] == {"content": [{"type": "text", "text": SCHEMA_ERROR_PREFIX + text}], "isError": True}
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@given(JSON_VALUES)
+def test_answer_text_is_indented_exactly_as_json_dumps_indents_it(value: Any) -> None:
+    """The official text is JSON.stringify(value, null, 2); json.dumps(indent=2) writes the same, only slower."""
+    assert js_stringify(value) == json.dumps(value, indent=2, ensure_ascii=False)
 
 
 # -- argument errors --------------------------------------------------------------------------------------------------
