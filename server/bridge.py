@@ -7,6 +7,7 @@ The client's own `initialize` is forwarded unchanged, so provenance names the re
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import subprocess
@@ -350,14 +351,34 @@ class Bridge:
                 await self.pool.aclose()
 
 
-async def _lines(stream: BinaryIO) -> Any:
-    """Lines of a blocking binary stream, read in a worker thread so the event loop keeps forwarding."""
+async def _lines(stream: BinaryIO) -> AsyncIterator[bytes]:
+    """The client's messages, one a line. Read by the event loop itself where stdin is a pipe (POSIX): a worker
+    thread per line made every message wake two threads before it was even sent on."""
+    reader = await _pipe_reader(stream)
     while True:
-        line = await anyio.to_thread.run_sync(stream.readline)
+        if reader is not None:
+            try:
+                line = await reader.readline()
+            except ValueError:  # a line past the reader's limit: let the server's JSON parser refuse it
+                line = await reader.read(MAX_ANSWER_BYTES)
+        else:
+            line = await anyio.to_thread.run_sync(stream.readline)
         if not line:
             return
         if line.strip():
             yield line
+
+
+async def _pipe_reader(stream: BinaryIO) -> asyncio.StreamReader | None:
+    if sys.platform == "win32":  # the proactor loop cannot read a console or an inherited anonymous pipe
+        return None
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_ANSWER_BYTES, loop=loop)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), stream)
+    except (ValueError, OSError):  # a regular file or a terminal: read it in a thread instead
+        return None
+    return reader
 
 
 def run_bridge(url: str, token: str | None) -> None:

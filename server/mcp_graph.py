@@ -12,7 +12,7 @@ import copy
 import importlib.resources
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from json.encoder import encode_basestring as _quote  # C; the escapes of json.dumps(ensure_ascii=False)
 from typing import Any, Final
@@ -157,7 +157,7 @@ def schema_issues(value: object, schema: Mapping[str, Any], path: tuple[str | in
         if _received(value) != "number":
             return [f"Invalid input: expected number, received {_received(value)}{_at(path)}"]
         assert isinstance(value, int | float)
-        if not float(value).is_integer():
+        if isinstance(value, float) and not value.is_integer():  # not float(value): a huge int overflows it
             return [f"Invalid input: expected int, received number{_at(path)}"]
         if "minimum" in schema and value < schema["minimum"]:
             return [f"Too small: expected number to be >={schema['minimum']}{_at(path)}"]
@@ -225,9 +225,27 @@ def _deleted(what: str) -> Answer:
     return message, {"success": True, "message": message}
 
 
+def graph_text(entities: Iterable[Entity], relations: Iterable[Relation]) -> str:
+    """`js_stringify(graph_json(entities, relations))` written straight from the objects: a graph is the biggest
+    answer there is (read_graph), and this is four times quicker than walking its JSON value."""
+    ents = ",\n    ".join(
+        f'{{\n      "name": {_quote(e.name)},\n      "entityType": {_quote(e.entityType)},\n      "observations": '
+        + ("[\n        " + ",\n        ".join(map(_quote, e.observations)) + "\n      ]" if e.observations else "[]")
+        + "\n    }"
+        for e in entities
+    )
+    rels = ",\n    ".join(
+        f'{{\n      "from": {_quote(r.from_)},\n      "to": {_quote(r.to)},\n      '
+        f'"relationType": {_quote(r.relationType)}\n    }}'
+        for r in relations
+    )
+    ents = "[\n    " + ents + "\n  ]" if ents else "[]"
+    rels = "[\n    " + rels + "\n  ]" if rels else "[]"
+    return '{\n  "entities": ' + ents + ',\n  "relations": ' + rels + "\n}"
+
+
 def _graph_answer(entities: list[Entity], relations: list[Relation]) -> Answer:
-    value = graph_json(entities, relations)
-    return js_stringify(value), value
+    return graph_text(entities, relations), graph_json(entities, relations)
 
 
 def _run_tool(graph: Graph, tool: str, args: dict[str, Any], by: Author, *, paged: bool) -> Answer:
@@ -376,7 +394,7 @@ class GraphMCP:
         if params.uri != GRAPH_URI:
             raise MCPError(INVALID_PARAMS, f"Resource {params.uri} not found")
         entities, relations = await anyio.to_thread.run_sync(self.graph.read_graph)
-        text = js_stringify(graph_json(entities, relations))
+        text = graph_text(entities, relations)
         return ReadResourceResult(
             contents=[TextResourceContents(uri=GRAPH_URI, mime_type="application/json", text=text)]
         )

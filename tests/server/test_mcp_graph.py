@@ -40,9 +40,16 @@ from starlette.requests import Request
 from starlette.routing import Mount
 
 from hivenote.server import mcp_graph
-from hivenote.server.graph import Graph
-from hivenote.server.mcp_graph import GRAPH_URI, GraphMCP, js_stringify, official_tools, schema_issues
-from hivenote.server.model import Author, Entity
+from hivenote.server.graph import Graph, graph_json
+from hivenote.server.mcp_graph import (
+    GRAPH_URI,
+    GraphMCP,
+    graph_text,
+    js_stringify,
+    official_tools,
+    schema_issues,
+)
+from hivenote.server.model import Author, Entity, Relation
 from hivenote.server.store import Store
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
@@ -366,6 +373,17 @@ JSON_VALUES = st.recursive(
 def test_answer_text_is_indented_exactly_as_json_dumps_indents_it(value: Any) -> None:
     """The official text is JSON.stringify(value, null, 2); json.dumps(indent=2) writes the same, only slower."""
     assert js_stringify(value) == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+ENTITIES = st.lists(st.builds(Entity, st.text(), st.text(), st.lists(st.text(), max_size=3).map(tuple)), max_size=4)
+RELATIONS = st.lists(st.builds(Relation, st.text(), st.text(), st.text()), max_size=4)
+
+
+@given(ENTITIES, RELATIONS)
+def test_a_graph_answer_text_written_from_the_objects_equals_its_json_indented(
+    entities: list[Entity], relations: list[Relation]
+) -> None:
+    assert graph_text(entities, relations) == js_stringify(graph_json(entities, relations))
 
 
 # -- argument errors --------------------------------------------------------------------------------------------------
