@@ -125,7 +125,7 @@ class Tokens:
         """A new token for `name`; returned once, stored only as a digest."""
         with self._lock:
             self._load()
-            if not _NAME.match(name):
+            if not _NAME.fullmatch(name):  # not .match: its $ also matches before a final newline
                 raise InvalidInput("a token name is 1-64 letters, digits, spaces or . _ @ - (e.g. a person's name)")
             if name.startswith(PEER_PREFIX):
                 raise InvalidInput(f"names starting with {PEER_PREFIX!r} are for peer tokens (hivenote sync peer add)")
@@ -141,7 +141,7 @@ class Tokens:
         like any person's. Adopting the same token under the same name again changes nothing."""
         with self._lock:
             self._load()
-            if not _NAME.match(name):
+            if not _NAME.fullmatch(name):  # not .match: its $ also matches before a final newline
                 raise InvalidInput("a token name is 1-64 letters, digits, spaces or . _ @ - (e.g. a person's name)")
             if len(token) < self.MIN_ADOPTED_CHARS or not (token.isascii() and token.isprintable()) or " " in token:
                 raise InvalidInput(

@@ -27,6 +27,7 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_TAGS = 20
 MAX_TAG = 64
 MAX_PROJECT = 100
+MAX_QUERY = 1000  # a search is a few words; matching one very long word costs time quadratic in its length
 MIN_ID_PREFIX = 6
 
 
@@ -115,6 +116,8 @@ def check_project(project: Any) -> str | None:
         return None
     if not isinstance(project, str):
         raise InvalidInput("project must be the codebase's name, like 'shop-api'")
+    if len(project) > MAX_PROJECT:  # before the blank check: a blank name that long is refused too
+        raise InvalidInput(f"project name is {len(project)} characters; keep it to {MAX_PROJECT}")
     if not project.strip():
         return None
     looks_like_path = (
@@ -126,8 +129,6 @@ def check_project(project: Any) -> str | None:
             f"project must be the codebase's name, not a file path: use {name!r} instead of {project!r}. "
             "The same name lets every agent on every machine find the notes."
         )
-    if len(project) > MAX_PROJECT:
-        raise InvalidInput(f"project name is {len(project)} characters; keep it to {MAX_PROJECT}")
     _reject_controls("project", project)
     return project
 
@@ -166,6 +167,8 @@ class Notebook:
     def search(self, query: str, filters: Filters = NO_FILTERS, limit: int | None = None) -> SearchResult:
         if limit is not None and limit < 1:
             raise InvalidInput("limit must be at least 1")
+        if len(query) > MAX_QUERY:
+            raise InvalidInput(f"the query is {len(query)} characters; search with a few words (at most {MAX_QUERY})")
         with self.store.reading() as state:
             return search_notes(state, query, filters, limit)
 

@@ -18,8 +18,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .agents import PEOPLE_NOT_AGENTS, AgentTracker, author_for
+from .auth import _NAME as _TOKEN_NAME  # the one rule for a person's name (Tokens.add checks it)
 from .errors import Forbidden, InvalidInput
 from .model import NOTE_KINDS, Author
+from .notebook import MAX_PROJECT, MAX_QUERY, MAX_TAG, MAX_TITLE
 from .search import MAX_LIMIT
 from .settings import SETTINGS_HELP, SYNC_SETTINGS, Settings
 
@@ -127,6 +129,15 @@ KIND = {"enum": list(NOTE_KINDS)}
 FORMAT = {"enum": ["notebook", "memory-jsonl"]}
 PROJECT = described({"type": ["string", "null"]}, "The codebase's name, like 'shop-api' (never a file path)")
 NOTE_FIELDS = {"kind": KIND, "title": TEXT, "body": TEXT, "tags": TEXTS, "project": PROJECT}
+# What a write must respect (a stored note may hold anything another machine wrote, so `Note` says less). The
+# notebook checks more than a schema can say: no control characters, a title that is not blank, a body of at most
+# 64 KiB of UTF-8, a project that is not a file path.
+NOTE_INPUT = NOTE_FIELDS | {
+    "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE},
+    "tags": array({"type": "string", "minLength": 1, "maxLength": MAX_TAG}),
+    "project": {**PROJECT, "maxLength": MAX_PROJECT},
+}
+QUERY = {"type": "string", "maxLength": MAX_QUERY}
 NOTE, ENTITY, RELATION = ref("Note"), ref("Entity"), ref("Relation")
 _BY = {"agent": described(TEXT, "The product, e.g. cursor"), "client": TEXT, "person": TEXT}
 _SETTING_TYPES = {"str": TEXT, "int": INTEGER, "bool": BOOLEAN, "tuple[str, ...]": TEXTS}
@@ -136,6 +147,14 @@ SETTABLE = {
     for f in fields(Settings)
     if f.name in SETTINGS_HELP and f.name not in SYNC_SETTINGS
 }
+# Settings.check's simple bounds, so a client can see them (the rest, like max_import_bytes >= max_body_bytes, it
+# explains when refused).
+_SETTING_BOUNDS = {
+    "port": {"minimum": 1, "maximum": 65535},
+    "max_body_bytes": {"minimum": 128 << 10},
+    "max_import_bytes": {"minimum": 128 << 10},
+}
+TOKEN_NAME: Schema = {"type": "string", "pattern": _TOKEN_NAME.pattern}
 _SHARD = {"ops": INTEGER, "bad_lines": INTEGER, "unknown_ops": INTEGER, "torn_tail_bytes": INTEGER}
 _LISTEN = {"host": TEXT, "port": INTEGER, "shared": BOOLEAN, "urls": described(TEXTS, "Where teammates open it")}
 _WALL = {"type": ["integer", "null"]}
@@ -193,15 +212,18 @@ COMPONENTS: dict[str, Schema] = {
     "Settings": obj({"values": obj(SETTABLE), "help": obj(dict.fromkeys(SETTABLE, TEXT)), "file": TEXT}),
     "SettingsChange": obj(
         {
-            k: described({**v, "type": [v["type"], "null"]}, f"{SETTINGS_HELP[k]} (null: back to the default)")
+            k: described(
+                {**v, **_SETTING_BOUNDS.get(k, {}), "type": [v["type"], "null"]},
+                f"{SETTINGS_HELP[k]} (null: back to the default)",
+            )
             for k, v in SETTABLE.items()
         },
         [],
     ),
     "Health": obj({"ok": BOOLEAN, "version": TEXT}),
     "Ok": obj({"ok": {"const": True}}),
-    "NewNote": obj(NOTE_FIELDS, ["kind", "title"]),
-    "NoteChange": obj(NOTE_FIELDS, []),
+    "NewNote": obj(NOTE_INPUT, ["kind", "title"]),
+    "NoteChange": obj(NOTE_INPUT, []) | {"minProperties": 1},
     "Remembered": obj({"note": NOTE, "similar": described(array(NOTE), "Live notes that look like the same fact")}),
     "Purged": obj({"purged": TEXT}),
     "History": obj({"versions": array(ref("Version"))}),
@@ -214,7 +236,7 @@ COMPONENTS: dict[str, Schema] = {
     "Clients": obj({"clients": array(obj({"id": TEXT, "title": TEXT})), "url": TEXT}),
     "SettingsSaved": obj({"saved": {"type": "object"}, "file": TEXT, "restart_required": TEXTS}),
     "People": obj({"people": array(obj({"name": TEXT, "created": INTEGER}))}),
-    "NewToken": obj({"name": described(TEXT, "The person's name; their notes carry it")}),
+    "NewToken": obj({"name": described(TOKEN_NAME, "The person's name; their notes carry it")}),
     "IssuedToken": obj({"name": TEXT, "token": described(TEXT, "Shown this once"), "note": TEXT}),
     "Revoked": obj({"revoked": TEXT}),
     "OpenAPI": {"type": "object"},
@@ -222,7 +244,7 @@ COMPONENTS: dict[str, Schema] = {
 
 QUERIES: dict[str, Schema] = {
     "notes": obj(
-        {"q": described(TEXT, "Words that must all match (omit to list, most recently changed first)"), "kind": KIND}
+        {"q": described(QUERY, "Words that must all match (omit to list, most recently changed first)"), "kind": KIND}
         | dict.fromkeys(("project", "tag", "agent", "person", "node"), TEXT)
         | {"trashed": described(BOOLEAN, "true: only the trash"), "limit": LIMIT, "offset": OFFSET},
         [],
@@ -284,8 +306,9 @@ def check(schema: Schema, value: Any, where: str = "", root: str = "the body") -
     if "enum" in schema and value not in schema["enum"]:
         raise InvalidInput(f"{label} must be one of {', '.join(map(str, schema['enum']))} (got {_show(value)})")
     if type(value) is int and not schema.get("minimum", value) <= value <= schema.get("maximum", value):
-        low, high = schema.get("minimum", "-∞"), schema.get("maximum", "∞")
-        raise InvalidInput(f"{label} must be from {low} to {high} (got {value})")
+        low, high = schema.get("minimum"), schema.get("maximum")
+        bounds = f"at least {low}" if high is None else f"at most {high}" if low is None else f"from {low} to {high}"
+        raise InvalidInput(f"{label} must be {bounds} (got {value})")
     if isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
             check(schema["items"], item, f"{label}[{i}]", root)
@@ -315,7 +338,7 @@ def parse_query(schema: Schema | None, pairs: Sequence[tuple[str, str]]) -> dict
             raise InvalidInput(f"query parameter {name!r} is given twice; give it once")
         kinds = _types(resolve(props[name]))
         value: Any = raw
-        if "integer" in kinds and re.fullmatch(r"-?\d{1,18}", raw):
+        if "integer" in kinds and re.fullmatch(r"-?\d{1,4000}", raw):  # below int()'s 4300-digit limit
             value = int(raw)
         elif "boolean" in kinds and raw in ("true", "false"):
             value = raw == "true"
@@ -390,9 +413,10 @@ def route(ep: Endpoint, services: Services) -> Route:
 _ERRORS = {
     400: "Invalid input: a bad value, an unknown field, malformed JSON (nothing was written)",
     401: "No valid bearer token",
-    403: "Only the owner's token may do this",
+    403: "Only the owner's token may do this; or a browser page served elsewhere (Origin) called",
     404: "No such note, entity, client or token",
     413: "The body is over the size limit (nothing was written)",
+    421: "The Host header is not one of this server's names (DNS rebinding guard)",
     503: "The notebook could not be read or written (disk full, permissions, ...)",
 }
 
@@ -424,9 +448,10 @@ def _operation(ep: Endpoint) -> Schema:
     errors = {
         400: bool(params) or ep.body is not None or ep.file_body,
         401: not ep.public,
-        403: ep.owner_only,
+        403: True,  # the guard refuses a foreign Origin on every route
         404: bool(ep.path_names) or ep.not_found,
         413: ep.body is not None or ep.file_body,
+        421: True,  # the guard, on every route
         503: ep.store,
     }
     op["responses"] |= {str(s): {"$ref": f"#/components/responses/E{s}"} for s, applies in errors.items() if applies}

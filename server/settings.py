@@ -7,6 +7,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -55,6 +56,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(\.{_LABEL})*\.?")
+
+
+def is_host(value: str) -> bool:
+    """An IP address or a DNS host name (what can be listened on, or sent as a Host header)."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return len(value) <= 253 and _HOST_NAME.fullmatch(value) is not None
+    return True
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,11 @@ class Settings:
 
     def check(self) -> None:
         """Refuse what would be unsafe or cannot work, saying what to do instead."""
+        if not is_host(self.host):
+            raise InvalidInput(f"host must be an IP address or a host name, like 127.0.0.1 (got {self.host!r})")
+        for name in self.allowed_hosts:
+            if not is_host(name):
+                raise InvalidInput(f"allowed_hosts holds {name!r}: not a host name; list names like myhost.local")
         if not 1 <= self.port <= 65535:
             raise InvalidInput(f"port must be between 1 and 65535 (got {self.port})")
         if self.max_body_bytes < 128 << 10:

@@ -729,3 +729,11 @@ async def test_extras_add_paging_to_read_graph_and_search_nodes_only(store: Stor
         "Invalid input: expected int, received number at offset\n"
         "Invalid input: expected boolean, received string at namesOnly"
     )
+
+
+def test_a_huge_integer_argument_is_checked_without_overflowing() -> None:
+    """Found by tests/fuzz: `limit: 10**400` made the check itself fail (int too large to convert to float)."""
+    paging = {"type": "object", "properties": {"limit": {"type": "integer", "minimum": 1}}}
+    assert schema_issues({"limit": 10**400}, paging) == []
+    assert schema_issues({"limit": -(10**400)}, paging) == ["Too small: expected number to be >=1 at limit"]
+    assert schema_issues({"limit": 1.5}, paging) == ["Invalid input: expected int, received number at limit"]

@@ -654,3 +654,54 @@ def test_every_operation_was_answered_and_checked_by_a_happy_path(running: Runni
     api("POST", "/api/tokens", {"name": "tour"}, expect=201)
     api("DELETE", "/api/tokens/{name}", expect=200, name="tour")
     assert api.succeeded == OPERATIONS
+
+
+# -- what fuzzing the API against its document found (tests/fuzz/test_openapi_fuzz.py) -------------------------------
+
+HUGE = "16788569931164696969216"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "raw", "says"),
+    [
+        ("POST", "/api/tokens", b'{"name": "bob\\n"}', "a token name is 1-64 letters"),
+        ("PUT", "/api/settings", b'{"host": ""}', "host must be an IP address or a host name"),
+        ("PUT", "/api/settings", b'{"host": "not a host!!"}', "host must be an IP address or a host name"),
+        ("PUT", "/api/settings", b'{"allowed_hosts": ["box.tail", "a b"]}', "allowed_hosts holds 'a b'"),
+        ("PUT", "/api/settings", b'{"max_body_bytes": 5594}', "max_body_bytes must be at least 131072"),
+        ("GET", f"/api/notes?limit={HUGE}", None, f"limit must be from 1 to 200 (got {HUGE})"),
+        ("GET", "/api/notes?q=" + "x" * 1001, None, "the query is 1001 characters; search with a few words"),
+        ("POST", "/api/notes", b'{"kind": "fact", "title": "%s"}' % (b"t" * 201), "title is 201 characters"),
+        ("POST", "/api/notes", b'{"kind": "fact", "title": "x", "project": "%s"}' % (b" " * 101), "is 101 characters"),
+    ],
+)  # fmt: skip
+def test_what_fuzzing_found_is_refused_saying_what_to_fix_and_writes_nothing(
+    api: Api, running: Running, method: str, path: str, raw: bytes | None, says: str
+) -> None:
+    before = shard_size(running), running.tokens.people()
+    settings = running.store.data_dir / "settings.json"
+    template = next(t for m, t in OPERATIONS if m == method and _matches(t, path.split("?")[0]))
+    reply = api.http.request(method, path, content=raw, headers={"Content-Type": "application/json"})
+    assert reply.status_code == 400 and says in reply.json()["error"]["message"], reply.json()
+    api.conforms(method, template, Reply(reply.status_code, reply.headers, reply.json()), "application/json")
+    assert (shard_size(running), running.tokens.people()) == before and not settings.exists()
+
+
+def test_a_huge_integer_in_the_query_is_a_number_not_a_type_error(api: Api) -> None:
+    """Past 18 digits it used to be refused as 'must be an integer'; the graph pages any limit."""
+    assert api("GET", "/api/graph", params={"limit": HUGE, "offset": HUGE}, expect=200).body["entities"] == []
+
+
+def test_the_documented_note_limits_are_the_notebooks_own(api: Api) -> None:
+    new_note = DOC["components"]["schemas"]["NewNote"]["properties"]
+    assert (new_note["title"]["minLength"], new_note["title"]["maxLength"]) == (1, 200)
+    assert new_note["tags"]["items"]["maxLength"] == 64 and new_note["project"]["maxLength"] == 100
+    assert DOC["components"]["schemas"]["NoteChange"]["minProperties"] == 1
+    assert remember(api, "t" * 200, tags=["g" * 64], project="p" * 100)["title"] == "t" * 200
+
+
+def test_a_bad_host_is_a_documented_421_on_every_operation(api: Api) -> None:
+    for method, template in sorted(OPERATIONS):
+        assert "421" in DOC["paths"][template][method.lower()]["responses"], (method, template)
+    reply = api("GET", "/api/export", headers={"Host": "evil.example"}, expect=421)
+    assert reply.body["error"]["code"] == "bad_host"

@@ -1,0 +1,261 @@
+"""Random arguments for every MCP tool of both servers (Hypothesis, over the real MCP client in memory): shaped by each
+tool's inputSchema, or broken on purpose. No call crashes or hangs; every refusal is a tool error saying what was
+wrong, and a refused call writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+from mcp.server import MCPServer, Server
+from mcp.types import CallToolResult, TextContent
+
+from hivenote.server.graph import Graph
+from hivenote.server.mcp_common import identify
+from hivenote.server.mcp_graph import GraphMCP, official_tools
+from hivenote.server.mcp_notebook import build_notebook_server
+from hivenote.server.model import Entity, Relation
+from hivenote.server.notebook import Notebook
+from hivenote.server.store import Store
+from tests.server.live import serve
+
+EXAMPLES = 100  # per tool and mode: about half a minute for the module
+CALL_S = 20  # a call that takes longer is a hang
+NOTEBOOK_TOOLS = ["brain_search", "brain_get", "brain_remember", "brain_update", "brain_list", "brain_forget"]
+GRAPH_TOOLS = [t["name"] for t in official_tools()]
+CASES = [
+    pytest.param(server, tool, mode, id=f"{tool}-{mode}")
+    for server, tools in (("notebook", NOTEBOOK_TOOLS), ("graph", GRAPH_TOOLS))
+    for tool in tools
+    for mode in ("shaped", "broken")
+]
+Json = Any
+
+
+@dataclass
+class Servers:
+    store: Store
+    portal: BlockingPortal
+    clients: dict[str, Client]
+    schemas: dict[str, dict[str, Any]]
+    known: list[str]  # note ids, id prefixes and entity names that exist, so some calls find what they name
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    with Store(tmp_path_factory.mktemp("fuzz") / "data") as store, start_blocking_portal("asyncio") as portal:
+        notebook, graph = Notebook(store), Graph(store)
+        notes = [notebook.remember(kind="fact", title=f"Seed {i}", tags=["seed"]).note for i in range(3)]
+        graph.create_entities([Entity("Acme", "org", ("Pays late",)), Entity("ana", "person", ())])
+        graph.create_relations([Relation("ana", "Acme", "works_at")])
+        mcps: dict[str, Server[Any] | MCPServer[Any]] = {
+            "notebook": build_notebook_server(notebook, identify),
+            "graph": GraphMCP(graph, identify=identify, extras=True).server,
+        }
+        clients = {name: portal.wrap_async_context_manager(Client(mcp, mode="legacy")) for name, mcp in mcps.items()}
+        with clients["notebook"] as notebook_client, clients["graph"] as graph_client:
+            opened = {"notebook": notebook_client, "graph": graph_client}
+            schemas = {
+                tool.name: tool.input_schema
+                for client in opened.values()
+                for tool in portal.call(client.list_tools).tools
+            }
+            known = [n.id for n in notes] + [notes[0].id[:8], "Acme", "ana", "works_at", "Pays late"]
+            yield Servers(store, portal, opened, schemas, known)
+
+
+# -- argument strategies ------------------------------------------------------------------------------------------
+
+HUGE = st.sampled_from([201, 64 * 1024 + 1, 300_000]).map(lambda n: "é" * n)  # past each limit
+ODD_TEXT = st.sampled_from(
+    ["", " ", "\x00", "a\x00b", "\ud800", "x\udfffy", "\u202e", "\ufeff", "../etc/passwd", "C:\\repo", "~/x", "%s%n"]
+)
+ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=30)  # every code point: NUL, lone surrogates, ...
+NUMBERS = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([0, -1, 2**63, 10**400, -(10**400)]),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, ANY_TEXT, ODD_TEXT)
+JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(ANY_TEXT, inner, max_size=3))
+
+
+def nested(depth: int) -> Json:
+    value: Json = "deep"
+    for i in range(depth):
+        value = [value] if i % 2 else {"x": value}
+    return value
+
+
+# The SDK's client refuses to serialize past about 250 levels; deeper bodies over HTTP: test_deep_json_over_http.
+DEEP = st.integers(20, 150).map(nested)
+WRONG = st.one_of(JSON, DEEP, NUMBERS, HUGE, ODD_TEXT)
+
+
+def shaped(schema: dict[str, Any], known: list[str]) -> st.SearchStrategy[Json]:
+    """Values of the schema's shape (the subset the tools use), with hostile text where text goes."""
+    if "anyOf" in schema:
+        return st.one_of([shaped(option, known) for option in schema["anyOf"]])
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    kind = schema.get("type")
+    if kind == "object":
+        props: dict[str, Any] = schema.get("properties", {})
+        required = set(schema.get("required", ()))
+        return st.fixed_dictionaries(
+            {k: shaped(s, known) for k, s in props.items() if k in required},
+            optional={k: shaped(s, known) for k, s in props.items() if k not in required},
+        )
+    if kind == "array":
+        return st.lists(shaped(schema["items"], known), max_size=4)
+    if kind == "string":
+        return st.one_of(st.sampled_from(known), st.text(max_size=20), ANY_TEXT, ODD_TEXT, HUGE)
+    if kind == "integer":
+        low, high = schema.get("minimum"), schema.get("maximum")
+        edges = [n for n in (-1, 0, 1, 2**63, 10**400) if (low is None or low <= n) and (high is None or n <= high)]
+        return st.integers(low, high) | st.sampled_from(edges)
+    if kind == "boolean":
+        return st.booleans()
+    assert kind == "null", schema
+    return st.none()
+
+
+def paths(value: Json, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every place in `value` that can be replaced (not the root)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        yield (*at, key)
+        yield from paths(item, (*at, key))
+
+
+def replaced(value: Json, at: tuple[Any, ...], new: Json) -> Json:
+    if not at:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[at[0]] = replaced(value[at[0]], at[1:], new)
+    return copy
+
+
+@st.composite
+def broken(draw: st.DrawFn, schema: dict[str, Any], known: list[str]) -> dict[str, Json]:
+    """A shaped call with one thing wrong: a field gone, a field too many, a value of the wrong type or size
+    somewhere inside, or arguments of another shape altogether."""
+    args: dict[str, Json] = draw(shaped(schema, known))
+    how = draw(st.sampled_from(["drop", "extra", "retype", "whole"]))
+    if how == "drop" and args:
+        del args[draw(st.sampled_from(sorted(args)))]
+    elif how == "extra":
+        args[draw(ANY_TEXT)] = draw(WRONG)
+    elif how == "retype" and (places := list(paths(args))):
+        args = replaced(args, draw(st.sampled_from(places)), draw(WRONG))
+    else:
+        args = draw(st.dictionaries(ANY_TEXT, WRONG, max_size=4))
+    return args
+
+
+# -- the property ---------------------------------------------------------------------------------------------------
+
+
+def snapshot(store: Store) -> tuple[int, list[dict[str, Any]], Any]:
+    """The shard's size (every write appends to it) and the folded notes and graph."""
+    assert store.shard_path is not None
+    size = store.shard_path.stat().st_size if store.shard_path.exists() else 0
+    with store.reading() as state:
+        return size, [n.to_json() for n in state.iter_notes()], state.graph()
+
+
+def refusal_is_clear(tool: str, text: str) -> bool:
+    """A refusal says what was wrong: not empty, not the SDK's bare text for an exception it hid, no traceback."""
+    bare = (f"Error executing tool {tool}", "Internal Server Error", "Internal error")
+    return bool(text.strip()) and text.strip() not in bare and "Traceback" not in text and 'File "' not in text
+
+
+# A failing call with a 300 kB argument: Hypothesis warns that printing it is costly; that must not hide the failure.
+@pytest.mark.filterwarnings("ignore:Generating overly large repr:hypothesis.errors.HypothesisWarning")
+@pytest.mark.parametrize(("server", "tool", "mode"), CASES)
+def test_random_arguments_get_an_answer_or_a_clear_refusal_that_changed_nothing(
+    servers: Servers, server: str, tool: str, mode: str
+) -> None:
+    assert set(servers.schemas) == {*NOTEBOOK_TOOLS, *GRAPH_TOOLS}  # a new tool is fuzzed too
+    schema = servers.schemas[tool]
+    client = servers.clients[server]
+    strategy = shaped(schema, servers.known) if mode == "shaped" else broken(schema, servers.known)
+
+    async def call(args: dict[str, Json]) -> CallToolResult:
+        with anyio.fail_after(CALL_S):
+            return await client.call_tool(tool, args)
+
+    @given(args=strategy)
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate],  # no shrinking: with huge strings it takes minutes; the message names
+    )  # the failing call's answer
+    def fuzz(args: dict[str, Json]) -> None:
+        before = snapshot(servers.store)
+        result = servers.portal.call(call, args)
+        assert result.content and isinstance(result.content[0], TextContent), result
+        text = result.content[0].text
+        if result.is_error:
+            assert refusal_is_clear(tool, text), text
+            assert snapshot(servers.store) == before, f"a refused call wrote: {text}"
+        else:
+            assert result.structured_content is not None, text
+
+    fuzz()
+
+
+# -- what fuzzing found, as plain tests ---------------------------------------------------------------------------
+
+
+def test_a_search_for_one_huge_word_is_refused_at_once(servers: Servers) -> None:
+    """A 300 000-character word took 98 s to search (closest partial matches try every prefix of it)."""
+    client = servers.clients["notebook"]
+
+    async def search() -> CallToolResult:
+        with anyio.fail_after(2):
+            return await client.call_tool("brain_search", {"query": "é" * 300_000})
+
+    result = servers.portal.call(search)
+    assert result.is_error and isinstance(result.content[0], TextContent)
+    assert result.content[0].text == "the query is 300000 characters; search with a few words (at most 1000)"
+
+
+def test_json_nested_too_deep_for_the_parser_is_a_parse_error_and_the_session_goes_on(tmp_path: Path) -> None:
+    """Deeper than the SDK's client can even send (tests above stop at 150 levels): a raw HTTP client's 100 000."""
+    deep = "[" * 100_000 + "]" * 100_000
+    with serve(tmp_path / "data") as running, httpx2.Client(base_url=running.url, timeout=30) as http:
+        for path, tool in (("/mcp", "brain_get"), ("/mcp/graph", "open_nodes")):
+            headers = {
+                "Authorization": f"Bearer {running.token}",
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+            }
+            hello = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "fuzz", "version": "1"},
+            }
+            opened = http.post(
+                path, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}, headers=headers
+            )
+            headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+            http.post(path, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+            call = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"%s","arguments":{"x":%s}}}'
+            refused = http.post(path, content=call % (tool, deep), headers=headers)
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"]["message"].startswith("Parse error: recursion limit exceeded"), refused.text
+            listed = http.post(path, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=headers)
+            assert listed.status_code == 200 and tool in listed.text
