@@ -5,11 +5,13 @@ machines' shards, warming the search index) lives in the lifespan."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import gc
 import logging
+import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,12 +123,34 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
             if not frozen and not store.state.changed_notes:
                 # The folded notebook lives as long as the server: keep the collector from walking it again
                 # and again (a full pass over a big notebook is a latency spike on whichever request meets it).
-                gc.freeze()
+                await anyio.to_thread.run_sync(_settle_memory)
                 frozen = True
             await graph_mcp.publish_if_changed()
         except Exception:  # keep following; the error shows in the log and in status
             log.exception("following the log folder failed")
         await anyio.sleep(FOLLOW_INTERVAL_S)
+
+
+def _settle_memory() -> None:
+    """Once start-up work is done: collect its garbage, then freeze what is left (the folded notebook lives as long
+    as the server, and a full collector pass over it is a latency spike on whichever request meets it), then hand
+    the heap pages the fold and the index build freed back to the system (glibc keeps them otherwise)."""
+    gc.collect()  # before the freeze: garbage frozen with the rest would never be collected
+    gc.freeze()
+    if (trim := _malloc_trim()) is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim`, or None (another C library, another system)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # musl has none
+        return None
+    return trim
 
 
 def _watch_quietly(store: Store) -> None:

@@ -292,16 +292,20 @@ class Bridge:
             await self._fail(message, f"Hivenote sent an answer the bridge cannot read: {exc}")
 
     async def _relay(self, data: bytes, tasks: anyio.abc.TaskGroup) -> None:
-        answer = json.loads(data)
-        if isinstance(answer, dict):
-            result = answer.get("result")
-            if isinstance(result, dict) and "protocolVersion" in result and "serverInfo" in result:
-                self.protocol = str(result["protocolVersion"])
-                if self.session_id and not self._listening:
-                    self._listening = True
-                    tasks.start_soon(self._listen)
-        # Passed on as it came (one line of compact JSON) unless it spans lines, which stdio framing cannot carry.
-        await self._write(data if b"\n" not in data else json.dumps(answer, ensure_ascii=False).encode())
+        # Passed on as it came (one line of compact JSON): only the answer to initialize is looked into, and one
+        # spanning lines, which stdio framing cannot carry, is written again on one.
+        if self.protocol is None or b"\n" in data:
+            answer = json.loads(data)
+            if isinstance(answer, dict):
+                result = answer.get("result")
+                if isinstance(result, dict) and "protocolVersion" in result and "serverInfo" in result:
+                    self.protocol = str(result["protocolVersion"])
+                    if self.session_id and not self._listening:
+                        self._listening = True
+                        tasks.start_soon(self._listen)
+            if b"\n" in data:
+                data = json.dumps(answer, ensure_ascii=False).encode()
+        await self._write(data)
 
     async def _listen(self) -> None:
         """The standalone stream: notifications the server sends on its own (resource updates)."""
