@@ -7,6 +7,7 @@ the ids the fold marked as changed, so a query never rescans the whole notebook.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .fold import OccKey, State
-from .model import Entity, Note, Relation
+from .model import Entity, Note, Relation, Stamp
 from .textindex import SubstringIndex
 
 # Field weights: a term in the title says more than the same term deep in the body.
@@ -197,38 +198,92 @@ def _fields(text: str) -> list[str]:
     return parts if len(parts) == 5 else [*parts, *[""] * (5 - len(parts))]
 
 
-def _whole_word(text: str, term: str) -> bool:
-    start = text.find(term)
-    while start >= 0:
-        end = start + len(term)
-        if (start == 0 or not text[start - 1].isalnum()) and (end == len(text) or not text[end].isalnum()):
-            return True
-        start = text.find(term, start + 1)
-    return False
+@functools.lru_cache(maxsize=1024)
+def _word_end(term: str) -> re.Pattern[str]:
+    """`term` with no letter or digit right after it (`[^\\W_]` is exactly `str.isalnum`). Led by the literal,
+    so the regex engine skips ahead with a fast substring search; the start is checked by `_whole_word`."""
+    return re.compile(rf"{re.escape(term)}(?![^\W_])")
+
+
+def _whole_word(text: str, term: str, start: int) -> int:
+    """Where `term` first occurs from `start` on with no letter or digit on either side, or -1."""
+    found = _word_end(term).search(text, start)
+    while found is not None:
+        at = found.start()
+        if at == 0 or not text[at - 1].isalnum():
+            return at
+        found = _word_end(term).search(text, at + 1)
+    return -1
+
+
+_FIELD_WEIGHT = tuple(weight for _, weight in WEIGHTS)
 
 
 def _score(text: str, terms: list[str]) -> tuple[float, int]:
     """(relevance, terms matched) of a note's folded text: each term counts its best field, doubled for a
-    whole-word match."""
-    fields = _fields(text)
+    whole-word match. Fields come in falling weight order, so a term's best field is that of its first
+    occurrence or, doubled, that of its first whole-word occurrence: two searches in C, not a loop over fields
+    (a short term can match most of a big notebook, and every match is scored)."""
     total = 0.0
     matched = 0
     for term in terms:
-        best = 0.0
-        for (_, weight), field_text in zip(WEIGHTS, fields, strict=True):
-            if weight * 2.0 <= best:
-                break
-            if term in field_text:
-                best = max(best, weight * (2.0 if _whole_word(field_text, term) else 1.0))
-        if best:
-            total += best
-            matched += 1
+        at = text.find(term)
+        if at < 0:
+            continue
+        best = _FIELD_WEIGHT[min(text.count("\n", 0, at), 4)]
+        whole = _whole_word(text, term, at)
+        if whole >= 0:
+            best = max(best, 2.0 * _FIELD_WEIGHT[min(text.count("\n", 0, whole), 4)])
+        total += best
+        matched += 1
     return total, matched
 
 
+def _score_bound(text: str, terms: list[str]) -> float:
+    """At least `_score(text, terms)[0]` for a text holding every term, for less: the field of a term's first
+    occurrence is its heaviest, and a whole-word match there at most doubles it."""
+    total = 0.0
+    for term in terms:
+        total += _FIELD_BOUND[min(text.count("\n", 0, text.find(term)), 4)]
+    return total
+
+
+_FIELD_BOUND = tuple(2.0 * weight for weight in _FIELD_WEIGHT)
+
+
 def _ranked(notes: list[Note], index: SubstringIndex[str] | _Scan, terms: list[str], limit: int) -> list[Note]:
-    scored = ((_score(index.text(n.id) or "", terms)[0], n.revision, n) for n in notes)
-    return [item[2] for item in heapq.nlargest(limit, scored, key=lambda s: (s[0], s[1]))]
+    """The `limit` best notes by (relevance, recency). A short term can match most of a big notebook, mostly
+    deep in bodies: notes are grouped by a cheap bound of their relevance and scored exactly, best group
+    first, only while their bound can still beat the worst note kept. (Grouped, not sorted: sorting tens of
+    thousands of notes scattered over a big heap costs more than scoring them.)"""
+    if limit <= 0:
+        return []
+    text = index.text
+    # Note numbers in compact arrays, not (text, note) tuples: objects kept across the pass would be promoted
+    # by the collector and make it walk the whole notebook.
+    groups: dict[float, array[int]] = {}
+    for number, note in enumerate(notes):
+        bound = _score_bound(text(note.id) or "", terms)
+        group = groups.get(bound)
+        if group is None:
+            group = groups[bound] = array("I")
+        group.append(number)
+    kept: list[tuple[float, Stamp, Note]] = []  # a min-heap of the best so far; revisions are unique
+    for bound in sorted(groups, reverse=True):
+        if len(kept) == limit and bound < kept[0][0]:
+            break
+        for number in groups[bound]:
+            note = notes[number]
+            revision = note.revision
+            if len(kept) == limit and (bound, revision) < kept[0][:2]:
+                continue
+            item = (_score(text(note.id) or "", terms)[0], revision, note)
+            if len(kept) < limit:
+                heapq.heappush(kept, item)
+            elif item[:2] > kept[0][:2]:
+                heapq.heapreplace(kept, item)
+    kept.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    return [item[2] for item in kept]
 
 
 def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit: int | None = None) -> SearchResult:
@@ -245,7 +300,7 @@ def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit:
             break
         candidates = {key for key in candidates if term in (index.text(key) or "")}
     matches = [n for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
-    cap = MAX_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))
+    cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # _bounded keeps no more
     hits = _bounded(_ranked(matches, index, terms, cap), limit)
     near = [] if matches else _near(state, index, terms, filters)
     return SearchResult(hits, near, len(matches))

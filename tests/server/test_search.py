@@ -144,6 +144,52 @@ def test_search_returns_exactly_the_notes_a_brute_force_scan_finds(
     assert not (expected and result.near)
 
 
+def reference_score(note_fields: list[str], terms: list[str]) -> float:
+    """The ranking rule spelled out: each term counts its best field (title 4, tags 3, project 3, kind 2,
+    body 1), doubled where it stands as a whole word (no letter or digit on either side)."""
+    total = 0.0
+    for term in terms:
+        best = 0.0
+        for weight, text in zip((4.0, 3.0, 3.0, 2.0, 1.0), note_fields, strict=True):
+            for at in range(len(text)):
+                if text.startswith(term, at):
+                    end = at + len(term)
+                    whole = (at == 0 or not text[at - 1].isalnum()) and (end == len(text) or not text[end].isalnum())
+                    best = max(best, weight * (2.0 if whole else 1.0))
+        total += best
+    return total
+
+
+ranked_words = st.sampled_from(["alpha", "beta", "alphabet", "al_pha", "x-alpha", "café", "9al", "ph"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.lists(ranked_words, max_size=3), st.lists(ranked_words, max_size=2), st.lists(ranked_words)),
+        min_size=1,
+        max_size=25,
+    ),
+    st.lists(st.sampled_from(["al", "alpha", "ph", "a", "é", "9"]), min_size=1, max_size=2),
+    st.integers(1, 8),
+)
+def test_results_are_ranked_exactly_by_field_weight_then_recency(
+    notes: list[tuple[list[str], list[str], list[str]]], terms: list[str], limit: int
+) -> None:
+    state = State()
+    for i, (title, tags, body) in enumerate(notes, start=1):
+        fields = {"kind": "fact", "title": " ".join(title) or "t", "tags": tags, "body": "\n".join(body)}
+        state.apply(Op("n-0001", i, i, 0, "note.set", {"id": f"N{i:03}", "fields": fields}, Author()))
+    folded = fold_text(" ".join(terms)).split()
+    scored = []
+    for note in state.iter_notes():
+        parts = [fold_text(p) for p in (note.title, " ".join(note.tags), note.project or "", note.kind, note.body)]
+        if all(any(t in p for p in parts) for t in folded):
+            scored.append((reference_score(parts, folded), note.revision, note.id))
+    expected = [note_id for *_, note_id in sorted(scored, reverse=True)[:limit]]
+    assert [n.id for n in search_notes(state, " ".join(terms), limit=limit).hits] == expected
+
+
 def test_a_cold_index_scans_and_finds_exactly_what_the_index_finds(store: Store, monkeypatch: object) -> None:
     import hivenote.server.search as search
 
