@@ -7,6 +7,7 @@ member decided by the total order of `Stamp`s, so the result does not depend on 
 from __future__ import annotations
 
 import bisect
+import operator
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from .model import Entity, Note, Op, Relation, Stamp, Version
 from .textindex import SubstringIndex
 
 _NOTE_OPS = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
+_STAMP = operator.attrgetter("stamp")  # in C: a cold start sorts ops from several shards into each note's history
 OccKey = tuple[str, int]  # (entity name, occurrence k): the official server allows same-name entities in one batch
 RelKey = tuple[str, str, str]  # (from, to, relationType)
 
@@ -42,7 +44,7 @@ class NoteRecord:
         if not self.ops or stamp > self.ops[-1].stamp:
             self.ops.append(op)
         else:
-            bisect.insort(self.ops, op, key=lambda o: o.stamp)
+            bisect.insort(self.ops, op, key=_STAMP)
         if op.kind == "note.set":
             fields = self.fields
             for name in op.data["fields"]:
@@ -61,7 +63,7 @@ class NoteRecord:
         """Ops after the latest purge (a purge erases everything before it)."""
         if self.purge is None:
             return self.ops
-        cut = bisect.bisect_right(self.ops, self.purge, key=lambda o: o.stamp)
+        cut = bisect.bisect_right(self.ops, self.purge, key=_STAMP)
         return self.ops[cut:]
 
     def note(self) -> Note | None:
@@ -131,6 +133,8 @@ class State:
     numbered_notes: list[str] = field(default_factory=list)
     entity_index: SubstringIndex[OccKey] = field(default_factory=SubstringIndex)
     _graph_cache: tuple[int, list[Entity], list[Relation]] | None = None
+    recent_notes: tuple[int, list[Note]] | None = None  # (notes_version, notes newest first): search.list_notes
+    recent_changed: set[str] = field(default_factory=set)  # notes changed since `recent_notes` was built
 
     # -- applying ops -------------------------------------------------------------------------------
 
@@ -165,6 +169,8 @@ class State:
                 rec = self.notes[note_id] = NoteRecord(note_id)
             rec.apply(op)
             self.changed_notes.add(note_id)
+            if self.recent_notes is not None:
+                self.recent_changed.add(note_id)
             self.notes_version += 1
             return True
         stamp = op.stamp

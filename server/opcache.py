@@ -8,6 +8,7 @@ cached offset) with the same bytes, and its ops still go through the fold like a
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import marshal
 import os
@@ -38,7 +39,28 @@ def _digest(payload: bytes | memoryview) -> bytes:
 
 def save(path: Path, entries: list[ShardEntry]) -> None:
     """Write the cache atomically (a unique temp file renamed over, so concurrent writers cannot mix)."""
-    rows = [
+    # One tuple per op, all kept until dumped: generational GC passes over them and the folded notebook
+    # (a million ops is over a GB of objects) would cost more than building them, so they wait.
+    pause_gc = gc.isenabled()
+    gc.disable()
+    try:
+        payload = marshal.dumps(_rows(entries))
+    finally:
+        if pause_gc:
+            gc.enable()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(MAGIC + _digest(payload) + payload)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _rows(entries: list[ShardEntry]) -> list[Any]:
+    return [
         (
             e.name,
             e.offset,
@@ -50,16 +72,6 @@ def save(path: Path, entries: list[ShardEntry]) -> None:
         )
         for e in entries
     ]
-    payload = marshal.dumps(rows)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(MAGIC + _digest(payload) + payload)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
 
 
 def load(path: Path) -> dict[str, ShardEntry]:

@@ -11,12 +11,13 @@ import functools
 import heapq
 import itertools
 import math
+import operator
 import re
 import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .fold import OccKey, State
 from .model import Entity, Note, Relation, Stamp
@@ -30,6 +31,7 @@ TOKEN_BUDGET = 1500  # default result size, in estimated model tokens of the one
 NEAR_LIMIT = 5
 COMMON_TITLE_WORD = 2000  # postings longer than this are not counted by the duplicate hint
 PENDING_DIRECT = 8  # the duplicate hint checks up to this many not-yet-indexed notes one by one
+REFRESH_RECENT = 1000  # list_notes brings its recency order up to date after at most this many changed notes
 COLD_INDEX = 2000  # with more notes than this waiting and no index yet, a query scans instead of indexing all
 _STOPWORDS = frozenset(
     [
@@ -330,10 +332,39 @@ def list_notes(
     state: State, filters: Filters = NO_FILTERS, *, limit: int | None = None, offset: int = 0
 ) -> tuple[list[Note], int]:
     """Notes passing `filters`, most recently updated first; returns (page, total)."""
-    notes = [n for n in state.iter_notes() if filters.admit(n)]
-    notes.sort(key=lambda n: n.revision, reverse=True)
-    page = notes[offset:]
-    return (_bounded(page, limit) if limit is None else page[: max(0, min(limit, MAX_LIMIT))]), len(notes)
+    cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # _bounded keeps no more
+    notes = _recent(state)
+    if replace(filters, trashed=False) == NO_FILTERS:  # the usual list: no per-field checks to make
+        notes = [n for n in notes if n.trashed is filters.trashed]
+    else:
+        notes = [n for n in notes if filters.admit(n)]
+    page = notes[offset : offset + cap]
+    return (_bounded(page, limit) if limit is None else page), len(notes)
+
+
+def _recent(state: State) -> list[Note]:
+    """Every note, most recently changed first; kept while the notes do not change, since agents list far more
+    often than they write, and brought up to date cheaply after writes that are newer than everything listed."""
+    cached, changed = state.recent_notes, state.recent_changed
+    if cached is not None and cached[0] == state.notes_version:
+        return cached[1]
+    fresh = [note for note_id in changed if (note := state.note(note_id)) is not None]
+    fresh.sort(key=_REVISION, reverse=True)
+    if (
+        cached is not None
+        and len(changed) <= REFRESH_RECENT
+        and (not cached[1] or not fresh or fresh[-1].revision > cached[1][0].revision)
+    ):
+        notes = fresh + [note for note in cached[1] if note.id not in changed]
+    else:
+        notes = list(state.iter_notes())
+        notes.sort(key=_REVISION, reverse=True)
+    state.recent_notes = (state.notes_version, notes)
+    changed.clear()
+    return notes
+
+
+_REVISION = operator.attrgetter("revision")
 
 
 _WORD = re.compile(r"\w+")

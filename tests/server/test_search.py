@@ -10,7 +10,7 @@ from hivenote.server.fold import State
 from hivenote.server.model import Author, Op
 from hivenote.server.notebook import Notebook
 from hivenote.server.provenance import acting_as
-from hivenote.server.search import TOKEN_BUDGET, Filters, estimated_tokens, fold_text, search_notes
+from hivenote.server.search import TOKEN_BUDGET, Filters, estimated_tokens, fold_text, list_notes, search_notes
 from hivenote.server.store import Store
 
 
@@ -249,3 +249,33 @@ def test_duplicate_hints_are_exactly_the_brute_force_ones(
     )[:3]
     got = similar_notes(state, kind="decision", project="api", title=title)
     assert [n.id for n in got] == [item[2] for item in expected]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["note.set", "note.trash", "note.restore", "note.purge", "list"]), st.integers(0, 6)),
+        max_size=40,
+    ),
+    st.lists(st.integers(1, 1000), min_size=40, max_size=40),
+)
+def test_listing_between_writes_is_exactly_the_notes_newest_first(
+    steps: list[tuple[str, int]], walls: list[int]
+) -> None:
+    """The recency order is kept between lists and patched after writes: whatever the writes (older stamps from
+    another machine, trash, purge), each list equals sorting every note afresh."""
+    state = State()
+    for seq, ((kind, n), wall) in enumerate(zip(steps, walls, strict=False), start=1):
+        if kind != "list":
+            data: dict[str, object] = {"id": f"N{n}"}
+            if kind == "note.set":
+                data["fields"] = {"kind": "fact", "title": f"t{seq}"}
+            state.apply(Op("n-0001", seq, wall, 0, kind, data, Author()))
+        for trashed in (False, True):
+            expected = sorted(
+                (note for note in state.iter_notes() if note.trashed is trashed),
+                key=lambda note: note.revision,
+                reverse=True,
+            )
+            page, total = list_notes(state, Filters(trashed=trashed), limit=200)
+            assert ([n.id for n in page], total) == ([n.id for n in expected], len(expected))
