@@ -148,8 +148,11 @@ class Pool:
         with anyio.fail_after(CONNECT_TIMEOUT_S):
             return Connection(await anyio.connect_tcp(self.host, self.port))
 
-    async def _send(self, method: str, headers: list[tuple[str, str]], body: bytes) -> tuple[Connection, Any]:
-        headers = [("Host", self.authority), *headers, ("Content-Length", str(len(body)))]
+    def framed(self, headers: list[tuple[str, str]], body: bytes) -> list[tuple[str, str]]:
+        return [("Host", self.authority), *headers, ("Content-Length", str(len(body)))]
+
+    async def _send(self, method: str, headers: list[tuple[str, str]], body: bytes) -> tuple[Connection, h11.Response]:
+        headers = self.framed(headers, body)
         while self._idle:
             connection = self._idle.pop()
             try:
@@ -314,7 +317,8 @@ class Bridge:
         except TRANSPORT_ERRORS:
             return
         try:
-            response = await connection.request("GET", self.pool.target, self._get_headers(), b"")
+            headers = self.pool.framed(self._headers("text/event-stream"), b"")
+            response = await connection.request("GET", self.pool.target, headers, b"")
             if response.status_code != 200:
                 return
             async for data in event_data(connection):
@@ -323,9 +327,6 @@ class Bridge:
             return
         finally:
             await connection.aclose()
-
-    def _get_headers(self) -> list[tuple[str, str]]:
-        return [("Host", self.pool.authority), *self._headers("text/event-stream"), ("Content-Length", "0")]
 
     async def _write_notification(self, data: bytes) -> None:
         await self._write(data if b"\n" not in data else json.dumps(json.loads(data), ensure_ascii=False).encode())
