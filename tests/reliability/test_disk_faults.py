@@ -129,7 +129,8 @@ def post_note(port: int, token: str, title: str, text: str = "") -> dict[str, ob
     try:
         body = json.loads(call(port, token, "POST", "/api/notes", {"kind": "fact", "title": title, "body": text}))
     except urllib.error.HTTPError as exc:
-        body = {"status": exc.code, **json.loads(exc.read())}
+        with exc:  # it holds the connection
+            body = {"status": exc.code, **json.loads(exc.read())}
     assert isinstance(body, dict)
     return body
 
