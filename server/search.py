@@ -333,35 +333,70 @@ def list_notes(
 ) -> tuple[list[Note], int]:
     """Notes passing `filters`, most recently updated first; returns (page, total)."""
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # _bounded keeps no more
-    notes = _recent(state)
-    if replace(filters, trashed=False) == NO_FILTERS:  # the usual list: no per-field checks to make
-        notes = [n for n in notes if n.trashed is filters.trashed]
+    recent = _recent(state)
+    current = recent.current
+    if replace(filters, trashed=False) == NO_FILTERS:  # the usual list: the page is at the front
+        total = recent.counts[filters.trashed]
+        page: list[Note] = []
+        skip = offset
+        for note in recent.notes if cap else ():
+            if current.get(note.id) is note and note.trashed is filters.trashed:
+                if skip:
+                    skip -= 1
+                    continue
+                page.append(note)
+                if len(page) == cap:
+                    break
     else:
-        notes = [n for n in notes if filters.admit(n)]
-    page = notes[offset : offset + cap]
-    return (_bounded(page, limit) if limit is None else page), len(notes)
+        notes = [n for n in recent.notes if current.get(n.id) is n and filters.admit(n)]
+        total, page = len(notes), notes[offset : offset + cap]
+    return (_bounded(page, limit) if limit is None else page), total
 
 
-def _recent(state: State) -> list[Note]:
-    """Every note, most recently changed first; kept while the notes do not change, since agents list far more
-    often than they write, and brought up to date cheaply after writes that are newer than everything listed."""
-    cached, changed = state.recent_notes, state.recent_changed
-    if cached is not None and cached[0] == state.notes_version:
-        return cached[1]
-    fresh = [note for note_id in changed if (note := state.note(note_id)) is not None]
-    fresh.sort(key=_REVISION, reverse=True)
-    if (
-        cached is not None
-        and len(changed) <= REFRESH_RECENT
-        and (not cached[1] or not fresh or fresh[-1].revision > cached[1][0].revision)
-    ):
-        notes = fresh + [note for note in cached[1] if note.id not in changed]
-    else:
-        notes = list(state.iter_notes())
-        notes.sort(key=_REVISION, reverse=True)
-    state.recent_notes = (state.notes_version, notes)
+@dataclass(slots=True)
+class Recent:
+    """Every note, most recently changed first, kept between lists (agents list far more often than they
+    write). After writes newer than everything listed, their notes go in front and the views they replace
+    stay behind as stale entries, skipped (not in `current`) until a rebuild drops them: no pass over the
+    notebook either way."""
+
+    version: int
+    notes: list[Note]  # newest first, stale views included
+    current: dict[str, Note]  # id -> the view listed for it
+    counts: dict[bool, int]  # trashed -> how many notes
+    stale: int = 0
+
+
+def _recent(state: State) -> Recent:
+    recent: Recent | None = state.recent_notes
+    changed = state.recent_changed
+    if recent is not None and recent.version == state.notes_version:
+        return recent
+    if recent is not None and len(changed) <= REFRESH_RECENT:
+        fresh = [note for note_id in changed if (note := state.note(note_id)) is not None]
+        fresh.sort(key=_REVISION, reverse=True)
+        if not fresh or not recent.notes or fresh[-1].revision > recent.notes[0].revision:
+            for note_id in changed:
+                old = recent.current.pop(note_id, None)
+                if old is not None:
+                    recent.counts[old.trashed] -= 1
+                    recent.stale += 1
+            for note in fresh:
+                recent.current[note.id] = note
+                recent.counts[note.trashed] += 1
+            recent.notes[:0] = fresh
+            recent.version = state.notes_version
+            changed.clear()
+            if recent.stale <= len(recent.current):
+                return recent
+    notes = list(state.iter_notes())
+    notes.sort(key=_REVISION, reverse=True)
+    counts = {False: 0, True: 0}
+    for note in notes:
+        counts[note.trashed] += 1
+    recent = state.recent_notes = Recent(state.notes_version, notes, {n.id: n for n in notes}, counts)
     changed.clear()
-    return notes
+    return recent
 
 
 _REVISION = operator.attrgetter("revision")
