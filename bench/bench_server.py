@@ -1,8 +1,9 @@
-"""The notebook over real HTTP: brain_remember and brain_search at 10k notes beside a no-op tool on the same
-server and session (the protocol floor), interleaved so all three see the same conditions. The client runs in
-its own process, as agents do, so it does not share the server's interpreter. Prints a table.
+"""The notebook over real HTTP: brain_remember, brain_search, brain_get and brain_list at 10k and 100k notes
+beside a no-op tool on the same server and session (the protocol floor), interleaved so all of them see the same
+conditions. The client runs in its own process, as agents do, so it does not share the server's interpreter.
+Prints a table per size.
 
-    python bench/bench_server.py [--notes 10000] [--calls 300]
+    python bench/bench_server.py [--notes 10000,100000] [--calls 300]
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,9 +42,12 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def measure(url: str, token: str, calls: int) -> dict[str, list[float]]:
+TOOLS = ("noop", "brain_remember", "brain_search", "brain_get", "brain_list")
+
+
+async def measure(url: str, token: str, calls: int, notes: int) -> dict[str, list[float]]:
     rnd = random.Random(11)
-    times: dict[str, list[float]] = {"noop": [], "brain_search": [], "brain_remember": []}
+    times: dict[str, list[float]] = {name: [] for name in TOOLS}
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
         client = Client(
             streamable_http_client(f"{url}/mcp", http_client=http),
@@ -58,8 +61,10 @@ async def measure(url: str, token: str, calls: int) -> dict[str, list[float]]:
                 fields = note_fields(rnd)
                 for name, args in (
                     ("noop", {}),
-                    ("brain_search", {"query": rnd.choice(WORDS)}),
                     ("brain_remember", dict(fields)),
+                    ("brain_search", {"query": rnd.choice(WORDS)}),
+                    ("brain_get", {"id": f"01SEED{rnd.randint(1, notes):020d}"}),
+                    ("brain_list", {}),
                 ):
                     t = time.perf_counter()
                     result = await client.call_tool(name, args)
@@ -68,17 +73,10 @@ async def measure(url: str, token: str, calls: int) -> dict[str, list[float]]:
     return times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--notes", type=int, default=10_000)
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--client", nargs=2, metavar=("URL", "TOKEN"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.client:  # the measuring side, in its own process
-        print(json.dumps(anyio.run(measure, args.client[0], args.client[1], args.calls)))
-        return
+def run(notes: int, calls: int) -> dict[str, list[float]]:
+    """Seconds per call of each tool, on a fresh server over `notes` notes."""
     data = Path(tempfile.mkdtemp(prefix="hivenote-bench-http-")) / "data"
-    write_log(data, args.notes)
+    write_log(data, notes)
     sock = bind("127.0.0.1", 0)
     settings = replace(Settings(data_dir=data), port=sock.getsockname()[1])
     with Store(data) as store:
@@ -97,17 +95,33 @@ def main() -> None:
         try:
             token = app.state.services.tokens.default()
             url = f"http://127.0.0.1:{server.port}"
-            client = [sys.executable, __file__, "--calls", str(args.calls), "--client", url, token]
-            times = json.loads(subprocess.run(client, capture_output=True, encoding="utf-8", check=True).stdout)
+            client = [sys.executable, __file__, "--calls", str(calls), "--notes", str(notes), "--client", url, token]
+            times: dict[str, list[float]] = json.loads(
+                subprocess.run(client, capture_output=True, encoding="utf-8", check=True).stdout
+            )
         finally:
             server.stop()
-    floor = statistics.median(times["noop"])
-    print(f"MCP over HTTP at {args.notes:,} notes, {args.calls} calls each, one session (ms)")
-    print(f"{'tool':<16}{'p50':>8}{'p99':>8}{'p50 / no-op':>13}")
-    for name, values in times.items():
-        print(
-            f"{name:<16}{pct(values, 0.5) * 1e3:>8.2f}{pct(values, 0.99) * 1e3:>8.2f}{pct(values, 0.5) / floor:>12.2f}x"
-        )
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--notes", default="10000,100000")
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--client", nargs=2, metavar=("URL", "TOKEN"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.client:  # the measuring side, in its own process
+        print(json.dumps(anyio.run(measure, args.client[0], args.client[1], args.calls, int(args.notes))))
+        return
+    for notes in (int(n) for n in args.notes.split(",")):
+        times = run(notes, args.calls)
+        floor50, floor99 = pct(times["noop"], 0.5), pct(times["noop"], 0.99)
+        print(f"MCP over HTTP at {notes:,} notes, {args.calls} calls each, interleaved in one session (ms)")
+        print(f"{'tool':<16}{'p50':>8}{'p99':>8}{'p50 / no-op':>13}{'p99 / no-op':>13}")
+        for name, values in times.items():
+            p50, p99 = pct(values, 0.5), pct(values, 0.99)
+            print(f"{name:<16}{p50 * 1e3:>8.2f}{p99 * 1e3:>8.2f}{p50 / floor50:>12.2f}x{p99 / floor99:>12.2f}x")
+        print()
 
 
 if __name__ == "__main__":
