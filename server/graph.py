@@ -7,8 +7,9 @@ Plus paged / names-only reads for big graphs (REST and CLI; MCP only when a sett
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +181,21 @@ class Graph:
         self._write(decide, by)
 
     # -- reads --------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def if_free(self) -> Iterator[bool]:
+        """Whether no writer or follower holds the store right now; if so it is held for the block. Lets an event
+        loop read something small at once, where a worker thread's hand-offs would cost more than the read."""
+        free = self.store.lock.acquire(blocking=False)
+        try:
+            yield free
+        finally:
+            if free:
+                self.store.lock.release()
+
+    def entities_at_most(self) -> int:
+        """An upper bound on the live entities (every entity ever added, deleted or not): cheap, for sizing work."""
+        return len(self.store.state.ent_add)
 
     def read_graph(self) -> tuple[list[Entity], list[Relation]]:
         with self.store.reading() as state:

@@ -8,7 +8,8 @@ import contextlib
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -478,6 +479,71 @@ async def test_a_notebook_error_is_a_tool_error_saying_what_to_do(graph_mcp: Gra
         result = await client.call_tool("create_entities", {"entities": [entity]})
     assert result.is_error
     assert "unpaired surrogate" in wire(result)["content"][0]["text"]
+
+
+class ThreadNoting(Graph):
+    """A real Graph that notes which thread each read ran on."""
+
+    threads: list[str]
+
+    def open_nodes(self, names: Sequence[str]) -> tuple[list[Entity], list[Relation]]:
+        self.threads.append(threading.current_thread().name)
+        return super().open_nodes(names)
+
+    def search_nodes(self, query: str) -> tuple[list[Entity], list[Relation]]:
+        self.threads.append(threading.current_thread().name)
+        return super().search_nodes(query)
+
+
+@pytest.mark.anyio
+async def test_small_reads_are_answered_on_the_event_loop_and_big_ones_in_a_worker(
+    store: Store, calls: Calls, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = ThreadNoting(store)
+    graph.threads = []
+    graph.create_entities([Entity("Ada", "person", ("é",))])
+    loop = threading.current_thread().name
+    async with memory_client(GraphMCP(graph, identify=calls.identify), "t") as client:
+        assert not (await client.call_tool("open_nodes", {"names": ["Ada"]})).is_error
+        assert not (await client.call_tool("search_nodes", {"query": "ada"})).is_error
+        monkeypatch.setattr(mcp_graph, "AT_ONCE_ENTITIES", 0)
+        monkeypatch.setattr(mcp_graph, "AT_ONCE_NAMES", 0)
+        assert not (await client.call_tool("open_nodes", {"names": ["Ada"]})).is_error
+        assert not (await client.call_tool("search_nodes", {"query": "ada"})).is_error
+    assert graph.threads[:2] == [loop, loop]
+    assert loop not in graph.threads[2:]
+
+
+@pytest.mark.anyio
+async def test_a_read_waits_for_a_busy_store_in_a_worker_never_on_the_event_loop(graph_mcp: GraphMCP) -> None:
+    graph_mcp.graph.create_entities([Entity("Ada", "person", ())])
+    held, release = threading.Event(), threading.Event()
+
+    def writer() -> None:  # a writer mid-write: holds the store until told to let go
+        with graph_mcp.graph.store.reading():
+            held.set()
+            release.wait(WAIT_S)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        held.wait(WAIT_S)
+        async with memory_client(graph_mcp, "t") as client, anyio.create_task_group() as tg:
+            answers: list[CallToolResult] = []
+
+            async def read() -> None:
+                answers.append(await client.call_tool("open_nodes", {"names": ["Ada"]}))
+
+            tg.start_soon(read)
+            with anyio.fail_after(WAIT_S):
+                for _ in range(20):  # the loop keeps running while the read waits for the store
+                    await anyio.sleep(0.001)
+            assert answers == []
+            release.set()
+    finally:
+        release.set()
+        thread.join(WAIT_S)
+    assert '"name": "Ada"' in wire(answers[0])["content"][0]["text"]
 
 
 # -- the graph resource -----------------------------------------------------------------------------------------------
