@@ -4,9 +4,8 @@ call so all three targets see the same conditions. Prints per-tool p50/p99 and t
 
     python bench/bench_graph.py [--sizes 1000,10000,100000] [--calls 100] [--targets "official,hn stdio"]
 
-Hivenote's two targets share one server, and measured together each shows 1-2 ms more per small read than when it
-is measured alone against the official server (--targets): the client process and the server both do twice the work
-between two calls of one target.
+Hivenote's two targets share one server and the client process: measured together, each small read shows ~0.5-1 ms
+more than when one is measured alone against the official server (--targets), and more on a busy machine.
 
 Needs `npm ci --prefix tests/tools` (the official server is pinned there).
 """
