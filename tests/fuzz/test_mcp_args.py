@@ -22,8 +22,9 @@ from mcp.types import CallToolResult, TextContent
 
 from hivenote.server.graph import Graph
 from hivenote.server.mcp_common import identify
-from hivenote.server.mcp_graph import GraphMCP, official_tools
+from hivenote.server.mcp_graph import GraphMCP
 from hivenote.server.mcp_notebook import build_notebook_server
+from hivenote.server.memory_wire import official_tools
 from hivenote.server.model import Entity, Relation
 from hivenote.server.notebook import Notebook
 from hivenote.server.store import Store

@@ -42,14 +42,8 @@ from starlette.routing import Mount
 
 from hivenote.server import mcp_graph
 from hivenote.server.graph import Graph, graph_json
-from hivenote.server.mcp_graph import (
-    GRAPH_URI,
-    GraphMCP,
-    graph_text,
-    js_stringify,
-    official_tools,
-    schema_issues,
-)
+from hivenote.server.mcp_graph import GRAPH_URI, GraphMCP
+from hivenote.server.memory_wire import graph_text, js_stringify, official_tools, schema_issues
 from hivenote.server.model import Author, Entity, Relation
 from hivenote.server.store import Store
 

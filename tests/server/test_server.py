@@ -14,7 +14,7 @@ from mcp.types import CallToolResult, TextContent
 from hivenote.server.agents import agent_id
 from hivenote.server.auth import Tokens
 from hivenote.server.graph import Graph
-from hivenote.server.mcp_graph import official_tools
+from hivenote.server.memory_wire import official_tools
 from hivenote.server.model import Entity
 from hivenote.server.serve import PortInUse, bind
 
