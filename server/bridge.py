@@ -243,6 +243,11 @@ class Bridge:
         self.protocol: str | None = None
         self._write_lock = anyio.Lock()
         self._listening = False
+        # Replayed when the server forgot the session (it restarted: the tray's Stop/Start, a crash): the client's
+        # initialize and its subscriptions, so the client never learns of it.
+        self._initialize: bytes | None = None
+        self._subscriptions: dict[str, bytes] = {}
+        self._reopening = anyio.Lock()
 
     async def emit(self, message: dict[str, Any]) -> None:
         await self._write(json.dumps(message, ensure_ascii=False).encode())
@@ -264,35 +269,83 @@ class Bridge:
         if "id" in message and "method" in message:  # only requests get an answer
             await self.emit({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": text}})
 
-    async def forward(self, raw: bytes, message: dict[str, Any], tasks: anyio.abc.TaskGroup) -> None:
+    async def forward(
+        self, raw: bytes, message: dict[str, Any], tasks: anyio.abc.TaskGroup, *, again: bool = True
+    ) -> None:
         """One client message, sent as the client wrote it; its answers (a JSON body or SSE events) relayed."""
+        session = self.session_id
         headers = [*self._headers("application/json, text/event-stream"), ("Content-Type", "application/json")]
         try:
             async with self.pool.exchange("POST", headers, raw.strip()) as (response, connection):
-                status, answer = response.status_code, dict(response.headers)  # h11 gives lowercase names
-                if status in (401, 403, 421):
-                    body = json.loads(await read_body(connection) or b"{}")
-                    reason = body.get("error", {}).get("message", response.reason.decode(errors="replace"))
-                    await self._fail(message, f"Hivenote refused the request ({status}): {reason}")
+                if not (response.status_code == 404 and session and message.get("method") != "initialize"):
+                    await self._answer(message, response, connection, tasks)
                     return
-                if message.get("method") == "initialize" and SESSION_HEADER.encode() in answer:
-                    self.session_id = answer[SESSION_HEADER.encode()].decode()
-                kind = answer.get(b"content-type", b"")
-                if kind.startswith(b"text/event-stream"):
-                    async for data in event_data(connection):
-                        await self._relay(data, tasks)
-                    return
-                body = await read_body(connection)
-                if kind.startswith(b"application/json"):
-                    if body.strip():  # a 202 for a notification has no body
-                        await self._relay(body, tasks)
-                elif status >= 400:
-                    reason = response.reason.decode(errors="replace")
-                    await self._fail(message, f"Hivenote answered {status} {reason}")
+                await read_body(connection)  # "Session not found": the server restarted since the client connected
+            if not again:
+                await self._fail(message, "Hivenote forgot this session again at once; reconnect the client")
+                return
+            await self._reopen(session, tasks)
         except TRANSPORT_ERRORS as exc:
             await self._fail(message, f"Hivenote is not reachable at {self.url}: {exc!r}")
+            return
         except ValueError as exc:  # not JSON where JSON was promised, or too big
             await self._fail(message, f"Hivenote sent an answer the bridge cannot read: {exc}")
+            return
+        await self.forward(raw, message, tasks, again=False)
+
+    async def _answer(
+        self, message: dict[str, Any], response: h11.Response, connection: Connection, tasks: anyio.abc.TaskGroup
+    ) -> None:
+        status, answer = response.status_code, dict(response.headers)  # h11 gives lowercase names
+        if status in (401, 403, 421):
+            body = json.loads(await read_body(connection) or b"{}")
+            reason = body.get("error", {}).get("message", response.reason.decode(errors="replace"))
+            await self._fail(message, f"Hivenote refused the request ({status}): {reason}")
+            return
+        if message.get("method") == "initialize" and SESSION_HEADER.encode() in answer:
+            self.session_id = answer[SESSION_HEADER.encode()].decode()
+        kind = answer.get(b"content-type", b"")
+        if kind.startswith(b"text/event-stream"):
+            async for data in event_data(connection):
+                await self._relay(data, tasks)
+            return
+        body = await read_body(connection)
+        if kind.startswith(b"application/json"):
+            if body.strip():  # a 202 for a notification has no body
+                await self._relay(body, tasks)
+        elif status >= 400:
+            reason = response.reason.decode(errors="replace")
+            await self._fail(message, f"Hivenote answered {status} {reason}")
+
+    async def _reopen(self, stale: str, tasks: anyio.abc.TaskGroup) -> None:
+        """A new session in place of one the server forgot: the client's initialize and subscriptions sent again,
+        their answers kept from the client (it already had them), the notification stream opened again."""
+        async with self._reopening:
+            if self.session_id != stale or self._initialize is None:
+                return  # another request already did it
+            self.session_id = None
+            initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+            for raw in (self._initialize, initialized, *self._subscriptions.values()):
+                headers = [*self._headers("application/json, text/event-stream"), ("Content-Type", "application/json")]
+                async with self.pool.exchange("POST", headers, raw) as (response, connection):
+                    answer = dict(response.headers)
+                    if raw is self._initialize:
+                        self.session_id = answer.get(SESSION_HEADER.encode(), b"").decode() or None
+                    if answer.get(b"content-type", b"").startswith(b"text/event-stream"):
+                        async for _ in event_data(connection):
+                            pass
+                    else:
+                        await read_body(connection)
+            if self.session_id:
+                tasks.start_soon(self._listen)
+
+    def _remember_subscription(self, raw: bytes, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        uri = params.get("uri") if isinstance(params, dict) else None
+        if isinstance(uri, str) and message.get("method") == "resources/subscribe":
+            self._subscriptions[uri] = raw.strip()
+        elif isinstance(uri, str) and message.get("method") == "resources/unsubscribe":
+            self._subscriptions.pop(uri, None)
 
     async def _relay(self, data: bytes, tasks: anyio.abc.TaskGroup) -> None:
         # Passed on as it came (one line of compact JSON): only the answer to initialize is looked into, and one
@@ -344,8 +397,10 @@ class Bridge:
                             )
                             continue
                         if isinstance(message, dict) and message.get("method") == "initialize":
+                            self._initialize = raw.strip()
                             await self.forward(raw, message, bg)  # the session must exist before anything else
                         elif isinstance(message, dict):
+                            self._remember_subscription(raw, message)
                             requests.start_soon(self.forward, raw, message, bg)
                 if self.session_id:
                     with contextlib.suppress(*TRANSPORT_ERRORS, ValueError):

@@ -19,6 +19,7 @@ from mcp.types import Implementation, TextContent
 
 from hivenote.server import __version__
 from hivenote.server.app import create_app
+from hivenote.server.auth import Tokens
 from hivenote.server.bridge import Pool, event_data, read_body
 from hivenote.server.node import lock_holder
 from hivenote.server.serve import ServerThread, bind
@@ -231,3 +232,32 @@ def test_server_sent_events_are_read_whatever_the_pieces_they_arrive_in(pieces: 
 
     # Multi-line data is joined with LF; an event the stream ends inside is never complete, so never relayed.
     assert anyio.run(events) == [b'{"a":1}', b'{"b":\n2}']
+
+
+def test_a_server_restart_under_a_connected_stdio_client_goes_unnoticed(tmp_path: Path) -> None:
+    """The tray's Stop/Start (or a crash and a new start) forgets every session; the bridge opens a new one with the
+    client's own initialize and subscriptions, so the client's next call is answered and its updates keep coming."""
+    data_dir, port = tmp_path / "data", free_port()
+    inbox = Inbox()
+    entity = {"entities": [{"name": "Before", "entityType": "t", "observations": []}]}
+
+    async def scenario() -> str:
+        with anyio.fail_after(60):
+            first = contextlib.ExitStack()
+            first.enter_context(serve_on(data_dir, port))
+            params = bridge_params(data_dir, port, "--graph")
+            async with Client(params, client_info=NAME, mode="legacy", message_handler=inbox.handle) as client:
+                await subscribe(client)
+                await client.call_tool("create_entities", entity)
+                first.close()  # the server stops: its sessions are gone
+                with serve_on(data_dir, port):
+                    opened = await client.call_tool("open_nodes", {"names": ["Before"]})
+                    heard = len(inbox.updates)
+                    token = Tokens(data_dir / "tokens.json").default()
+                    body = {"entities": [{"name": "After", "entityType": "t", "observations": []}]}
+                    await anyio.to_thread.run_sync(call, port, token, "POST", "/api/graph/entities", body)
+                    await inbox.until(heard + 1)
+                    assert isinstance(opened.content[0], TextContent)
+                    return opened.content[0].text
+
+    assert json.loads(anyio.run(scenario))["entities"][0]["name"] == "Before"
