@@ -17,6 +17,9 @@ def test_fifty_concurrent_clients_see_no_error_and_lose_no_write(tmp_path: Path)
 
     assert dict(report.tally.errors) == {}
     assert report.lost == []
-    assert all(report.tally.times[tool] for tool in TOOLS), {t: len(v) for t, v in report.tally.times.items()}
+    # Each client opens with every tool (bench_load.OPENING), however slow the machine is.
+    assert all(len(report.tally.times[tool]) >= CLIENTS for tool in TOOLS), {
+        t: len(v) for t, v in report.tally.times.items()
+    }
     assert len(report.tally.titles) >= CLIENTS  # every client got writes through
     assert report.notes_after == 1000 + len(report.tally.titles)
