@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .graph import Graph, graph_json
+from .listing import Filters
 from .notebook import UNSET, Notebook
 from .render import ago, note_line, note_text
-from .search import Filters
 
 if TYPE_CHECKING:
     from .cli import Context

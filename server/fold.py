@@ -133,7 +133,7 @@ class State:
     numbered_notes: list[str] = field(default_factory=list)
     entity_index: SubstringIndex[OccKey] = field(default_factory=SubstringIndex)
     _graph_cache: tuple[int, list[Entity], list[Relation]] | None = None
-    recent_notes: Any = None  # search.list_notes' recency order (search.Recent), kept across calls
+    recent_notes: Any = None  # listing.list_notes' recency order (listing.Recent), kept across calls
     recent_changed: set[str] = field(default_factory=set)  # notes changed since `recent_notes` was built
 
     # -- applying ops -------------------------------------------------------------------------------

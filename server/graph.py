@@ -15,9 +15,9 @@ from typing import Any
 
 from .errors import EntityNotFound, InvalidInput
 from .fold import State
+from .graphsearch import open_graph, search_graph
 from .model import Author, Entity, Relation
 from .provenance import current_author
-from .search import open_graph, search_graph
 from .store import Payload, Store
 
 

@@ -14,10 +14,10 @@ from pydantic import Field
 
 from . import __version__
 from .errors import HivenoteError
+from .listing import Filters
 from .model import Author, Note
 from .notebook import UNSET, Notebook
 from .render import ago, note_line, note_text
-from .search import Filters
 
 Identify = Callable[[Any, str], Author]  # (MCP request context, tool name) -> who is calling (mcp_common.identify)
 

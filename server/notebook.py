@@ -17,9 +17,10 @@ from typing import Any, Final
 from .errors import InvalidInput, NoteNotFound
 from .fold import State
 from .ids import new_ulid
+from .listing import NO_FILTERS, Filters, list_notes
 from .model import NOTE_KINDS, Author, Note, Version
 from .provenance import current_author
-from .search import NO_FILTERS, Filters, SearchResult, list_notes, search_notes, similar_notes
+from .search import SearchResult, search_notes, similar_notes
 from .store import Payload, Store
 
 MAX_TITLE = 200

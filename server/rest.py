@@ -22,6 +22,7 @@ from . import __version__, transfer
 from .connect import CLIENTS, all_snippets, snippet
 from .errors import EntityNotFound, Forbidden, ImportRejected, InvalidInput, NotFound
 from .graph import GraphPage, graph_json
+from .listing import DEFAULT_LIMIT, MAX_LIMIT, Filters
 from .model import Entity, Note, Relation
 from .rest_schema import (
     CLIENT_HEADER,
@@ -37,7 +38,6 @@ from .rest_schema import (
     ref,
     route,
 )
-from .search import DEFAULT_LIMIT, MAX_LIMIT, Filters
 from .settings import SETTINGS_HELP, load_settings
 
 if TYPE_CHECKING:

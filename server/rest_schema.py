@@ -20,9 +20,9 @@ from starlette.routing import Route
 from .agents import PEOPLE_NOT_AGENTS, AgentTracker, author_for
 from .auth import _NAME as _TOKEN_NAME  # the one rule for a person's name (Tokens.add checks it)
 from .errors import Forbidden, InvalidInput
+from .listing import MAX_LIMIT
 from .model import NOTE_KINDS, Author
 from .notebook import MAX_PROJECT, MAX_QUERY, MAX_TAG, MAX_TITLE
-from .search import MAX_LIMIT
 from .settings import SETTINGS_HELP, SYNC_SETTINGS, Settings
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
-"""Search over the folded state: notes (every term must match; field-weighted rank, then recency; near matches
-kept apart) and the knowledge graph (the official memory server's substring semantics), both index-backed.
+"""Search over the folded state's notes: every term must match; field-weighted rank, then recency; near matches
+kept apart; the duplicate hint. Index-backed (listing is `listing`'s, the knowledge graph `graphsearch`'s).
 
 Pure: imports only the standard library. Indexes live in the `State` and are brought up to date lazily from
 the ids the fold marked as changed, so a query never rescans the whole notebook.
@@ -11,27 +11,23 @@ import functools
 import heapq
 import itertools
 import math
-import operator
 import re
 import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from .fold import OccKey, State
-from .model import Entity, Note, Relation, Stamp
+from .fold import State
+from .listing import DEFAULT_LIMIT, MAX_LIMIT, NO_FILTERS, Filters, bounded, list_notes
+from .model import Note, Stamp
 from .textindex import SubstringIndex
 
 # Field weights: a term in the title says more than the same term deep in the body.
 WEIGHTS = (("title", 4.0), ("tags", 3.0), ("project", 3.0), ("kind", 2.0), ("body", 1.0))  # note_text's order
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 200
-TOKEN_BUDGET = 1500  # default result size, in estimated model tokens of the one-line summaries
 NEAR_LIMIT = 5
 COMMON_TITLE_WORD = 2000  # postings longer than this are not counted by the duplicate hint
 PENDING_DIRECT = 8  # the duplicate hint checks up to this many not-yet-indexed notes one by one
-REFRESH_RECENT = 1000  # list_notes brings its recency order up to date after at most this many changed notes
 COLD_INDEX = 2000  # with more notes than this waiting and no index yet, a query scans instead of indexing all
 _STOPWORDS = frozenset(
     [
@@ -75,54 +71,10 @@ def fold_text(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Filters:
-    kind: str | None = None
-    project: str | None = None
-    tag: str | None = None
-    agent: str | None = None
-    person: str | None = None
-    node: str | None = None
-    trashed: bool = False  # True: only the trash; False: only live notes
-
-    def admit(self, note: Note) -> bool:
-        return (
-            note.trashed == self.trashed
-            and (self.kind is None or note.kind == self.kind)
-            and (self.project is None or note.project == self.project)
-            and (self.tag is None or self.tag in note.tags)
-            and (self.agent is None or self.agent in (note.created_by.agent, note.updated_by.agent))
-            and (self.person is None or self.person in (note.created_by.person, note.updated_by.person))
-            and (self.node is None or self.node in (note.created_on, note.updated_on))
-        )
-
-
-NO_FILTERS = Filters()
-
-
-@dataclass(frozen=True, slots=True)
 class SearchResult:
     hits: list[Note]
     near: list[Note]  # closest partial matches, only when nothing matched every term
     total: int  # how many notes matched every term (hits may be fewer: limit / token budget)
-
-
-def estimated_tokens(note: Note) -> int:
-    """Rough size of a note's one-line summary for a model (4 characters a token, plus framing)."""
-    return 24 + (len(note.title) + len(note.project or "") + sum(len(t) + 2 for t in note.tags)) // 4
-
-
-def _bounded(notes: Iterable[Note], limit: int | None) -> list[Note]:
-    if limit is not None:
-        return list(notes)[: max(0, min(limit, MAX_LIMIT))]
-    out: list[Note] = []
-    used = 0
-    for note in notes:
-        cost = estimated_tokens(note)
-        if out and (len(out) >= DEFAULT_LIMIT or used + cost > TOKEN_BUDGET):
-            break
-        out.append(note)
-        used += cost
-    return out
 
 
 def note_text(note: Note) -> str:
@@ -302,8 +254,8 @@ def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit:
             break
         candidates = {key for key in candidates if term in (index.text(key) or "")}
     matches = [n for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
-    cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # _bounded keeps no more
-    hits = _bounded(_ranked(matches, index, terms, cap), limit)
+    cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
+    hits = bounded(_ranked(matches, index, terms, cap), limit)
     near = [] if matches else _near(state, index, terms, filters)
     return SearchResult(hits, near, len(matches))
 
@@ -326,80 +278,6 @@ def _near(state: State, index: SubstringIndex[str] | _Scan, terms: list[str], fi
         relevance, matched = _score(index.text(note.id) or "", probes)
         scored.append((matched, relevance, note.revision, note))
     return [item[3] for item in heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:3])]
-
-
-def list_notes(
-    state: State, filters: Filters = NO_FILTERS, *, limit: int | None = None, offset: int = 0
-) -> tuple[list[Note], int]:
-    """Notes passing `filters`, most recently updated first; returns (page, total)."""
-    cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # _bounded keeps no more
-    recent = _recent(state)
-    current = recent.current
-    if replace(filters, trashed=False) == NO_FILTERS:  # the usual list: the page is at the front
-        total = recent.counts[filters.trashed]
-        page: list[Note] = []
-        skip = offset
-        for note in recent.notes if cap else ():
-            if current.get(note.id) is note and note.trashed is filters.trashed:
-                if skip:
-                    skip -= 1
-                    continue
-                page.append(note)
-                if len(page) == cap:
-                    break
-    else:
-        notes = [n for n in recent.notes if current.get(n.id) is n and filters.admit(n)]
-        total, page = len(notes), notes[offset : offset + cap]
-    return (_bounded(page, limit) if limit is None else page), total
-
-
-@dataclass(slots=True)
-class Recent:
-    """Every note, most recently changed first, kept between lists (agents list far more often than they
-    write). After writes newer than everything listed, their notes go in front and the views they replace
-    stay behind as stale entries, skipped (not in `current`) until a rebuild drops them: no pass over the
-    notebook either way."""
-
-    version: int
-    notes: list[Note]  # newest first, stale views included
-    current: dict[str, Note]  # id -> the view listed for it
-    counts: dict[bool, int]  # trashed -> how many notes
-    stale: int = 0
-
-
-def _recent(state: State) -> Recent:
-    recent: Recent | None = state.recent_notes
-    changed = state.recent_changed
-    if recent is not None and recent.version == state.notes_version:
-        return recent
-    if recent is not None and len(changed) <= REFRESH_RECENT:
-        fresh = [note for note_id in changed if (note := state.note(note_id)) is not None]
-        fresh.sort(key=_REVISION, reverse=True)
-        if not fresh or not recent.notes or fresh[-1].revision > recent.notes[0].revision:
-            for note_id in changed:
-                old = recent.current.pop(note_id, None)
-                if old is not None:
-                    recent.counts[old.trashed] -= 1
-                    recent.stale += 1
-            for note in fresh:
-                recent.current[note.id] = note
-                recent.counts[note.trashed] += 1
-            recent.notes[:0] = fresh
-            recent.version = state.notes_version
-            changed.clear()
-            if recent.stale <= len(recent.current):
-                return recent
-    notes = list(state.iter_notes())
-    notes.sort(key=_REVISION, reverse=True)
-    counts = {False: 0, True: 0}
-    for note in notes:
-        counts[note.trashed] += 1
-    recent = state.recent_notes = Recent(state.notes_version, notes, {n.id: n for n in notes}, counts)
-    changed.clear()
-    return recent
-
-
-_REVISION = operator.attrgetter("revision")
 
 
 _WORD = re.compile(r"\w+")
@@ -475,56 +353,3 @@ def similar_notes(
     ]
     notes.sort(key=lambda item: (item[0], item[1].revision), reverse=True)
     return [note for _, note in notes[:3]]
-
-
-# -- knowledge graph ------------------------------------------------------------------------------
-
-
-def refresh_entity_index(state: State) -> None:
-    index = state.entity_index
-    for name in state.changed_names:
-        for k in state.ent_ks.get(name, ()):
-            occ = (name, k)
-            if state.entity_alive(occ):
-                entity = state.entity(occ)
-                text = "\n".join((entity.name, entity.entityType, *entity.observations))
-                index.set(occ, text.lower())
-            else:
-                index.discard(occ)
-    state.changed_names.clear()
-
-
-def _matches(entity: Entity, q: str) -> bool:
-    return (
-        q in entity.name.lower() or q in entity.entityType.lower() or any(q in o.lower() for o in entity.observations)
-    )
-
-
-def search_graph(state: State, query: str) -> tuple[list[Entity], list[Relation]]:
-    """The official `search_nodes`: case-insensitive substring over name, type and observations; relations
-    with either end among the matches."""
-    q = query.lower()
-    if not q:  # every entity matches; relations only where an end is an entity, as for any other query
-        entities, _ = state.graph()
-        return entities, state.relations_touching({e.name for e in entities})
-    refresh_entity_index(state)
-    pieces = q.split()
-    occs: Iterable[OccKey]
-    if pieces:
-        index = state.entity_index
-        pieces.sort(key=index.count_estimate)
-        found = index.candidates(pieces[0])
-        for piece in pieces[1:]:
-            found = {occ for occ in found if piece in (index.text(occ) or "")}
-        occs = found
-    else:  # whitespace only: no index can help, and such queries are rare
-        occs = [occ for occ in state.ent_add if state.entity_alive(occ)]
-    matched = [occ for occ in occs if _matches(state.entity(occ), q)]
-    entities = state.sorted_entities(matched)
-    return entities, state.relations_touching({occ[0] for occ in matched})
-
-
-def open_graph(state: State, names: Iterable[str]) -> tuple[list[Entity], list[Relation]]:
-    """The official `open_nodes`: exact names, missing ones skipped; relations touching any of them."""
-    occs = [occ for name in set(names) for occ in state.occurrences(name)]
-    return state.sorted_entities(occs), state.relations_touching({occ[0] for occ in occs})

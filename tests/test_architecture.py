@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CORE = {"model", "hlc", "fold", "search", "textindex", "ids", "compaction"}
+CORE = {"model", "hlc", "fold", "search", "listing", "graphsearch", "textindex", "ids", "compaction"}
 GUI = {"pystray", "webview", "PIL", "tkinter", "gi", "PyQt5", "PyQt6", "PySide6", "wx"}
 
 

@@ -7,10 +7,10 @@ import re
 import pytest
 
 from hivenote.server.errors import InvalidInput, NoteNotFound
+from hivenote.server.listing import Filters
 from hivenote.server.model import Author
 from hivenote.server.notebook import MAX_BODY_BYTES, Notebook
 from hivenote.server.provenance import acting_as
-from hivenote.server.search import Filters
 from hivenote.server.store import Store
 
 

@@ -22,11 +22,11 @@ from hivenote.server import __version__
 from hivenote.server.agents import AgentTracker
 from hivenote.server.app import create_app
 from hivenote.server.auth import Tokens
+from hivenote.server.listing import Filters
 from hivenote.server.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.rest import ENDPOINTS
 from hivenote.server.rest_schema import openapi_document
-from hivenote.server.search import Filters
 from hivenote.server.settings import Settings
 from hivenote.server.store import Store
 

@@ -7,10 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hivenote.server.fold import State
+from hivenote.server.listing import TOKEN_BUDGET, Filters, estimated_tokens, list_notes
 from hivenote.server.model import Author, Op
 from hivenote.server.notebook import Notebook
 from hivenote.server.provenance import acting_as
-from hivenote.server.search import TOKEN_BUDGET, Filters, estimated_tokens, fold_text, list_notes, search_notes
+from hivenote.server.search import fold_text, search_notes
 from hivenote.server.store import Store
 
 
