@@ -133,6 +133,9 @@ class State:
     numbered_notes: list[str] = field(default_factory=list)
     entity_index: SubstringIndex[OccKey] = field(default_factory=SubstringIndex)
     _graph_cache: tuple[int, list[Entity], list[Relation]] | None = None
+    # Entities as built, kept until an op touches their name: reading the whole graph after one write then builds
+    # one entity, not every one (their observations are folded and sorted when built).
+    _entities: dict[OccKey, Entity] = field(default_factory=dict)
     recent_notes: Any = None  # listing.list_notes' recency order (listing.Recent), kept across calls
     recent_changed: set[str] = field(default_factory=set)  # notes changed since `recent_notes` was built
 
@@ -180,18 +183,18 @@ class State:
             if cur is None or stamp > cur.stamp:
                 self.ent_add[key] = op
             self.ent_ks.setdefault(key[0], set()).add(key[1])
-            self.changed_names.add(key[0])
+            self._changed_entity(key[0])
         elif kind == "entity.del":
             _max_into(self.ent_del, data["name"], stamp)
-            self.changed_names.add(data["name"])
+            self._changed_entity(data["name"])
         elif kind == "obs.add":
             occ = (data["entity"], data.get("k", 0))
             members = self.obs_add.setdefault(occ, {})
             _max_into(members, (data["text"], data.get("j", 0)), stamp)
-            self.changed_names.add(occ[0])
+            self._changed_entity(occ[0])
         elif kind == "obs.del":
             _max_into(self.obs_del, (data["entity"], data.get("k", 0), data["text"]), stamp)
-            self.changed_names.add(data["entity"])
+            self._changed_entity(data["entity"])
         elif kind == "rel.add":
             rkey = (data["from"], data["to"], data["type"], data.get("j", 0))
             _max_into(self.rel_add, rkey, stamp)
@@ -201,6 +204,12 @@ class State:
             _max_into(self.rel_del, (data["from"], data["to"], data["type"]), stamp)
         self.graph_version += 1
         return True
+
+    def _changed_entity(self, name: str) -> None:
+        self.changed_names.add(name)
+        if self._entities:
+            for k in self.ent_ks.get(name, ()):
+                self._entities.pop((name, k), None)
 
     @property
     def nodes(self) -> dict[str, NodeStats]:
@@ -274,7 +283,10 @@ class State:
         return [text for _, text in live]
 
     def entity(self, occ: OccKey) -> Entity:
-        return Entity(occ[0], self.ent_add[occ].data["type"], tuple(self.observations(occ)))
+        built = self._entities.get(occ)
+        if built is None:
+            built = self._entities[occ] = Entity(occ[0], self.ent_add[occ].data["type"], tuple(self.observations(occ)))
+        return built
 
     def relation_alive(self, key: tuple[str, str, str, int]) -> bool:
         f, t, ty, _ = key

@@ -109,6 +109,19 @@ def test_fold_is_independent_of_delivery_order(ops: list[Op], rnd: random.Random
 
 
 @given(op_sets(), st.randoms(use_true_random=False))
+def test_reading_between_ops_sees_what_a_fresh_fold_sees(ops: list[Op], rnd: random.Random) -> None:
+    """Entities are kept as built until an op touches their name: reads in between must never see a stale one."""
+    shuffled = ops[:]
+    rnd.shuffle(shuffled)
+    state = State()
+    for op in shuffled:
+        state.apply(op)
+        if rnd.random() < 0.5:
+            state.graph()  # builds, and keeps, every live entity
+    assert state.snapshot() == fold(ops)
+
+
+@given(op_sets(), st.randoms(use_true_random=False))
 def test_fold_is_associative_over_batches(ops: list[Op], rnd: random.Random) -> None:
     a, b, c = ([op for op in ops if rnd.random() < 0.5] for _ in range(3))
     left, right = State(), State()
