@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -24,40 +23,16 @@ from hivenote.server.auth import Tokens
 
 if TYPE_CHECKING:  # run as a script, this folder (and the tests' helpers) are put on sys.path
     from bench.bench_core import write_log
+    from bench.proc import cpu_s, rss_mb, settle
     from tests.desktop.harness import start_desktop
     from tests.server.live import free_port, health
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench_core import write_log
+    from proc import cpu_s, rss_mb, settle
 
     from tests.desktop.harness import start_desktop
     from tests.server.live import free_port, health
-
-CLK = os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of the process and its threads so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK
-
-
-def settle(pid: int, window: float = 5, busy: float = 0.05, limit: float = 180) -> None:
-    """Wait until the process spends less than `busy` of a `window` on the CPU (start-up work is done)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        before = cpu_s(pid)
-        time.sleep(window)
-        if cpu_s(pid) - before < busy * window:
-            return
-    raise RuntimeError(f"still busy after {limit} s")
 
 
 def wait_up(port: int, process: subprocess.Popen[bytes]) -> None:

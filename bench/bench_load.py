@@ -39,9 +39,11 @@ from hivenote.server.store import Store
 
 if TYPE_CHECKING:  # run as a script (or imported by the tests), the project root is put on sys.path
     from bench.bench_core import WORDS, note_fields, write_log
+    from bench.proc import cpu_s, rss_mb, settle
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench.bench_core import WORDS, note_fields, write_log
+    from bench.proc import cpu_s, rss_mb, settle
 
 # The mixed workload, in percent of calls.
 MIX = (
@@ -59,7 +61,6 @@ OPENING: tuple[str, ...] = ("brain_remember", "brain_search", "brain_remember", 
 OPENING += ("brain_list", "brain_update", "brain_forget")  # update and forget once three notes are its own
 WEIGHTS = [weight for _, weight in MIX]
 START_S = 120  # a server over a big notebook takes a while to fold it
-CLK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -162,19 +163,6 @@ async def run_clients(url: str, token: str, names: list[str], end: float, seeded
     return tally
 
 
-def proc_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (all threads) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
 def _free_port() -> int:
     import socket
 
@@ -200,16 +188,6 @@ def start_server(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], st
                 process.kill()
                 raise RuntimeError(f"the server did not start:\n{log.read_text(encoding='utf-8')}") from None
             time.sleep(0.05)
-
-
-def settle(pid: int, window: float = 1.0, busy: float = 0.1, limit: float = 120) -> None:
-    """Wait until the server is nearly idle (it warms the search index in steps after start)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        before = proc_cpu_s(pid)
-        time.sleep(window)
-        if proc_cpu_s(pid) - before < busy * window:
-            return
 
 
 @dataclass
@@ -253,9 +231,9 @@ def run_load(data_dir: Path, *, clients: int, seconds: float, processes: int, no
     data_dir.mkdir(parents=True, exist_ok=True)
     process, url = start_server(data_dir, data_dir.parent / "server.log")
     try:
-        settle(process.pid)
+        settle(process.pid, window=1.0, busy=0.1, limit=120)
         token = Tokens(data_dir / "tokens.json").default()
-        cpu, started = proc_cpu_s(process.pid), time.monotonic()
+        cpu, started = cpu_s(process.pid), time.monotonic()
         children = []
         end = time.monotonic() + seconds  # the clients' start-up (imports, sessions) is part of it
         for p in range(processes):
@@ -268,7 +246,7 @@ def run_load(data_dir: Path, *, clients: int, seconds: float, processes: int, no
             if child.returncode != 0:
                 raise RuntimeError(f"a client process failed:\n{err.decode(errors='replace')}")
             tally.merge(_tally_from_json(json.loads(out)))
-        server_cpu, elapsed = proc_cpu_s(process.pid) - cpu, time.monotonic() - started
+        server_cpu, elapsed = cpu_s(process.pid) - cpu, time.monotonic() - started
         rss = rss_mb(process.pid)
     finally:
         process.send_signal(signal.SIGTERM)
