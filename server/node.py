@@ -100,13 +100,18 @@ class ShardClaim:
             fh.write(f"{os.getpid()}\n")
         self._held = _file_id(self.path)
 
+    def stale(self) -> bool:
+        """Whether the lock file we hold is no longer the one at its path (deleted or replaced)."""
+        return self._lock is not None and _file_id(self.path) != self._held
+
     def renew(self) -> None:
         """Lock again if the lock file was deleted or replaced (the log folder removed under a running server), so
         no second process can claim this data dir meanwhile. Raises ShardLocked if one already did."""
-        if self._lock is None or _file_id(self.path) == self._held:
+        if not self.stale():
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         old, self._lock = self._lock, None
+        assert old is not None  # stale() says a lock is held
         try:
             self.acquire()
         except ShardLocked:

@@ -169,13 +169,11 @@ class OwnShard:
         held = os.fstat(self._file.fileno())
         return (on_disk.st_ino, on_disk.st_dev) != (held.st_ino, held.st_dev)
 
-    def put_back(self) -> None:
-        """Write the acknowledged bytes to the path again (its folder must exist) and append there from now on. A
-        different file found at the path is kept beside it (`.<name>.replaced-<ms>`): only this process writes it,
-        so the handle holds the truth, but nothing is deleted."""
-        tmp = self.path.with_name(f".{self.path.name}.restore.tmp")
+    def copy_to(self, target: Path) -> None:
+        """The acknowledged bytes, read through the handle (the file may be gone from its folder), written to
+        `target` (fsynced)."""
         fd = self._file.fileno()
-        with open(tmp, "wb") as out:
+        with open(target, "wb") as out:
             offset = 0
             while offset < self.size:
                 chunk = os.pread(fd, min(COPY_CHUNK, self.size - offset), offset)
@@ -185,6 +183,13 @@ class OwnShard:
                 offset += len(chunk)
             out.flush()
             os.fsync(out.fileno())
+
+    def put_back(self) -> None:
+        """Write the acknowledged bytes to the path again (its folder must exist) and append there from now on. A
+        different file found at the path is kept beside it (`.<name>.replaced-<ms>`): only this process writes it,
+        so the handle holds the truth, but nothing is deleted."""
+        tmp = self.path.with_name(f".{self.path.name}.restore.tmp")
+        self.copy_to(tmp)
         if self.path.exists():
             aside = self.path.with_name(f".{self.path.name}.replaced-{time.time_ns() // 1_000_000}")
             os.replace(self.path, aside)

@@ -145,7 +145,7 @@ class Store:
         with self._flush_lock, self.lock:
             if self._own is not None:
                 if self._own.missing():
-                    log.error("closing with %s still missing: its folder did not come back", self._own.path)
+                    self._rescue()
                 self._own.close()
                 self._own = None
             self._claim.release()
@@ -338,6 +338,8 @@ class Store:
         disk takes writes again. Raises StoreWriteFailed while the log folder cannot be recreated."""
         if self.readonly or self._own is None:
             return
+        if self.problem is None and not self._claim.stale() and not self._own.missing():
+            return  # the usual case, without taking the locks writers need
         with self._flush_lock, self.lock:
             own = self._own
             if own is None:
@@ -355,9 +357,10 @@ class Store:
                 pass  # the data dir itself is gone or unwritable: the shard check below says so
             if own.missing():
                 try:
-                    if not self.log_dir.parent.is_dir():
-                        raise FileNotFoundError(self.log_dir.parent)
-                    self.log_dir.mkdir(exist_ok=True)
+                    if self.log_dir == self.data_dir / "log":  # ours, even if the whole data dir was deleted
+                        self.log_dir.mkdir(parents=True, exist_ok=True)
+                    elif self.log_dir.parent.is_dir():  # a synced folder: not where its drive is unplugged
+                        self.log_dir.mkdir(exist_ok=True)
                     own.put_back()
                 except OSError:
                     if self.problem is None or self.problem.kind != "log_missing":
@@ -371,6 +374,26 @@ class Store:
             ):
                 log.info("the log folder %s takes writes again", self.log_dir)
                 self.problem = None
+
+    def _rescue(self) -> None:
+        """Closing while the log folder is still gone: the own shard's bytes go to the data dir rather than away."""
+        assert self._own is not None
+        rescued = self.data_dir / "rescued" / f"{self.node}.jsonl"
+        try:
+            rescued.parent.mkdir(parents=True, exist_ok=True)
+            self._own.copy_to(rescued)
+        except OSError as exc:
+            log.error(
+                "closing with %s missing, and it could not be saved to %s either: %s", self.shard_path, rescued, exc
+            )
+            return
+        log.error(
+            "closing with the log folder %s still missing: this machine's shard was saved to %s; put it back in the "
+            "log folder (as %s) before starting Hivenote again",
+            self.log_dir,
+            rescued,
+            rescued.name,
+        )
 
     # -- compaction ---------------------------------------------------------------------------------
 

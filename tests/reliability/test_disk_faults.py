@@ -56,6 +56,29 @@ def test_a_deleted_log_folder_is_put_back_from_the_open_shard_and_the_lock_taken
     assert titles(data) == {f"note {i}" for i in range(5)} | {"after"}
 
 
+def test_a_deleted_data_dir_gets_its_log_folder_and_shard_back(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with Store(data) as store:
+        remember(Notebook(store), "kept")
+        shutil.rmtree(data)  # the whole data dir: its log folder is Hivenote's own, made again
+        store.watch()
+        assert store.problem is None
+        remember(Notebook(store), "after")
+    with Store(data, readonly=True) as reader:  # node.json went with the data dir: read the shard by name
+        assert {n.title for n in Notebook(reader).list()[0]} == {"kept", "after"}
+
+
+def test_closing_while_the_log_folder_is_gone_saves_the_shard_in_the_data_dir(tmp_path: Path) -> None:
+    data, synced = tmp_path / "data", tmp_path / "drive" / "hivenote"
+    synced.mkdir(parents=True)
+    with Store(data, log_dir=synced) as store:
+        remember(Notebook(store), "kept")
+        saved = synced.joinpath(f"{store.node}.jsonl").read_bytes()
+        node = store.node
+        shutil.rmtree(tmp_path / "drive")
+    assert (data / "rescued" / f"{node}.jsonl").read_bytes() == saved
+
+
 def test_a_write_finds_the_deleted_shard_and_puts_it_back_first(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with Store(data) as store:
