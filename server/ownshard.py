@@ -95,7 +95,7 @@ def log_missing(folder: Path, now_ms: int) -> DiskProblem:
         "log_missing",
         f"The log folder {folder} is gone (deleted, or its drive or share is not mounted): new notes are refused. "
         "What this machine wrote is held by Hivenote and put back as soon as the folder exists again: restore or "
-        "remount it, and keep Hivenote running until then.",
+        "remount it, and keep Hivenote running until then (quitting first saves it in the data folder's rescued/).",
         now_ms,
     )
 
@@ -119,7 +119,6 @@ class OwnShard:
         # failed write leaves nothing behind in a buffer to be written later
         self.size = os.fstat(self._file.fileno()).st_size
         self._cut_pending = False  # a failed write's bytes may still be at the end
-        self.put_back_count = 0
 
     def fileno(self) -> int:
         return self._file.fileno()
@@ -199,7 +198,6 @@ class OwnShard:
         old, self._file = self._file, open(self.path, "a+b", buffering=0)  # noqa: SIM115
         old.close()
         self._cut_pending = False
-        self.put_back_count += 1
         log.warning("put %s back from memory (%d bytes): it had been deleted or replaced", self.path, self.size)
 
 
