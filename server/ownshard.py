@@ -201,6 +201,35 @@ class OwnShard:
         log.warning("put %s back from memory (%d bytes): it had been deleted or replaced", self.path, self.size)
 
 
+def cut_torn_tail(path: Path) -> int:
+    """Cut a last line without `\\n` off the shard at `path` (a torn write: never acknowledged) before appending to
+    it again. Returns the bytes cut."""
+    try:
+        fh = open(path, "r+b")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return 0
+    with fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return 0
+        pos, keep = size, 0  # scan back for the last newline in blocks
+        while pos > 0:
+            start = max(0, pos - 65536)
+            fh.seek(start)
+            found = fh.read(pos - start).rfind(b"\n")
+            if found >= 0:
+                keep = start + found + 1
+                break
+            pos = start
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+        return size - keep
+
+
 def fsync_dir(path: Path) -> None:
     """Make a rename in `path` durable (where directories can be fsynced)."""
     if os.name == "nt":  # directories cannot be opened for fsync on Windows; rename is durable there

@@ -23,7 +23,16 @@ from .fold import State
 from .hlc import Clock
 from .model import Author, CorruptLine, Op, decode_op
 from .node import ShardClaim, claim_node, host_fingerprint, lock_holder, read_node
-from .ownshard import DiskProblem, OwnShard, cannot_start, disk_writable, fsync_dir, log_missing, problem_from
+from .ownshard import (
+    DiskProblem,
+    OwnShard,
+    cannot_start,
+    cut_torn_tail,
+    disk_writable,
+    fsync_dir,
+    log_missing,
+    problem_from,
+)
 from .shards import BadLine, ShardHealth, Shards, is_shard_file
 
 __all__ = [
@@ -164,34 +173,9 @@ class Store:
     def _repair_own_tail(self) -> None:
         """A last line without `\\n` was never acknowledged (torn write): cut it before appending again."""
         assert self.shard_path is not None
-        try:
-            fh = open(self.shard_path, "r+b")  # noqa: SIM115
-        except FileNotFoundError:
-            return
-        with fh:
-            size = fh.seek(0, os.SEEK_END)
-            if size == 0:
-                return
-            fh.seek(size - 1)
-            if fh.read(1) == b"\n":
-                return
-            # Scan back for the last newline in blocks.
-            pos = size
-            keep = 0
-            while pos > 0:
-                start = max(0, pos - 65536)
-                fh.seek(start)
-                block = fh.read(pos - start)
-                idx = block.rfind(b"\n")
-                if idx >= 0:
-                    keep = start + idx + 1
-                    break
-                pos = start
-            fh.truncate(keep)
-            fh.flush()
-            os.fsync(fh.fileno())
-            self.repaired_tail_bytes = size - keep
-            log.warning("repaired a torn last line in %s (%d bytes)", self.shard_path.name, size - keep)
+        self.repaired_tail_bytes = cut_torn_tail(self.shard_path)
+        if self.repaired_tail_bytes:
+            log.warning("repaired a torn last line in %s (%d bytes)", self.shard_path.name, self.repaired_tail_bytes)
 
     # -- reading ------------------------------------------------------------------------------------
 
