@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from playwright.sync_api import Dialog, Page, expect
+from playwright.sync_api import Dialog, Page, Route, expect
 
 from hivenote.server.notebook import Notebook
 from tests.dashboard.conftest import Pages
@@ -174,3 +174,19 @@ def test_the_notes_view_paints_its_first_cards_within_300_ms_at_10k_notes(tmp_pa
         page.get_by_role("button", name="Load more").click()
         expect(page.locator(".card")).to_have_count(100, timeout=WAIT_MS)
         assert card_ids(page)[50] == api(running, "/api/notes?limit=1&offset=50")["results"][0]["id"]
+
+
+def test_a_note_written_before_the_first_status_poll_still_shows(running: Running, page: Page) -> None:
+    """The first page of notes comes before the first status poll: a note written in between (an agent, another
+    machine) must show without waiting for a later change. The first poll is held until the note is written."""
+    held: list[str] = []
+
+    def first_status(route: Route) -> None:
+        if not held:
+            held.append(Notebook(running.store).remember(kind="fact", title="Written in between").note.id)
+        route.continue_()
+
+    page.route("**/api/status", first_status)
+    page.goto(running.url + "/")
+    expect(page.locator(".card")).to_have_count(1, timeout=WAIT_MS)
+    assert card_ids(page) == held

@@ -117,7 +117,9 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
   useEffect(() => {
     const before = lastRevision.current;
     lastRevision.current = revision;
-    if (before === null || revision === before || !page.loaded) return; // null: the first status poll
+    // The first status poll refreshes too: notes written between the first page and that poll (an agent, another
+    // machine's shard) would otherwise wait for the next change to show.
+    if (revision === null || revision === before || !page.loaded) return;
     const controller = new AbortController();
     api("/api/notes", { query: params(0, PAGE), signal: controller.signal })
       .then((body) => {
