@@ -29,10 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx2
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import Implementation
 
 from hivenote.server.auth import Tokens
 from hivenote.server.store import Store
@@ -40,10 +36,12 @@ from hivenote.server.store import Store
 if TYPE_CHECKING:  # run as a script (or imported by the tests), the project root is put on sys.path
     from bench.bench_core import WORDS, note_fields, write_log
     from bench.proc import cpu_s, rss_mb, settle
+    from tests.server.live import mcp_session
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench.bench_core import WORDS, note_fields, write_log
     from bench.proc import cpu_s, rss_mb, settle
+    from tests.server.live import mcp_session
 
 # The mixed workload, in percent of calls.
 MIX = (
@@ -116,38 +114,32 @@ async def one_client(url: str, token: str, name: str, seed: int, end: float, see
     rnd = random.Random(seed)
     own: list[str] = []  # this client's notes, not forgotten
     try:
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
-            client = Client(
-                streamable_http_client(f"{url}/mcp", http_client=http),
-                client_info=Implementation(name=name, version="1.0"),
-                mode="legacy",
-            )
-            async with client:
-                tally.first = min(tally.first, time.monotonic())
-                opening = list(OPENING)
-                while opening or time.monotonic() < end:
-                    tool, args = _call(rnd, own, seeded, opening.pop(0) if opening else "")
-                    t = time.perf_counter()
-                    try:
-                        result = await client.call_tool(tool, args)
-                    except Exception as exc:  # recorded and counted: the run fails on any
-                        tally.errors[f"{tool}: {type(exc).__name__}: {exc}"] += 1
-                        continue
-                    elapsed = time.perf_counter() - t
-                    if result.is_error:
-                        text = " ".join(getattr(c, "text", "") for c in result.content)
-                        tally.errors[f"{tool}: {text}"] += 1
-                        continue
-                    tally.times[tool].append(elapsed)
-                    data = result.structured_content or {}
-                    if tool == "brain_remember":
-                        note = data["note"]
-                        own.append(note["id"])
-                        tally.titles[note["id"]] = note["title"]
-                    elif tool == "brain_update":
-                        tally.titles[args["id"]] = data["title"]
-                    elif tool == "brain_forget":
-                        tally.forgotten.append(args["id"])
+        async with mcp_session(f"{url}/mcp", token, name) as client:
+            tally.first = min(tally.first, time.monotonic())
+            opening = list(OPENING)
+            while opening or time.monotonic() < end:
+                tool, args = _call(rnd, own, seeded, opening.pop(0) if opening else "")
+                t = time.perf_counter()
+                try:
+                    result = await client.call_tool(tool, args)
+                except Exception as exc:  # recorded and counted: the run fails on any
+                    tally.errors[f"{tool}: {type(exc).__name__}: {exc}"] += 1
+                    continue
+                elapsed = time.perf_counter() - t
+                if result.is_error:
+                    text = " ".join(getattr(c, "text", "") for c in result.content)
+                    tally.errors[f"{tool}: {text}"] += 1
+                    continue
+                tally.times[tool].append(elapsed)
+                data = result.structured_content or {}
+                if tool == "brain_remember":
+                    note = data["note"]
+                    own.append(note["id"])
+                    tally.titles[note["id"]] = note["title"]
+                elif tool == "brain_update":
+                    tally.titles[args["id"]] = data["title"]
+                elif tool == "brain_forget":
+                    tally.forgotten.append(args["id"])
     except Exception as exc:  # a session that could not start or broke: counted as an error
         tally.errors[f"session: {type(exc).__name__}: {exc}"] += 1
 

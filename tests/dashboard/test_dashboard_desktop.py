@@ -17,6 +17,7 @@ from hivenote.desktop.routes import desktop_routes
 from hivenote.desktop.supervisor import Supervisor
 from hivenote.server.auth import Tokens
 from hivenote.server.settings import load_settings
+from tests.server.live import exchange
 
 WAIT_MS = 30_000
 
@@ -99,13 +100,7 @@ def test_the_folder_route_is_this_machine_s_and_checks_its_input(supervised: tup
 
     def post(body: bytes, auth: bool = True) -> int:
         headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if auth else {})}
-        request = urllib.request.Request(f"{url}/desktop/sync/folder", body, headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return int(response.status)
-        except urllib.error.HTTPError as error:
-            error.close()
-            return error.code
+        return exchange(urllib.request.Request(f"{url}/desktop/sync/folder", body, headers, method="POST"))[0]
 
     assert post(b'{"path": "/tmp/x"}', auth=False) == 401
     assert post(b"nope") == 400

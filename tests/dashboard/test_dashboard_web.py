@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from hivenote.server.settings import Settings
 from hivenote.server.store import Store
 from hivenote.server.web import CSP
 from tests.dashboard.helpers import CLIENT, api
-from tests.server.live import Running, fetch
+from tests.server.live import Running, exchange, fetch
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "server" / "dashboard"
 STRICT = {
@@ -29,15 +30,7 @@ STRICT = {
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
+    return exchange(urllib.request.Request(url, headers=headers or {}))
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from hivenote.server.errors import HivenoteError
 from hivenote.server.serve import ServerThread, bind
 from hivenote.server.settings import Settings
 from hivenote.server.store import Store
+from tests.server.live import exchange
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -115,12 +115,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str, Board]]:
 
 def post(url: str, body: bytes, token: str | None) -> tuple[int, object]:
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
-    request = urllib.request.Request(f"{url}/desktop/clipboard", data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+    status, _, answer = exchange(urllib.request.Request(f"{url}/desktop/clipboard", body, headers, method="POST"))
+    return status, json.loads(answer)
 
 
 def test_clipboard_route_copies_for_this_machine_with_the_token(served: tuple[str, str, Board]) -> None:

@@ -18,18 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import Implementation
 from PIL import Image, ImageChops
 
 from hivenote.desktop.icons import tray_icon
 from hivenote.server.auth import Tokens
 from hivenote.server.store import lock_holder
 from tests.disks import fill, tmpfs
-from tests.server.live import call, free_port, health
+from tests.server.live import call, free_port, health, mcp_session
 
 if TYPE_CHECKING:
     from tests.desktop.harness import Desktop, TrayItem, poll, start_desktop
@@ -105,14 +101,8 @@ def centre_alpha(image: Image.Image) -> int:
 
 async def agent_calls(port: int, token: str, name: str) -> None:
     """A real MCP client (as Cursor identifies itself) lists the tools and searches once."""
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
-        client = Client(
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http),
-            client_info=Implementation(name=name, version="1.7.0"),
-            mode="legacy",
-        )
-        async with client:
-            await client.call_tool("brain_search", {"query": "deploy"})
+    async with mcp_session(f"http://127.0.0.1:{port}/mcp", token, name) as client:
+        await client.call_tool("brain_search", {"query": "deploy"})
 
 
 def test_tray_follows_the_server_and_its_menu_works(app: App, desktop: Desktop) -> None:

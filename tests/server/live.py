@@ -53,14 +53,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def exchange(request: urllib.request.Request | str, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-case names) and body of one request; an error status is returned, not raised."""
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
+    except urllib.error.HTTPError as error:
+        with error:  # it holds the connection
+            return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
+
+
 def health(port: int) -> int | None:
     """The status of GET /api/health on 127.0.0.1:port, or None when nothing answers."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        error.close()
-        return error.code
+        return exchange(f"http://127.0.0.1:{port}/api/health", timeout=5)[0]
     except OSError:
         return None
 
@@ -82,18 +88,13 @@ def wait_until(condition: Any, timeout: float = 10.0) -> None:
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(
-    running: Running,
-    name: str = "cursor-vscode",
-    token: str | None = None,
-    *,
-    path: str = "/mcp",
-    message_handler: Any = None,
-) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {token or running.token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+async def mcp_session(url: str, token: str, name: str, *, message_handler: Any = None) -> AsyncIterator[Client]:
+    """A real MCP client over streamable HTTP at `url` (the /mcp endpoint), named as an agent names itself."""
+    async with httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=300)
+    ) as http:
         client = Client(
-            streamable_http_client(f"{running.url}{path}", http_client=http),
+            streamable_http_client(url, http_client=http),
             client_info=Implementation(name=name, version="1.7.0"),
             mode="legacy",
             message_handler=message_handler,
@@ -102,15 +103,27 @@ async def mcp_client(
             yield client
 
 
+@contextlib.asynccontextmanager
+async def mcp_client(
+    running: Running,
+    name: str = "cursor-vscode",
+    token: str | None = None,
+    *,
+    path: str = "/mcp",
+    message_handler: Any = None,
+) -> AsyncIterator[Client]:
+    async with mcp_session(
+        f"{running.url}{path}", token or running.token, name, message_handler=message_handler
+    ) as client:
+        yield client
+
+
 def fetch(
     url: str, headers: dict[str, str] | None = None, data: bytes | None = None
 ) -> tuple[int, dict[str, str], Any]:
     request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data else "GET")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), json.loads(error.read() or b"null")
+    status, answer_headers, body = exchange(request)
+    return status, answer_headers, json.loads(body or b"null")
 
 
 GRAPH_URI = "memory://knowledge-graph"

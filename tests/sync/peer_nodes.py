@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Any
 
 from hivenote.server.auth import Tokens
 from hivenote.server.node import read_node
-from tests.server.live import call, free_port, health
+from tests.server.live import call, exchange, free_port, health
 
 START_S = 30
 WAIT_S = 20  # for anything that should take a second or two
@@ -146,10 +145,4 @@ def fetch(
 ) -> tuple[int, dict[str, str], bytes]:
     """Status, headers and body of one request (errors included, not raised)."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    request = urllib.request.Request(url, data, headers, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
+    return exchange(urllib.request.Request(url, data, headers, method=method))

@@ -13,6 +13,7 @@ from hivenote.server import cli
 from hivenote.server.auth import Tokens
 from hivenote.server.errors import InvalidInput
 from hivenote.server.settings import load_settings, save_setting
+from tests.server.live import exchange
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -92,7 +93,6 @@ def test_s3_off_and_a_missing_bucket_name(data: Path) -> None:
 
 def test_a_peer_token_only_syncs(tmp_path: Path) -> None:
     """Served for real: the shared peer token opens /sync and nothing else; people cannot take peer names."""
-    import urllib.error
     import urllib.request
 
     from hivenote.server.app import create_app
@@ -108,13 +108,7 @@ def test_a_peer_token_only_syncs(tmp_path: Path) -> None:
         Tokens(data_dir / "tokens.json").add("peer-bob")
 
     def status(path: str) -> int:
-        request = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return int(response.status)
-        except urllib.error.HTTPError as error:
-            error.close()
-            return error.code
+        return exchange(urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"}))[0]
 
     sock = bind("127.0.0.1", 0)
     settings = Settings(data_dir=data_dir, port=sock.getsockname()[1])
