@@ -111,8 +111,7 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
     frozen = False
     while True:
         try:
-            await anyio.to_thread.run_sync(_watch_quietly, store)
-            await anyio.to_thread.run_sync(store.refresh)
+            await anyio.to_thread.run_sync(_watch_and_follow, store)
 
             def warm() -> bool:
                 with store.reading() as state:
@@ -153,10 +152,12 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
-def _watch_quietly(store: Store) -> None:
-    """The log folder still there, the disk taking writes: status shows `store.problem` when not."""
+def _watch_and_follow(store: Store) -> None:
+    """One worker-thread hop per tick: the log folder still there and the disk taking writes (status shows
+    `store.problem` when not), then whatever other machines' shards gained."""
     with contextlib.suppress(StoreWriteFailed):
         store.watch()
+    store.refresh()
 
 
 def create_app(
