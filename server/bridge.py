@@ -265,6 +265,10 @@ class Bridge:
             headers.append((PROTOCOL_HEADER, self.protocol))
         return headers
 
+    def _post_headers(self) -> list[tuple[str, str]]:
+        """A client message's POST: JSON out, a JSON body or an SSE stream back."""
+        return [*self._headers("application/json, text/event-stream"), ("Content-Type", "application/json")]
+
     async def _fail(self, message: dict[str, Any], text: str) -> None:
         if "id" in message and "method" in message:  # only requests get an answer
             await self.emit({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": text}})
@@ -274,9 +278,8 @@ class Bridge:
     ) -> None:
         """One client message, sent as the client wrote it; its answers (a JSON body or SSE events) relayed."""
         session = self.session_id
-        headers = [*self._headers("application/json, text/event-stream"), ("Content-Type", "application/json")]
         try:
-            async with self.pool.exchange("POST", headers, raw.strip()) as (response, connection):
+            async with self.pool.exchange("POST", self._post_headers(), raw.strip()) as (response, connection):
                 if not (response.status_code == 404 and session and message.get("method") != "initialize"):
                     await self._answer(message, response, connection, tasks)
                     return
@@ -326,8 +329,7 @@ class Bridge:
             self.session_id = None
             initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
             for raw in (self._initialize, initialized, *self._subscriptions.values()):
-                headers = [*self._headers("application/json, text/event-stream"), ("Content-Type", "application/json")]
-                async with self.pool.exchange("POST", headers, raw) as (response, connection):
+                async with self.pool.exchange("POST", self._post_headers(), raw) as (response, connection):
                     answer = dict(response.headers)
                     if raw is self._initialize:
                         self.session_id = answer.get(SESSION_HEADER.encode(), b"").decode() or None
