@@ -8,7 +8,6 @@ cached offset) with the same bytes, and its ops still go through the fold like a
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import marshal
 import os
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .heap import collector_paused
 from .model import Op, author
 
 MAGIC = b"hivenote-opcache-1\n"
@@ -39,15 +39,8 @@ def _digest(payload: bytes | memoryview) -> bytes:
 
 def save(path: Path, entries: list[ShardEntry]) -> None:
     """Write the cache atomically (a unique temp file renamed over, so concurrent writers cannot mix)."""
-    # One tuple per op, all kept until dumped: generational GC passes over them and the folded notebook
-    # (a million ops is over a GB of objects) would cost more than building them, so they wait.
-    pause_gc = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():  # one tuple per op, beside a folded notebook that can be over a GB of objects
         payload = marshal.dumps(_rows(entries))
-    finally:
-        if pause_gc:
-            gc.enable()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

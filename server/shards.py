@@ -5,7 +5,6 @@ torn tail), and the op cache that lets a restart skip re-parsing. Callers hold t
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import time
@@ -15,6 +14,7 @@ from typing import BinaryIO
 
 from . import opcache
 from .fold import State
+from .heap import collector_paused
 from .hlc import Clock
 from .model import CorruptLine, Op, UnknownOp, decode_op
 
@@ -163,16 +163,8 @@ class Shards:
             lines: list[str | bytes] = list(data.decode("utf-8").split("\n")[:-1])
         except UnicodeDecodeError:  # some line is not UTF-8: decode line by line so only it is reported
             lines = list(data.split(b"\n")[:-1])
-        # A big read allocates objects per op and keeps them all: generational GC passes over that
-        # growing heap are pure overhead, so they wait until it is done.
-        pause_gc = len(data) > 1 << 20 and gc.isenabled()
-        if pause_gc:
-            gc.disable()
-        try:
+        with collector_paused(when=len(data) > 1 << 20):  # a big read keeps objects for every op it folds
             return self._apply_decoded(lines, cur)
-        finally:
-            if pause_gc:
-                gc.enable()
 
     def _apply_decoded(self, lines: list[str | bytes], cur: Cursor) -> int:
         applied = 0

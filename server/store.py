@@ -8,7 +8,6 @@ before acknowledging (group commit when writers wait), repairs its own torn tail
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import threading
@@ -20,6 +19,7 @@ from typing import Any
 from . import opcache
 from .errors import ReadOnlyStore, ShardLocked, StoreError, StoreWriteFailed
 from .fold import State
+from .heap import collector_paused
 from .hlc import Clock
 from .model import Author, CorruptLine, Op, decode_op
 from .node import ShardClaim, claim_node, host_fingerprint, lock_holder, read_node
@@ -296,16 +296,9 @@ class Store:
 
     def _fold_all(self) -> None:
         """Fold every shard into the state (the op cache spares re-parsing what it holds)."""
-        # The fold allocates an object or more per op and keeps them all: generational GC passes over that
-        # growing heap are pure overhead, so they wait until it is built.
-        pause_gc = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():  # the fold keeps an object or more for every op
             self.shards = Shards(self.log_dir, self.state, self.clock, opcache.load(self.cache_path))
             self.refresh(include_own=True)
-        finally:
-            if pause_gc:
-                gc.enable()
 
     def _reload(self) -> None:
         """Fold again from the files after a failed write (the state holds ops that were never acknowledged)."""
