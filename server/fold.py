@@ -126,6 +126,7 @@ class State:
     changed_notes: set[str] = field(default_factory=set)
     changed_names: set[str] = field(default_factory=set)
     note_index: SubstringIndex[str] = field(default_factory=SubstringIndex)
+    trashed_notes: set[str] = field(default_factory=set)  # the indexed notes in the trash
     # The duplicate hint's postings: (kind, project, title word) -> note numbers (stale entries tolerated). In
     # compact arrays, not id strings in lists: counting them then never chases pointers across the heap.
     title_words: dict[str, array[int]] = field(default_factory=dict)

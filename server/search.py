@@ -16,7 +16,7 @@ import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .fold import State
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, NO_FILTERS, Filters, bounded, list_notes
@@ -77,10 +77,16 @@ class SearchResult:
     total: int  # how many notes matched every term (hits may be fewer: limit / token budget)
 
 
+HEAD = "\x01"  # starts every token of a note's title, tags, project and kind in its indexed text
+_TOKEN_START = re.compile(r"(?<!\S)(?=\S)")  # \s is str.split()'s whitespace
+
+
 def note_text(note: Note) -> str:
     """Everything a query term may match in a note, folded: title, tags, project, kind, then the body (last,
-    as the one field that may hold line breaks, so `_fields` can split the text back apart)."""
-    return fold_text("\n".join((note.title, " ".join(note.tags), note.project or "", note.kind, note.body)))
+    as the one field that may hold line breaks, so `_fields` can split the text back apart). The tokens of the
+    first four are marked with `HEAD`, so the index can tell a term in them from one in the body."""
+    head = fold_text("\n".join((note.title, " ".join(note.tags), note.project or "", note.kind)))
+    return f"{_TOKEN_START.sub(HEAD, head)}\n{fold_text(note.body)}"
 
 
 def _title_key(kind: str, project: str, word: str) -> str:
@@ -98,9 +104,13 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
     Returns True when the index is fully up to date."""
     index, changed = state.note_index, state.changed_notes
     todo = list(changed) if budget is None or budget >= len(changed) else list(itertools.islice(changed, budget))
-    title_words = state.title_words
+    title_words, trashed = state.title_words, state.trashed_notes
     for note_id in todo:
         note = state.note(note_id)
+        if note is None or not note.trashed:
+            trashed.discard(note_id)
+        else:
+            trashed.add(note_id)
         if note is None:
             index.discard(note_id)
             continue
@@ -148,7 +158,9 @@ def _texts(state: State) -> SubstringIndex[str] | _Scan:
 
 
 def _fields(text: str) -> list[str]:
+    """The folded title, tags, project, kind and body of an indexed text."""
     parts = text.split("\n", 4)
+    parts = [part.replace(HEAD, "") for part in parts[:4]] + parts[4:]
     return parts if len(parts) == 5 else [*parts, *[""] * (5 - len(parts))]
 
 
@@ -205,11 +217,13 @@ def _score_bound(text: str, terms: list[str]) -> float:
 _FIELD_BOUND = tuple(2.0 * weight for weight in _FIELD_WEIGHT)
 
 
-def _ranked(notes: list[Note], index: SubstringIndex[str] | _Scan, terms: list[str], limit: int) -> list[Note]:
-    """The `limit` best notes by (relevance, recency). A short term can match most of a big notebook, mostly
-    deep in bodies: notes are grouped by a cheap bound of their relevance and scored exactly, best group
-    first, only while their bound can still beat the worst note kept. (Grouped, not sorted: sorting tens of
-    thousands of notes scattered over a big heap costs more than scoring them.)"""
+def _ranked(
+    notes: list[Note], index: SubstringIndex[str] | _Scan, terms: list[str], limit: int
+) -> list[tuple[float, Note]]:
+    """The `limit` best notes by (relevance, recency), with their relevance. A short term can match most of a
+    big notebook, mostly deep in bodies: notes are grouped by a cheap bound of their relevance and scored
+    exactly, best group first, only while their bound can still beat the worst note kept. (Grouped, not
+    sorted: sorting tens of thousands of notes scattered over a big heap costs more than scoring them.)"""
     if limit <= 0:
         return []
     text = index.text
@@ -237,12 +251,43 @@ def _ranked(notes: list[Note], index: SubstringIndex[str] | _Scan, terms: list[s
             elif item[:2] > kept[0][:2]:
                 heapq.heapreplace(kept, item)
     kept.sort(key=lambda item: (item[0], item[1]), reverse=True)
-    return [item[2] for item in kept]
+    return [(item[0], item[2]) for item in kept]
+
+
+_BODY_BEST = _FIELD_BOUND[-1]  # the most a term matched in the body only adds to a note's relevance
+
+
+def _head_first(
+    state: State, index: SubstringIndex[str], keys: set[str], terms: list[str], trashed: bool, limit: int
+) -> tuple[list[Note], int] | None:
+    """The usual search (no filter but the trash's) without looking at every match, which for a common word can be
+    most of a big notebook: a note holding no term in its title, tags, project or kind scores at most a whole-word
+    body match per term, so the notes that do and score more come first, and only the places they leave are
+    ranked among the rest. Returns (hits, total), or None when a term is too broad to tell where it matched."""
+    in_trash = state.trashed_notes
+    matches = keys & in_trash if trashed else keys - in_trash
+    head: set[str] = set()
+    for term in terms:
+        found = index.candidates_in_tagged(term, HEAD)
+        if found is None:
+            return None
+        head |= found
+    head &= matches
+    body_only = _BODY_BEST * len(terms)
+    certain = [note for score, note in _ranked(_notes(state, head), index, terms, limit) if score > body_only]
+    if len(certain) < limit:
+        rest = matches.difference(note.id for note in certain)
+        certain += [note for _, note in _ranked(_notes(state, rest), index, terms, limit - len(certain))]
+    return certain, len(matches)
+
+
+def _notes(state: State, keys: Iterable[str]) -> list[Note]:
+    return [note for key in keys if (note := state.note(key)) is not None]
 
 
 def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit: int | None = None) -> SearchResult:
     """Notes matching every term of `query` (substring, case/accent-insensitive), best first."""
-    terms = fold_text(query).split()
+    terms = fold_text(query).replace(HEAD, " ").split()
     if not terms:
         notes, total = list_notes(state, filters, limit=limit)
         return SearchResult(notes, [], total)
@@ -253,9 +298,13 @@ def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit:
         if not candidates:
             break
         candidates = {key for key in candidates if term in (index.text(key) or "")}
-    matches = [n for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
-    hits = bounded(_ranked(matches, index, terms, cap), limit)
+    if isinstance(index, SubstringIndex) and replace(filters, trashed=False) == NO_FILTERS:
+        quick = _head_first(state, index, candidates, terms, filters.trashed, cap)
+        if quick is not None and quick[1]:
+            return SearchResult(bounded(quick[0], limit), [], quick[1])
+    matches = [n for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
+    hits = bounded([note for _, note in _ranked(matches, index, terms, cap)], limit)
     near = [] if matches else _near(state, index, terms, filters)
     return SearchResult(hits, near, len(matches))
 

@@ -3,7 +3,7 @@ near matches apart, filters, token-bounded defaults; checked against a brute-for
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hivenote.server.fold import State
@@ -189,6 +189,84 @@ def test_results_are_ranked_exactly_by_field_weight_then_recency(
             scored.append((reference_score(parts, folded), note.revision, note.id))
     expected = [note_id for *_, note_id in sorted(scored, reverse=True)[:limit]]
     assert [n.id for n in search_notes(state, " ".join(terms), limit=limit).hits] == expected
+
+
+# "ac" scores as much in the kind "fact" as a whole word in the body, so neither place may be skipped.
+edit_words = st.sampled_from(["alpha", "alphabet", "x-alpha", "café", "ph", "ac", "fact", "ace"])
+note_fields = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(["fact", "decision"]),
+        "title": st.lists(edit_words, min_size=1, max_size=3).map(" ".join),
+        "tags": st.lists(edit_words, max_size=2),
+        "project": st.sampled_from([None, "alpha-api", "ph"]),
+        "body": st.lists(edit_words, max_size=4).map(" ".join),
+    }
+)
+step = st.one_of(
+    st.tuples(st.just("note.set"), st.integers(0, 7), note_fields),
+    st.tuples(st.sampled_from(["note.trash", "note.restore", "note.purge"]), st.integers(0, 7), st.none()),
+    st.tuples(
+        st.just("search"),
+        st.booleans(),
+        st.lists(st.sampled_from(["al", "ph", "ac", "é", "fact"]), min_size=1, max_size=2),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(step, max_size=40), st.integers(1, 4))
+@example(  # "ac" in the kind "fact" ties a whole word in a newer body: the newer note comes first
+    [
+        ("note.set", 0, {"kind": "fact", "title": "alpha", "tags": [], "project": None, "body": ""}),
+        ("note.set", 1, {"kind": "decision", "title": "ph", "tags": [], "project": None, "body": "ac"}),
+        ("search", False, ["ac"]),
+    ],
+    1,
+)
+def test_searches_between_edits_rank_and_count_exactly_live_or_trashed(
+    steps: list[tuple[str, object, object]], limit: int
+) -> None:
+    """Between writes, trash and purges, a search of the notebook or of the trash ranks its hits and counts its
+    total exactly as the rule says, whichever field the terms match in (a common word is ranked from the notes
+    that hold it in a title, tags, project or kind first)."""
+    state = State()
+    for seq, (kind, arg, extra) in enumerate(steps, start=1):
+        if kind != "search":
+            data: dict[str, object] = {"id": f"N{arg}"}
+            if extra is not None:
+                data["fields"] = extra
+            state.apply(Op("n-0001", seq, seq, 0, kind, data, Author()))
+            continue
+        assert isinstance(arg, bool) and isinstance(extra, list)
+        folded = fold_text(" ".join(extra)).split()
+        scored = []
+        for note in state.iter_notes():
+            parts = [fold_text(p) for p in (note.title, " ".join(note.tags), note.project or "", note.kind, note.body)]
+            if note.trashed is arg and all(any(t in p for p in parts) for t in folded):
+                scored.append((reference_score(parts, folded), note.revision, note.id))
+        result = search_notes(state, " ".join(extra), Filters(trashed=arg), limit=limit)
+        expected = [note_id for *_, note_id in sorted(scored, reverse=True)[:limit]]
+        assert ([n.id for n in result.hits], result.total) == (expected, len(scored))
+
+
+@given(st.text(alphabet=st.sampled_from("ab é\t\u3000\x1c\xa0\x85-"), max_size=20), st.text(max_size=8))
+def test_indexed_text_marks_exactly_the_head_tokens_and_gives_the_fields_back(title: str, body: str) -> None:
+    """Every token str.split() sees in the title, tags, project and kind starts with the mark (whatever the
+    whitespace), none of the body's, and the fields read back from the text are the folded originals."""
+    from hivenote.server.search import HEAD, _fields, note_text
+
+    state = State()
+    body = body.replace(HEAD, "")
+    fields = {"kind": "fact", "title": title, "tags": ["t a"], "project": "p", "body": body}
+    state.apply(Op("n-0001", 1, 1, 0, "note.set", {"id": "N1", "fields": fields}, Author()))
+    note = state.note("N1")
+    assert note is not None
+    text = note_text(note)
+    folded = [fold_text(part) for part in (title, "t a", "p", "fact", body)]
+    assert _fields(text) == folded
+    head_tokens = "\n".join(folded[:4]).split()
+    assert [tok for tok in text.split() if tok.startswith(HEAD)] == [HEAD + tok for tok in head_tokens]
+    assert text.count(HEAD) == len(head_tokens)
 
 
 def test_a_cold_index_scans_and_finds_exactly_what_the_index_finds(store: Store, monkeypatch: object) -> None:
