@@ -29,6 +29,7 @@ from .auth import Guard, Tokens
 from .client import announce, withdraw
 from .errors import HivenoteError
 from .graph import Graph
+from .heap import collector_paused
 from .mcp_common import identify, tracking_middleware
 from .mcp_graph import GraphMCP
 from .mcp_notebook import build_notebook_server
@@ -110,14 +111,18 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
     store = services.store
     frozen = False
     while True:
+        pause = FOLLOW_INTERVAL_S
         try:
             await anyio.to_thread.run_sync(_watch_and_follow, store)
 
             def warm() -> bool:
-                with store.reading() as state:
+                with store.reading() as state, collector_paused():
                     return refresh_note_index(state, budget=WARM_BATCH)
 
-            if store.state.changed_notes:
+            # Batch after batch (the lock is free between them) for up to a tick, then the next tick at once:
+            # until the index is warm, a search scans every note.
+            until = time.monotonic() + FOLLOW_INTERVAL_S
+            while store.state.changed_notes and time.monotonic() < until:
                 await anyio.to_thread.run_sync(warm)
             if not frozen and not store.state.changed_notes:
                 # The folded notebook lives as long as the server: keep the collector from walking it again
@@ -125,9 +130,11 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
                 await anyio.to_thread.run_sync(_settle_memory)
                 frozen = True
             await graph_mcp.publish_if_changed()
+            if store.state.changed_notes:
+                pause = 0  # still warming
         except Exception:  # keep following; the error shows in the log and in status
             log.exception("following the log folder failed")
-        await anyio.sleep(FOLLOW_INTERVAL_S)
+        await anyio.sleep(pause)
 
 
 def _settle_memory() -> None:

@@ -137,7 +137,11 @@ class _Scan:
     over the notes costs less than building the whole index for a single query."""
 
     def __init__(self, state: State) -> None:
-        self._texts = {note.id: note_text(note) for note in state.iter_notes()}
+        index, changed = state.note_index, state.changed_notes
+        self._texts = {
+            note.id: (None if note.id in changed else index.text(note.id)) or note_text(note)
+            for note in state.iter_notes()
+        }
 
     def candidates(self, term: str) -> set[str]:
         return {key for key, text in self._texts.items() if term in text}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -15,13 +16,13 @@ from hivenote.server.agents import agent_id
 from hivenote.server.auth import Tokens
 from hivenote.server.graph import Graph
 from hivenote.server.memory_wire import official_tools
-from hivenote.server.model import Entity
+from hivenote.server.model import Author, Entity, Op
 from hivenote.server.serve import PortInUse, bind
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.live import Inbox, Running, fetch, mcp_client, subscribe
+    from tests.server.live import Inbox, Running, fetch, mcp_client, serve, subscribe, wait_until
 else:
-    from live import Inbox, Running, fetch, mcp_client, subscribe
+    from live import Inbox, Running, fetch, mcp_client, serve, subscribe, wait_until
 
 
 def text(result: CallToolResult) -> str:
@@ -266,3 +267,22 @@ def test_the_graph_endpoint_is_the_official_drop_in_and_tells_subscribers_of_cha
     anyio.run(scenario)
     ann = running.store.state.ent_add[("Ann", 0)]
     assert ann.by.agent == "claude-desktop"
+
+
+def test_the_search_index_warms_batch_after_batch_without_waiting_a_tick_between(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big notebook's index is built in batches after start (the lock is free between them); until it is warm
+    every search scans the whole notebook, so the batches follow each other instead of one per follow tick."""
+    import hivenote.server.app as app
+
+    data = tmp_path / "data"
+    (data / "log").mkdir(parents=True)
+    with open(data / "log" / "n-0001.jsonl", "wb") as fh:
+        for seq in range(1, 301):
+            fields = {"kind": "fact", "title": f"note {seq}", "body": "warm"}
+            fh.write(Op("n-0001", seq, seq, 0, "note.set", {"id": f"N{seq:04}", "fields": fields}, Author()).encode())
+    monkeypatch.setattr(app, "WARM_BATCH", 5)  # 60 batches: one per tick would take 30 s
+    with serve(data) as server:
+        wait_until(lambda: not server.store.state.changed_notes, timeout=5)
+        assert len(server.store.state.note_index) == 300
