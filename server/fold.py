@@ -137,6 +137,9 @@ class State:
     # Entities as built, kept until an op touches their name: reading the whole graph after one write then builds
     # one entity, not every one (their observations are folded and sorted when built).
     _entities: dict[OccKey, Entity] = field(default_factory=dict)
+    # The live relations in graph order, kept until an op can change them: a relation added or deleted, an entity
+    # deleted (its relations go with it). Reading the graph after any other write then sorts no relations.
+    _relations: list[Relation] | None = None
     recent_notes: Any = None  # listing.list_notes' recency order (listing.Recent), kept across calls
     recent_changed: set[str] = field(default_factory=set)  # notes changed since `recent_notes` was built
 
@@ -188,6 +191,7 @@ class State:
         elif kind == "entity.del":
             _max_into(self.ent_del, data["name"], stamp)
             self._changed_entity(data["name"])
+            self._relations = None
         elif kind == "obs.add":
             occ = (data["entity"], data.get("k", 0))
             members = self.obs_add.setdefault(occ, {})
@@ -201,8 +205,10 @@ class State:
             _max_into(self.rel_add, rkey, stamp)
             self.rel_by_name.setdefault(rkey[0], set()).add(rkey)
             self.rel_by_name.setdefault(rkey[1], set()).add(rkey)
+            self._relations = None
         else:  # rel.del
             _max_into(self.rel_del, (data["from"], data["to"], data["type"]), stamp)
+            self._relations = None
         self.graph_version += 1
         return True
 
@@ -310,8 +316,10 @@ class State:
         if cache is not None and cache[0] == self.graph_version:
             return list(cache[1]), list(cache[2])  # copies: callers may change what they get
         entities = self.sorted_entities(occ for occ in self.ent_add if self.entity_alive(occ))
-        live = sorted((s, k) for k, s in self.rel_add.items() if self.relation_alive(k))
-        relations = [Relation(k[0], k[1], k[2]) for _, k in live]
+        relations = self._relations
+        if relations is None:
+            live = sorted((s, k) for k, s in self.rel_add.items() if self.relation_alive(k))
+            relations = self._relations = [Relation(k[0], k[1], k[2]) for _, k in live]
         self._graph_cache = (self.graph_version, entities, relations)
         return list(entities), list(relations)
 

@@ -121,6 +121,34 @@ def test_reading_between_ops_sees_what_a_fresh_fold_sees(ops: list[Op], rnd: ran
     assert state.snapshot() == fold(ops)
 
 
+def test_relations_are_kept_across_writes_that_cannot_change_them() -> None:
+    """Reading the whole graph after an entity or observation write reuses the relations (the encoded read_graph
+    answer then reuses their bytes); a relation write or an entity delete builds them again."""
+    state = State()
+    state.apply_all(
+        [
+            op(0, 1, 10, "entity.add", name="Ann", type="person"),
+            op(0, 2, 11, "rel.add", **{"from": "Ann", "to": "Bob", "type": "knows"}),
+        ]
+    )
+    kept = state.graph()[1]
+    state.apply_all(
+        [op(0, 3, 12, "entity.add", name="Bob", type="person"), op(0, 4, 13, "obs.add", entity="Ann", text="x")]
+    )
+    assert state.graph()[1][0] is kept[0]
+    for n, (kind, data) in enumerate(
+        [
+            ("rel.add", {"from": "Bob", "to": "Ann", "type": "knows"}),
+            ("rel.del", {"from": "Bob", "to": "Ann", "type": "knows"}),
+            ("entity.del", {"name": "Cy"}),
+        ],
+        start=5,
+    ):
+        kept = state.graph()[1]
+        state.apply(op(0, n, 10 + n, kind, **data))
+        assert state.graph()[1][0] is not kept[0], kind
+
+
 @given(op_sets(), st.randoms(use_true_random=False))
 def test_fold_is_associative_over_batches(ops: list[Op], rnd: random.Random) -> None:
     a, b, c = ([op for op in ops if rnd.random() < 0.5] for _ in range(3))
