@@ -36,13 +36,17 @@ from mcp.types import (
     Tool,
     UnsubscribeRequestParams,
 )
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
+from starlette.routing import Route
 
 from . import __version__
+from .encoded_graph import EncodedGraph
 from .errors import HivenoteError
 from .graph import Graph, graph_json
 from .memory_wire import EXTRA_INPUTS, PAGED_TOOLS, graph_text, js_stringify, official_tools, schema_issues, with_paging
 from .model import Author, Entity, Relation
+from .splice import Splices, Splicing, splices_of
 
 log = logging.getLogger(__name__)
 
@@ -94,16 +98,20 @@ def _graph_answer(entities: list[Entity], relations: list[Relation]) -> Answer:
     return graph_text(entities, relations), graph_json(entities, relations)
 
 
-def _run_tool(graph: Graph, tool: str, args: dict[str, Any], by: Author, *, paged: bool) -> Answer:
+def _pages(tool: str, args: dict[str, Any], *, extras: bool) -> bool:
     # Without a paging argument the answer stays the official one (every relation, no `total`), extras or not.
-    if paged and (tool in PAGED_TOOLS) and any(key in args for key in EXTRA_INPUTS):
-        page = graph.page(
+    return extras and tool in PAGED_TOOLS and any(key in args for key in EXTRA_INPUTS)
+
+
+def _run_tool(graph: Graph, tool: str, args: dict[str, Any], by: Author, *, page: bool) -> Answer:
+    if page:
+        part = graph.page(
             args["query"] if tool == "search_nodes" else None,
             limit=None if "limit" not in args else int(args["limit"]),
             offset=int(args.get("offset", 0)),
             names_only=bool(args.get("namesOnly", False)),
         ).to_json()
-        return js_stringify(page), page
+        return js_stringify(part), part
     if tool == "create_entities":
         new = [Entity(e["name"], e["entityType"], tuple(e["observations"])) for e in args["entities"]]
         added = [e.to_json() for e in graph.create_entities(new, by=by)]
@@ -144,6 +152,14 @@ def _result(text: str, structured: dict[str, Any] | None = None, *, error: bool 
     return wire
 
 
+def _splices(ctx: ServerRequestContext[Any]) -> Splices | None:
+    """Where a big answer can go as bytes: a handshake-era HTTP request through `Splicing` (the SDK writes that answer
+    as one JSON body, exactly as the spliced bytes are encoded; a 2026-era one is written another way)."""
+    if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    return splices_of(getattr(ctx.request, "scope", None))
+
+
 def _connection(ctx: ServerRequestContext[Any]) -> Connection | None:
     """The client connection a request came on. SDK 2.3 gives lowlevel handlers no public path to it (its
     `Context.connection` exists, but the runner hands handlers a `ServerRequestContext`); the per-request
@@ -170,6 +186,7 @@ class GraphMCP:
         self._schemas = {t["name"]: t["inputSchema"] for t in raw}
         self._subscribers: dict[str, ServerSession] = {}  # connection key -> the session it subscribed on
         self._published = graph.store.state.graph_version
+        self.encoded = EncodedGraph()  # read_graph's answer as bytes, for the HTTP endpoint's splice
         # The 2026-07-28 era has no resources/subscribe: its clients open `subscriptions/listen` streams instead.
         self._bus = InMemorySubscriptionBus()
         self.server: Server[Any] = Server(
@@ -190,8 +207,14 @@ class GraphMCP:
     def http_app(self, path: str, **options: Any) -> Starlette:
         """The Streamable HTTP endpoint at `path` (`options` as the SDK's). The tools never talk back during a call
         (change notifications go out on the session's GET stream), so each answer is one JSON body: a per-call SSE
-        stream cost its tasks and framing on both ends, the larger part of a small call."""
-        return self.server.streamable_http_app(streamable_http_path=path, json_response=True, **options)
+        stream cost its tasks and framing on both ends, the larger part of a small call. The endpoint splices big
+        answers into the SDK's (`splice`)."""
+        app = self.server.streamable_http_app(streamable_http_path=path, json_response=True, **options)
+        app.router.routes = [
+            Route(path, endpoint=Splicing(route.endpoint)) if isinstance(route, Route) and route.path == path else route
+            for route in app.router.routes
+        ]
+        return app
 
     # -- tools --------------------------------------------------------------------------------------------------------
 
@@ -213,7 +236,10 @@ class GraphMCP:
                 + "\n".join(issues),
                 error=True,
             )
-        run = partial(_run_tool, self.graph, name, args, author, paged=self.extras)
+        page = _pages(name, args, extras=self.extras)
+        if name == "read_graph" and not page and (splices := _splices(ctx)) is not None:
+            return await self._read_graph_spliced(splices)
+        run = partial(_run_tool, self.graph, name, args, author, page=page)
         try:
             answer = self._at_once(name, args, run)
             if answer is None:
@@ -223,6 +249,15 @@ class GraphMCP:
         if name in MUTATIONS:  # even a no-op one, like the official server, and before the answer
             await self._notify()
         return _result(*answer)
+
+    async def _read_graph_spliced(self, splices: Splices) -> dict[str, Any]:
+        """The whole graph, the largest answer by far, written once per graph version and spliced into the SDK's
+        answer as bytes. Unchanged since the last read, it is answered at once on the event loop."""
+        encoded = self.encoded.current(self.graph.store.state)
+        if encoded is None:
+            encoded = await anyio.to_thread.run_sync(self.encoded.read, self.graph.store)
+        text, structured = encoded
+        return _result(splices.string(text), splices.object(structured))
 
     def _at_once(self, name: str, args: dict[str, Any], run: Callable[[], Answer]) -> Answer | None:
         """A small read answered on the event loop, when the store is free: handing it to a worker thread and back

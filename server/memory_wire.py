@@ -7,9 +7,9 @@ from __future__ import annotations
 import copy
 import importlib.resources
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from json.encoder import encode_basestring as _quote  # C; the escapes of json.dumps(ensure_ascii=False)
-from typing import Any, Final
+from typing import Any, AnyStr, Final
 
 from .model import Entity, Relation
 
@@ -151,20 +151,44 @@ def _indented(value: Any, newline: str, out: list[str]) -> None:
         out.append(json.dumps(value))
 
 
+def entity_text(e: Entity) -> str:
+    """One entity of a graph answer's text, indented as it sits in the `entities` array."""
+    observations = (
+        "[\n        " + ",\n        ".join(map(_quote, e.observations)) + "\n      ]" if e.observations else "[]"
+    )
+    return (
+        f'{{\n      "name": {_quote(e.name)},\n      "entityType": {_quote(e.entityType)},\n      "observations": '
+        f"{observations}\n    }}"
+    )
+
+
+def relation_text(r: Relation) -> str:
+    """One relation of a graph answer's text, indented as it sits in the `relations` array."""
+    return (
+        f'{{\n      "from": {_quote(r.from_)},\n      "to": {_quote(r.to)},\n      '
+        f'"relationType": {_quote(r.relationType)}\n    }}'
+    )
+
+
+def array_layout(items: Sequence[AnyStr], literal: Callable[[str], AnyStr]) -> AnyStr:
+    """A graph answer's `entities` or `relations` array around its items' texts. `literal` turns the layout's own
+    pieces into the items' kind: `str` for the text itself, or an encoder when the items are already encoded (as a
+    JSON string's bytes: escaping goes character by character, so escaped pieces joined are the joined text escaped)."""
+    if not items:
+        return literal("[]")
+    return literal("").join((literal("[\n    "), literal(",\n    ").join(items), literal("\n  ]")))
+
+
+def graph_layout(entities: AnyStr, relations: AnyStr, literal: Callable[[str], AnyStr]) -> AnyStr:
+    """A graph answer's text around its two arrays (`array_layout`)."""
+    # One join: the arrays can be megabytes, and each `+` would copy them again.
+    return literal("").join(
+        (literal('{\n  "entities": '), entities, literal(',\n  "relations": '), relations, literal("\n}"))
+    )
+
+
 def graph_text(entities: Iterable[Entity], relations: Iterable[Relation]) -> str:
     """`js_stringify(graph_json(entities, relations))` written straight from the objects: a graph is the biggest
     answer there is (read_graph), and this is four times quicker than walking its JSON value."""
-    ents = ",\n    ".join(
-        f'{{\n      "name": {_quote(e.name)},\n      "entityType": {_quote(e.entityType)},\n      "observations": '
-        + ("[\n        " + ",\n        ".join(map(_quote, e.observations)) + "\n      ]" if e.observations else "[]")
-        + "\n    }"
-        for e in entities
-    )
-    rels = ",\n    ".join(
-        f'{{\n      "from": {_quote(r.from_)},\n      "to": {_quote(r.to)},\n      '
-        f'"relationType": {_quote(r.relationType)}\n    }}'
-        for r in relations
-    )
-    ents = "[\n    " + ents + "\n  ]" if ents else "[]"
-    rels = "[\n    " + rels + "\n  ]" if rels else "[]"
-    return '{\n  "entities": ' + ents + ',\n  "relations": ' + rels + "\n}"
+    ents = array_layout([entity_text(e) for e in entities], str)
+    return graph_layout(ents, array_layout([relation_text(r) for r in relations], str), str)

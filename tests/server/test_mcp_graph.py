@@ -9,7 +9,7 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,9 +92,13 @@ def graph_mcp(store: Store, calls: Calls) -> GraphMCP:
 
 
 @contextlib.asynccontextmanager
-async def serving(gm: GraphMCP) -> AsyncIterator[str]:
-    """`gm` mounted at /mcp/graph in a Starlette app on a real uvicorn (127.0.0.1, a free port). Yields the URL."""
-    endpoint = gm.http_app("/")
+async def serving(gm: GraphMCP, *, spliced: bool = True) -> AsyncIterator[str]:
+    """`gm` mounted at /mcp/graph in a Starlette app on a real uvicorn (127.0.0.1, a free port). Yields the URL.
+    Not `spliced`: the SDK's own endpoint, writing every answer itself."""
+    if spliced:
+        endpoint = gm.http_app("/")
+    else:
+        endpoint = gm.server.streamable_http_app(streamable_http_path="/", json_response=True)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -355,6 +359,90 @@ async def test_raw_wire_has_the_official_tools_and_no_is_error_key_on_success(gr
         assert failed is not None
         text = "Input validation error: Invalid arguments for tool open_nodes: " + NO_NAMES
         assert failed["result"] == {"content": [{"type": "text", "text": SCHEMA_ERROR_PREFIX + text}], "isError": True}
+
+
+@contextlib.asynccontextmanager
+async def raw_session(url: str) -> AsyncIterator[Callable[[dict[str, Any]], Awaitable[httpx2.Response]]]:
+    """A handshake-era session below the client library: posts one JSON-RPC message a call, returns the response."""
+    async with httpx2.AsyncClient(timeout=WAIT_S) as http:
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+        async def post(message: dict[str, Any]) -> httpx2.Response:
+            response = await http.post(url, json={"jsonrpc": "2.0", **message}, headers=headers)
+            assert response.status_code in (200, 202), response.text
+            return response
+
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        init = await post({"id": 0, "method": "initialize", "params": hello})
+        headers |= {"Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
+        await post({"method": "notifications/initialized"})
+        yield post
+
+
+READ_GRAPH = {"id": 5, "method": "tools/call", "params": {"name": "read_graph", "arguments": {}}}
+# Everything JSON escapes, text that looks like a splice placeholder, a name twice in one batch.
+AWKWARD = [
+    Entity('Q"uote\\', "line\nbreak", ("tab\t", "\x01", "✓ 🐝", "</script>", "\u2028")),
+    Entity("hivenote-splice-" + "0" * 32, "t", ('{"hivenote-splice-0":true}',)),
+    Entity("Dup", "t", ()),
+    Entity("Dup", "t", ("second",)),
+]
+
+
+@pytest.mark.anyio
+async def test_read_graph_over_http_is_byte_for_byte_what_the_sdk_writes_itself(store: Store, calls: Calls) -> None:
+    graph = Graph(store)
+    spliced, plain = GraphMCP(graph, identify=calls.identify), GraphMCP(graph, identify=calls.identify)
+    async with (
+        serving(spliced) as ours_url,
+        serving(plain, spliced=False) as sdk_url,
+        raw_session(ours_url) as ours,
+        raw_session(sdk_url) as sdk,
+    ):
+        for step in ("empty", "awkward", "one changed", "unchanged"):
+            if step == "awkward":
+                graph.create_entities(AWKWARD)
+                graph.create_relations([Relation("Dup", "Dup", "r"), Relation("Dup", "Dup", "r")])
+            elif step == "one changed":
+                graph.add_observations([("Dup", ["third"])])
+            answer, expected = await ours(READ_GRAPH), await sdk(READ_GRAPH)
+            assert answer.content == expected.content, step
+            assert answer.headers["content-length"] == str(len(answer.content))
+            assert spliced.encoded.current(store.state) is not None  # answered through the splice,
+            assert plain.encoded.current(store.state) is None  # the other one by the SDK alone
+    assert json.loads(answer.content)["result"]["structuredContent"] == graph_json(*graph.read_graph())
+
+
+@pytest.mark.anyio
+async def test_a_modern_era_client_over_http_reads_the_graph_without_the_splice(graph_mcp: GraphMCP) -> None:
+    graph_mcp.graph.create_entities(AWKWARD)
+    async with (
+        serving(graph_mcp) as url,
+        httpx2.AsyncClient(timeout=WAIT_S) as http,
+        Client(streamable_http_client(url, http_client=http)) as modern,
+    ):
+        assert modern.protocol_version == "2026-07-28"
+        answer = await modern.call_tool("read_graph")
+    assert answer.structured_content == graph_json(*graph_mcp.graph.read_graph())
+    assert wire(answer)["content"][0]["text"] == graph_text(*graph_mcp.graph.read_graph())
+    assert graph_mcp.encoded.current(graph_mcp.graph.store.state) is None
+
+
+@pytest.mark.anyio
+async def test_a_page_of_the_graph_over_http_is_not_the_spliced_whole(store: Store, calls: Calls) -> None:
+    gm = GraphMCP(Graph(store), identify=calls.identify, extras=True)
+    gm.graph.create_entities([Entity(f"n{i}", "kind", ()) for i in range(3)])
+    page = {"id": 6, "method": "tools/call", "params": {"name": "read_graph", "arguments": {"limit": 1}}}
+    async with serving(gm) as url, raw_session(url) as post:
+        paged = (await post(page)).json()["result"]["structuredContent"]
+        assert gm.encoded.current(store.state) is None
+        whole = (await post(READ_GRAPH)).json()["result"]["structuredContent"]
+    assert paged == {
+        "entities": [{"name": "n0", "entityType": "kind", "observations": []}],
+        "relations": [],
+        "total": 3,
+    }
+    assert whole == graph_json(*gm.graph.read_graph())
 
 
 JSON_VALUES = st.recursive(
