@@ -45,6 +45,7 @@ class AnswerTooBig(ValueError):
 # One answer can be the whole knowledge graph (read_graph). The bridge only talks to this machine's own server, so
 # the bound is there to stop runaway memory, not to limit.
 MAX_ANSWER_BYTES = 1 << 30
+LINE_ENDS_TO_SPACES = bytes.maketrans(b"\r\n", b"  ")
 # What a dropped connection, a refused one or a broken HTTP exchange raise on the way to the server.
 TRANSPORT_ERRORS = (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, h11.ProtocolError)
 
@@ -312,6 +313,9 @@ class Bridge:
             async for data in event_data(connection):
                 await self._relay(data, tasks)
             return
+        if kind.startswith(b"application/json") and self.protocol is not None:
+            await self._pass_on(connection)
+            return
         body = await read_body(connection)
         if kind.startswith(b"application/json"):
             if body.strip():  # a 202 for a notification has no body
@@ -319,6 +323,26 @@ class Bridge:
         elif status >= 400:
             reason = response.reason.decode(errors="replace")
             await self._fail(message, f"Hivenote answered {status} {reason}")
+
+    async def _pass_on(self, connection: Body) -> None:
+        """A JSON answer written to the client as it arrives, in the pieces it arrives in: a big one (read_graph)
+        reaches the client while the rest is still on its way, and is never copied whole. A line end can only be
+        whitespace in JSON, so any becomes a space: stdio framing ends a message at a line end."""
+        chunk = await connection.chunk()
+        if not chunk:
+            return  # a 202 for a notification has no body
+        async with self._write_lock:
+            size = 0
+            try:
+                while chunk:
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise AnswerTooBig(f"an answer larger than {MAX_ANSWER_BYTES} bytes")
+                    self.stdout.write(chunk.translate(LINE_ENDS_TO_SPACES))
+                    chunk = await connection.chunk()
+            finally:  # the line is ended even if the answer broke off, so the client reads the error that follows
+                self.stdout.write(b"\n")
+                self.stdout.flush()
 
     async def _reopen(self, stale: str, tasks: anyio.abc.TaskGroup) -> None:
         """A new session in place of one the server forgot: the client's initialize and subscriptions sent again,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from mcp.types import Implementation, TextContent
 from hivenote.server import __version__
 from hivenote.server.app import create_app
 from hivenote.server.auth import Tokens
-from hivenote.server.bridge import Pool, event_data, read_body
+from hivenote.server.bridge import Bridge, Pool, event_data, read_body
 from hivenote.server.node import lock_holder
 from hivenote.server.serve import ServerThread, bind
 from hivenote.server.settings import Settings
@@ -232,6 +233,45 @@ def test_server_sent_events_are_read_whatever_the_pieces_they_arrive_in(pieces: 
 
     # Multi-line data is joined with LF; an event the stream ends inside is never complete, so never relayed.
     assert anyio.run(events) == [b'{"a":1}', b'{"b":\n2}']
+
+
+class BrokenOff(Chunks):
+    """An answer body whose connection drops after the given pieces."""
+
+    async def chunk(self) -> bytes:
+        if not self.pieces:
+            raise anyio.EndOfStream
+        return await super().chunk()
+
+
+def past_initialize(out: io.BytesIO) -> Bridge:
+    """A bridge writing to `out`, past the initialize answer (the one answer it looks into)."""
+    bridge = Bridge("http://127.0.0.1:1/mcp/graph", None, out)
+    bridge.protocol = "2025-06-18"
+    return bridge
+
+
+def test_a_json_answer_is_written_to_the_client_as_it_arrives_on_one_line() -> None:
+    """Line ends are JSON whitespace: as spaces the message keeps its value and fits stdio's one-line framing."""
+    pieces = (b'{"jsonrpc":"2.0",\n"id":2,', b'\r\n"result":{"text":"a\\nb ', b"\xc3", b'\xa9"}}')
+    out = io.BytesIO()
+    anyio.run(past_initialize(out)._pass_on, Chunks(*pieces))
+    anyio.run(past_initialize(out)._pass_on, Chunks())  # a 202 for a notification has no body: nothing written
+    written = out.getvalue()
+    assert written.endswith(b"\n") and written.count(b"\n") == 1
+    value = {"jsonrpc": "2.0", "id": 2, "result": {"text": "a\nb é"}}
+    assert json.loads(written) == json.loads(b"".join(pieces)) == value
+
+
+def test_an_answer_that_breaks_off_still_ends_its_line_so_the_error_after_it_can_be_read() -> None:
+    out = io.BytesIO()
+    bridge = past_initialize(out)
+    with pytest.raises(anyio.EndOfStream):
+        anyio.run(bridge._pass_on, BrokenOff(b'{"jsonrpc":"2.0","id":2,"res'))
+    anyio.run(bridge._fail, {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}, "Hivenote is not reachable")
+    partial, error, end = out.getvalue().split(b"\n")
+    assert partial == b'{"jsonrpc":"2.0","id":2,"res' and end == b""
+    assert json.loads(error)["error"]["message"] == "Hivenote is not reachable"
 
 
 def test_a_server_restart_under_a_connected_stdio_client_goes_unnoticed(tmp_path: Path) -> None:
