@@ -140,6 +140,8 @@ class State:
     # The live relations in graph order, kept until an op can change them: a relation added or deleted, an entity
     # deleted (its relations go with it). Reading the graph after any other write then sorts no relations.
     _relations: list[Relation] | None = None
+    # The live entities' keys in graph order, kept until an entity is deleted or added anywhere but last.
+    _entity_order: list[OccKey] | None = None
     recent_notes: Any = None  # listing.list_notes' recency order (listing.Recent), kept across calls
     recent_changed: set[str] = field(default_factory=set)  # notes changed since `recent_notes` was built
 
@@ -188,10 +190,11 @@ class State:
                 self.ent_add[key] = op
             self.ent_ks.setdefault(key[0], set()).add(key[1])
             self._changed_entity(key[0])
+            self._entity_added(key, fresh=cur is None)
         elif kind == "entity.del":
             _max_into(self.ent_del, data["name"], stamp)
             self._changed_entity(data["name"])
-            self._relations = None
+            self._relations = self._entity_order = None
         elif kind == "obs.add":
             occ = (data["entity"], data.get("k", 0))
             members = self.obs_add.setdefault(occ, {})
@@ -211,6 +214,17 @@ class State:
             self._relations = None
         self.graph_version += 1
         return True
+
+    def _entity_added(self, occ: OccKey, *, fresh: bool) -> None:
+        """Keep the entity order when a new entity comes last, as a local write's does; any other add sorts again."""
+        order = self._entity_order
+        if order is None:
+            return
+        if fresh and (not order or self.ent_add[order[-1]].stamp < self.ent_add[occ].stamp):
+            if self.entity_alive(occ):
+                order.append(occ)
+        else:
+            self._entity_order = None
 
     def _changed_entity(self, name: str) -> None:
         self.changed_names.add(name)
@@ -315,7 +329,11 @@ class State:
         cache = self._graph_cache
         if cache is not None and cache[0] == self.graph_version:
             return list(cache[1]), list(cache[2])  # copies: callers may change what they get
-        entities = self.sorted_entities(occ for occ in self.ent_add if self.entity_alive(occ))
+        order = self._entity_order
+        if order is None:
+            alive = (occ for occ in self.ent_add if self.entity_alive(occ))
+            order = self._entity_order = sorted(alive, key=lambda occ: self.ent_add[occ].stamp)
+        entities = [self.entity(occ) for occ in order]
         relations = self._relations
         if relations is None:
             live = sorted((s, k) for k, s in self.rel_add.items() if self.relation_alive(k))

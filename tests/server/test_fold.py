@@ -149,6 +149,28 @@ def test_relations_are_kept_across_writes_that_cannot_change_them() -> None:
         assert state.graph()[1][0] is not kept[0], kind
 
 
+def test_the_kept_entity_order_places_late_renewed_and_dead_entities_as_a_fresh_fold_does() -> None:
+    """A local write's new entity comes last and is appended; one from another node can be older, one added again
+    moves, one already deleted stays out."""
+    steps = [
+        op(0, 1, 10, "entity.add", name="Ann", type="p"),
+        op(0, 2, 30, "entity.add", name="Cy", type="p"),
+        op(1, 1, 20, "entity.add", name="Bob", type="p"),  # older than Cy: between
+        op(1, 2, 40, "entity.add", name="Dee", type="p"),  # newest: last
+        op(0, 3, 50, "entity.del", name="Ann"),
+        op(0, 4, 60, "entity.add", name="Ann", type="p"),  # added again: moves last
+        op(2, 1, 70, "entity.del", name="Eve"),
+        op(2, 2, 65, "entity.add", name="Eve", type="p"),  # the newest add, but deleted already
+        op(2, 3, 80, "entity.add", name="Bob", type="p"),  # a later add of a live one: moves last
+    ]
+    state = State()
+    for n, step in enumerate(steps, start=1):
+        state.graph()  # keeps the order the next op has to be placed in
+        state.apply(step)
+        assert state.snapshot() == fold(steps[:n]), step
+    assert [e["name"] for e in state.snapshot()["entities"]] == ["Cy", "Dee", "Ann", "Bob"]
+
+
 @given(op_sets(), st.randoms(use_true_random=False))
 def test_fold_is_associative_over_batches(ops: list[Op], rnd: random.Random) -> None:
     a, b, c = ([op for op in ops if rnd.random() < 0.5] for _ in range(3))
