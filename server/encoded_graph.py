@@ -50,32 +50,39 @@ def _relation_key(r: Relation) -> Hashable:
 
 class _Array(Generic[Item]):
     """One of the answer's arrays, encoded: each item's pieces by key, and the whole array for the items it was
-    last encoded for."""
+    last encoded for. Items only appended since (new entities and relations come last) keep the others' pieces in
+    place: only the new ones are looked at."""
 
     def __init__(self, encode: Callable[[Item], Pieces], key: Callable[[Item], Hashable]) -> None:
         self._encode: Callable[[Item], Pieces] = encode
         self._key: Callable[[Item], Hashable] = key
         self._items: list[Item] = []
         self._pieces: dict[Hashable, Pieces] = {}
+        self._texts: list[bytes] = []
+        self._compacts: list[bytes] = []
         self.encoded: Pieces = (b"[]", b"[]")
 
     def update(self, items: list[Item]) -> Pieces:
-        if len(items) == len(self._items) and all(map(operator.is_, items, self._items)):
-            return self.encoded
-        old, new = self._pieces, dict[Hashable, Pieces]()
-        texts, compacts = [], []
-        for item in items:
+        known = len(self._items)
+        if len(items) >= known and all(map(operator.is_, items, self._items)):  # the kept items are a prefix
+            if len(items) == known:
+                return self.encoded
+            texts, compacts, by_key = self._texts[:], self._compacts[:], dict(self._pieces)
+        else:
+            known, texts, compacts, by_key = 0, [], [], {}
+        old = self._pieces
+        for item in items[known:]:
             key = self._key(item)
-            pieces = new.get(key) or old.get(key) or self._encode(item)
-            new[key] = pieces
+            pieces = by_key.get(key) or old.get(key) or self._encode(item)
+            by_key[key] = pieces
             texts.append(pieces[0])
             compacts.append(pieces[1])
-        self._items, self._pieces = items, new
+        self._items, self._pieces, self._texts, self._compacts = items, by_key, texts, compacts
         self.encoded = array_layout(texts, _escaped), b"".join((b"[", b",".join(compacts), b"]"))
         return self.encoded
 
     def clear(self) -> None:
-        self._items, self._pieces, self.encoded = [], {}, (b"[]", b"[]")
+        self._items, self._pieces, self._texts, self._compacts, self.encoded = [], {}, [], [], (b"[]", b"[]")
 
 
 class EncodedGraph:
