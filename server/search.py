@@ -209,20 +209,31 @@ def _score(text: str, terms: list[str]) -> tuple[float, int]:
     return total, matched
 
 
-def _score_bound(text: str, terms: list[str]) -> float:
+def _score_bound(text: str, terms: list[str], bounds: list[tuple[float, ...]]) -> float:
     """At least `_score(text, terms)[0]` for a text holding every term, for less: the field of a term's first
-    occurrence is its heaviest, and a whole-word match there at most doubles it."""
+    occurrence is its heaviest, and a whole-word match there at most doubles it (`_bounds`)."""
     total = 0.0
-    for term in terms:
-        total += _FIELD_BOUND[min(text.count("\n", 0, text.find(term)), 4)]
+    for term, bound in zip(terms, bounds, strict=True):
+        total += bound[min(text.count("\n", 0, text.find(term)), 4)]
     return total
 
 
 _FIELD_BOUND = tuple(2.0 * weight for weight in _FIELD_WEIGHT)
 
 
+def _bounds(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[tuple[float, ...]]:
+    """Per term, the most each field can give it: doubled only if some token of the notebook holds the term as a
+    whole word (a prefix being typed seldom is one, and then a note's bound is its exact relevance)."""
+    bounds = []
+    for term in terms:
+        tokens = index.tokens(term) if isinstance(index, SubstringIndex) else None
+        whole = tokens is None or any(_whole_word(token, term, 0) >= 0 for token in tokens)
+        bounds.append(_FIELD_BOUND if whole else _FIELD_WEIGHT)
+    return bounds
+
+
 def _ranked(
-    notes: list[Note], index: SubstringIndex[str] | _Scan, terms: list[str], limit: int
+    notes: list[Note], index: SubstringIndex[str] | _Scan, terms: list[str], bounds: list[tuple[float, ...]], limit: int
 ) -> list[tuple[float, Note]]:
     """The `limit` best notes by (relevance, recency), with their relevance. A short term can match most of a
     big notebook, mostly deep in bodies: notes are grouped by a cheap bound of their relevance and scored
@@ -235,7 +246,7 @@ def _ranked(
     # by the collector and make it walk the whole notebook.
     groups: dict[float, array[int]] = {}
     for number, note in enumerate(notes):
-        bound = _score_bound(text(note.id) or "", terms)
+        bound = _score_bound(text(note.id) or "", terms, bounds)
         group = groups.get(bound)
         if group is None:
             group = groups[bound] = array("I")
@@ -258,11 +269,14 @@ def _ranked(
     return [(item[0], item[2]) for item in kept]
 
 
-_BODY_BEST = _FIELD_BOUND[-1]  # the most a term matched in the body only adds to a note's relevance
-
-
 def _head_first(
-    state: State, index: SubstringIndex[str], keys: set[str], terms: list[str], trashed: bool, limit: int
+    state: State,
+    index: SubstringIndex[str],
+    keys: set[str],
+    terms: list[str],
+    bounds: list[tuple[float, ...]],
+    trashed: bool,
+    limit: int,
 ) -> tuple[list[Note], int] | None:
     """The usual search (no filter but the trash's) without looking at every match, which for a common word can be
     most of a big notebook: a note holding no term in its title, tags, project or kind scores at most a whole-word
@@ -277,11 +291,12 @@ def _head_first(
             return None
         head |= found
     head &= matches
-    body_only = _BODY_BEST * len(terms)
-    certain = [note for score, note in _ranked(_notes(state, head), index, terms, limit) if score > body_only]
+    body_only = sum(bound[-1] for bound in bounds)  # the most a note with every term in its body only can score
+    ranked = _ranked(_notes(state, head), index, terms, bounds, limit)
+    certain = [note for score, note in ranked if score > body_only]
     if len(certain) < limit:
         rest = matches.difference(note.id for note in certain)
-        certain += [note for _, note in _ranked(_notes(state, rest), index, terms, limit - len(certain))]
+        certain += [note for _, note in _ranked(_notes(state, rest), index, terms, bounds, limit - len(certain))]
     return certain, len(matches)
 
 
@@ -303,12 +318,13 @@ def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit:
             break
         candidates = {key for key in candidates if term in (index.text(key) or "")}
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
+    bounds = _bounds(index, terms)
     if isinstance(index, SubstringIndex) and replace(filters, trashed=False) == NO_FILTERS:
-        quick = _head_first(state, index, candidates, terms, filters.trashed, cap)
+        quick = _head_first(state, index, candidates, terms, bounds, filters.trashed, cap)
         if quick is not None and quick[1]:
             return SearchResult(bounded(quick[0], limit), [], quick[1])
     matches = [n for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
-    hits = bounded([note for _, note in _ranked(matches, index, terms, cap)], limit)
+    hits = bounded([note for _, note in _ranked(matches, index, terms, bounds, cap)], limit)
     near = [] if matches else _near(state, index, terms, filters)
     return SearchResult(hits, near, len(matches))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 import enum
-from collections.abc import Hashable, KeysView
+from collections.abc import Hashable, KeysView, Sequence
 from typing import Final, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -214,6 +214,12 @@ class SubstringIndex(Generic[K]):
             else:
                 result.update(p)
         return result
+
+    def tokens(self, term: str) -> Sequence[str] | None:
+        """The distinct tokens holding `term` (some may no longer be in any text), or None when the term is so
+        broad that the index tests every text instead. Read only: the list is kept for the next query."""
+        _check_term(term)
+        return self._scan(term)
 
     def count_estimate(self, term: str) -> int:
         """An upper bound of `len(candidates(term))`, cheap enough to rank a query's terms by rarity."""

@@ -63,6 +63,11 @@ def assert_matches_model(index: SubstringIndex[int], model: Mapping[int, str], t
         assert index.count_estimate(term) >= len(expected), term
         assert index.count_estimate(term) <= len(model), term
         assert index.docs_with_token(term) == brute_docs_with_token(model, term), term
+        tokens = index.tokens(term)
+        live = {tok for text in model.values() for tok in text.split() if term in tok}
+        assert (tokens is None and index._linear_fallback) or (
+            tokens is not None and live <= set(tokens) and all(term in tok for tok in tokens)
+        ), term
         for tag in ("a", "b"):
             tagged = index.candidates_in_tagged(term, tag)
             assert tagged == brute_in_tagged(model, term, tag) or (tagged is None and index._linear_fallback), term
