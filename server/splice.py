@@ -34,8 +34,11 @@ class Splices:
         return {mark: True}
 
     def apply(self, body: bytes) -> bytes:
-        """`body` with each placeholder it holds replaced by its value (one copy of the whole, however many)."""
+        """`body` with each placeholder it holds replaced by its value (one copy of the whole, however many). The
+        values placed are done with; the others wait for a later part of the answer."""
         found = sorted((at, pair) for pair in self.pairs if (at := body.find(pair[0])) >= 0)
+        placed = {pair for _, pair in found}
+        self.pairs = [pair for pair in self.pairs if pair not in placed]
         pieces: list[bytes] = []
         start = 0
         for at, (placeholder, encoded) in found:
@@ -71,9 +74,8 @@ class Splicing:
             if splices.pairs and message["type"] == "http.response.start":
                 held = message
                 return
-            if splices.pairs and message["type"] == "http.response.body":
+            if message["type"] == "http.response.body" and (splices.pairs or held is not None):
                 body = splices.apply(message.get("body", b""))
-                splices.pairs.clear()
                 message = {**message, "body": body}
                 if held is not None:
                     headers = [(k, v) for k, v in held["headers"] if k.lower() != b"content-length"]

@@ -90,10 +90,10 @@ async def test_a_stream_started_before_its_values_gets_them_in_the_chunk_that_ho
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
-        await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
         splices = splices_of(scope)
         assert splices is not None
         data = json.dumps({"text": splices.string(escaped(TEXT))}).encode()
+        await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})  # not in this part
         await send({"type": "http.response.body", "body": b"data: " + data + b"\n\n", "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
