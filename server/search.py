@@ -11,6 +11,7 @@ import functools
 import heapq
 import itertools
 import math
+import operator
 import re
 import unicodedata
 from array import array
@@ -77,16 +78,21 @@ class SearchResult:
     total: int  # how many notes matched every term (hits may be fewer: limit / token budget)
 
 
-HEAD = "\x01"  # starts every token of a note's title, tags, project and kind in its indexed text
+# In a note's indexed text, every token of its title starts with TITLE, every token of its tags, project and kind
+# with OTHER: the index can then tell where a term matched.
+TITLE, OTHER = "\x01", "\x02"
+HEAD = (TITLE, OTHER)
 _TOKEN_START = re.compile(r"(?<!\S)(?=\S)")  # \s is str.split()'s whitespace
+_UNMARK = str.maketrans(dict.fromkeys(HEAD))
 
 
 def note_text(note: Note) -> str:
     """Everything a query term may match in a note, folded: title, tags, project, kind, then the body (last,
     as the one field that may hold line breaks, so `_fields` can split the text back apart). The tokens of the
-    first four are marked with `HEAD`, so the index can tell a term in them from one in the body."""
-    head = fold_text("\n".join((note.title, " ".join(note.tags), note.project or "", note.kind)))
-    return f"{_TOKEN_START.sub(HEAD, head)}\n{fold_text(note.body)}"
+    first four are marked (`TITLE`, `OTHER`), so the index can tell a term in them from one in the body."""
+    title = fold_text(note.title)
+    other = fold_text("\n".join((" ".join(note.tags), note.project or "", note.kind)))
+    return f"{_TOKEN_START.sub(TITLE, title)}\n{_TOKEN_START.sub(OTHER, other)}\n{fold_text(note.body)}"
 
 
 def _title_key(kind: str, project: str, word: str) -> str:
@@ -164,7 +170,7 @@ def _texts(state: State) -> SubstringIndex[str] | _Scan:
 def _fields(text: str) -> list[str]:
     """The folded title, tags, project, kind and body of an indexed text."""
     parts = text.split("\n", 4)
-    parts = [part.replace(HEAD, "") for part in parts[:4]] + parts[4:]
+    parts = [part.translate(_UNMARK) for part in parts[:4]] + parts[4:]
     return parts if len(parts) == 5 else [*parts, *[""] * (5 - len(parts))]
 
 
@@ -284,6 +290,11 @@ def _head_first(
     ranked among the rest. Returns (hits, total), or None when a term is too broad to tell where it matched."""
     in_trash = state.trashed_notes
     matches = keys & in_trash if trashed else keys - in_trash
+    if len(terms) == 1:
+        # A word standing whole in a title scores the most a term can: with enough such notes, the newest win.
+        best = _whole_in_title(index, terms[0]) & matches
+        if len(best) >= limit:
+            return heapq.nlargest(limit, _notes(state, best), key=_REVISION), len(matches)
     head: set[str] = set()
     for term in terms:
         found = index.candidates_in_tagged(term, HEAD)
@@ -300,13 +311,25 @@ def _head_first(
     return certain, len(matches)
 
 
+def _whole_in_title(index: SubstringIndex[str], term: str) -> set[str]:
+    """The notes whose title holds `term` as a whole word (none when the term is too broad to tell)."""
+    found: set[str] = set()
+    for token in index.tokens(term) or ():
+        if token.startswith(TITLE) and _whole_word(token, term, 0) >= 0:
+            found |= index.docs_with_token(token)
+    return found
+
+
+_REVISION = operator.attrgetter("revision")
+
+
 def _notes(state: State, keys: Iterable[str]) -> list[Note]:
     return [note for key in keys if (note := state.note(key)) is not None]
 
 
 def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit: int | None = None) -> SearchResult:
     """Notes matching every term of `query` (substring, case/accent-insensitive), best first."""
-    terms = fold_text(query).replace(HEAD, " ").split()
+    terms = fold_text(query).translate(_UNMARK).split()
     if not terms:
         notes, total = list_notes(state, filters, limit=limit)
         return SearchResult(notes, [], total)

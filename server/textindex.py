@@ -192,9 +192,9 @@ class SubstringIndex(Generic[K]):
             result.update([k for k in unsure if k not in result and term in texts.get(k, "")])
         return result
 
-    def candidates_in_tagged(self, term: str, tag: str) -> builtins.set[K] | None:
-        """Exactly the keys whose text holds `term` inside a token that starts with `tag`, or None when the term
-        is so broad that only reading every text could tell (callers then do without)."""
+    def candidates_in_tagged(self, term: str, tag: str | tuple[str, ...]) -> builtins.set[K] | None:
+        """Exactly the keys whose text holds `term` inside a token that starts with `tag` (or one of them), or None
+        when the term is so broad that only reading every text could tell (callers then do without)."""
         _check_term(term)
         tokens = self._scan(term)
         if tokens is None:

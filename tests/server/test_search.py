@@ -215,6 +215,14 @@ step = st.one_of(
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(step, max_size=40), st.integers(1, 4))
+@example(  # a whole word in the title outranks the same word whole in a newer note's tags
+    [
+        ("note.set", 0, {"kind": "fact", "title": "alpha", "tags": [], "project": None, "body": ""}),
+        ("note.set", 1, {"kind": "fact", "title": "ph", "tags": ["alpha"], "project": None, "body": ""}),
+        ("search", False, ["alpha"]),
+    ],
+    1,
+)
 @example(  # "ac" in the kind "fact" ties a whole word in a newer body: the newer note comes first
     [
         ("note.set", 0, {"kind": "fact", "title": "alpha", "tags": [], "project": None, "body": ""}),
@@ -251,12 +259,13 @@ def test_searches_between_edits_rank_and_count_exactly_live_or_trashed(
 
 @given(st.text(alphabet=st.sampled_from("ab é\t\u3000\x1c\xa0\x85-"), max_size=20), st.text(max_size=8))
 def test_indexed_text_marks_exactly_the_head_tokens_and_gives_the_fields_back(title: str, body: str) -> None:
-    """Every token str.split() sees in the title, tags, project and kind starts with the mark (whatever the
-    whitespace), none of the body's, and the fields read back from the text are the folded originals."""
-    from hivenote.server.search import HEAD, _fields, note_text
+    """Every token str.split() sees in the title starts with TITLE, every one in the tags, project and kind with
+    OTHER (whatever the whitespace), none of the body's, and the fields read back from the text are the folded
+    originals."""
+    from hivenote.server.search import OTHER, TITLE, _fields, note_text
 
     state = State()
-    body = body.replace(HEAD, "")
+    body = body.replace(TITLE, "").replace(OTHER, "")
     fields = {"kind": "fact", "title": title, "tags": ["t a"], "project": "p", "body": body}
     state.apply(Op("n-0001", 1, 1, 0, "note.set", {"id": "N1", "fields": fields}, Author()))
     note = state.note("N1")
@@ -264,9 +273,9 @@ def test_indexed_text_marks_exactly_the_head_tokens_and_gives_the_fields_back(ti
     text = note_text(note)
     folded = [fold_text(part) for part in (title, "t a", "p", "fact", body)]
     assert _fields(text) == folded
-    head_tokens = "\n".join(folded[:4]).split()
-    assert [tok for tok in text.split() if tok.startswith(HEAD)] == [HEAD + tok for tok in head_tokens]
-    assert text.count(HEAD) == len(head_tokens)
+    assert [tok for tok in text.split() if tok.startswith(TITLE)] == [TITLE + tok for tok in folded[0].split()]
+    assert [tok for tok in text.split() if tok.startswith(OTHER)] == [OTHER + tok for tok in ["t", "a", "p", "fact"]]
+    assert text.count(TITLE) + text.count(OTHER) == len(folded[0].split()) + 4
 
 
 def test_a_cold_index_scans_and_finds_exactly_what_the_index_finds(store: Store, monkeypatch: object) -> None:
