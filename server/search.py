@@ -291,8 +291,8 @@ def _head_first(
     in_trash = state.trashed_notes
     matches = keys & in_trash if trashed else keys - in_trash
     if len(terms) == 1:
-        # A word standing whole in a title scores the most a term can: with enough such notes, the newest win.
-        best = _whole_in_title(index, terms[0]) & matches
+        # With a page of notes scoring the most the term can, the newest of them win.
+        best = _best_in_title(index, terms[0], whole=bounds[0] is _FIELD_BOUND) & matches
         if len(best) >= limit:
             return heapq.nlargest(limit, _notes(state, best), key=_REVISION), len(matches)
     head: set[str] = set()
@@ -311,11 +311,12 @@ def _head_first(
     return certain, len(matches)
 
 
-def _whole_in_title(index: SubstringIndex[str], term: str) -> set[str]:
-    """The notes whose title holds `term` as a whole word (none when the term is too broad to tell)."""
+def _best_in_title(index: SubstringIndex[str], term: str, *, whole: bool) -> set[str]:
+    """The notes scoring the most `term` can: their title holds it as a whole word, or, when it is nowhere a whole
+    word (not `whole`), at all; none when the term is too broad to tell."""
     found: set[str] = set()
     for token in index.tokens(term) or ():
-        if token.startswith(TITLE) and _whole_word(token, term, 0) >= 0:
+        if token.startswith(TITLE) and (not whole or _whole_word(token, term, 0) >= 0):
             found |= index.docs_with_token(token)
     return found
 
