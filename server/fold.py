@@ -321,8 +321,12 @@ class State:
         live = sorted((self.rel_add[k], k) for k in keys if self.relation_alive(k))
         return [Relation(k[0], k[1], k[2]) for _, k in live]
 
+    def _graph_order(self, occs: Iterable[OccKey]) -> list[OccKey]:
+        """The official server's order: insertion order, i.e. by add stamp."""
+        return sorted(occs, key=lambda occ: self.ent_add[occ].stamp)
+
     def sorted_entities(self, occs: Iterable[OccKey]) -> list[Entity]:
-        return [self.entity(occ) for occ in sorted(occs, key=lambda occ: self.ent_add[occ].stamp)]
+        return [self.entity(occ) for occ in self._graph_order(occs)]
 
     def graph(self) -> tuple[list[Entity], list[Relation]]:
         """The whole graph in the official server's order (insertion order, i.e. by add stamp)."""
@@ -331,8 +335,7 @@ class State:
             return list(cache[1]), list(cache[2])  # copies: callers may change what they get
         order = self._entity_order
         if order is None:
-            alive = (occ for occ in self.ent_add if self.entity_alive(occ))
-            order = self._entity_order = sorted(alive, key=lambda occ: self.ent_add[occ].stamp)
+            order = self._entity_order = self._graph_order(occ for occ in self.ent_add if self.entity_alive(occ))
         entities = [self.entity(occ) for occ in order]
         relations = self._relations
         if relations is None:
