@@ -16,7 +16,7 @@ import re
 import unicodedata
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from .fold import State
@@ -291,13 +291,19 @@ def _head_first(
     in_trash = state.trashed_notes
     matches = keys & in_trash if trashed else keys - in_trash
     if len(terms) == 1:
-        # With a page of notes scoring the most the term can, the newest of them win.
-        best = _best_in_title(index, terms[0], whole=bounds[0] is _FIELD_BOUND) & matches
-        if len(best) >= limit:
-            return heapq.nlargest(limit, _notes(state, best), key=_REVISION), len(matches)
+        # The most a term can score: standing whole in a title, or, when it is nowhere a whole word, in a title at
+        # all. With a page of such notes, the newest of them win.
+        term, whole = terms[0], bounds[0] is _FIELD_BOUND
+
+        def best(token: str) -> bool:
+            return token.startswith(TITLE) and (not whole or _whole_word(token, term, 0) >= 0)
+
+        top = (_holding(index, term, best) or set()) & matches
+        if len(top) >= limit:
+            return heapq.nlargest(limit, _notes(state, top), key=_REVISION), len(matches)
     head: set[str] = set()
     for term in terms:
-        found = index.candidates_in_tagged(term, HEAD)
+        found = _holding(index, term, lambda tok: tok.startswith(HEAD))
         if found is None:
             return None
         head |= found
@@ -311,12 +317,15 @@ def _head_first(
     return certain, len(matches)
 
 
-def _best_in_title(index: SubstringIndex[str], term: str, *, whole: bool) -> set[str]:
-    """The notes scoring the most `term` can: their title holds it as a whole word, or, when it is nowhere a whole
-    word (not `whole`), at all; none when the term is too broad to tell."""
+def _holding(index: SubstringIndex[str], term: str, which: Callable[[str], bool]) -> set[str] | None:
+    """The notes with a token that holds `term` and is `which` (a title's, one holding it whole, ...), or None when
+    the term is too broad for the index to list its tokens."""
+    tokens = index.tokens(term)
+    if tokens is None:
+        return None
     found: set[str] = set()
-    for token in index.tokens(term) or ():
-        if token.startswith(TITLE) and (not whole or _whole_word(token, term, 0) >= 0):
+    for token in tokens:
+        if which(token):
             found |= index.docs_with_token(token)
     return found
 

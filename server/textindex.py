@@ -192,29 +192,6 @@ class SubstringIndex(Generic[K]):
             result.update([k for k in unsure if k not in result and term in texts.get(k, "")])
         return result
 
-    def candidates_in_tagged(self, term: str, tag: str | tuple[str, ...]) -> builtins.set[K] | None:
-        """Exactly the keys whose text holds `term` inside a token that starts with `tag` (or one of them), or None
-        when the term is so broad that only reading every text could tell (callers then do without)."""
-        _check_term(term)
-        tokens = self._scan(term)
-        if tokens is None:
-            return None
-        post = self._post
-        dirty = self._dirty
-        texts = self._texts
-        result: builtins.set[K] = set()
-        for tok in tokens:
-            if not tok.startswith(tag):
-                continue
-            p = post[tok]
-            if not isinstance(p, list):
-                result.add(p)
-            elif tok in dirty:
-                result.update([k for k in p if k not in result and _has_token(texts.get(k, ""), tok)])
-            else:
-                result.update(p)
-        return result
-
     def tokens(self, term: str) -> Sequence[str] | None:
         """The distinct tokens holding `term` (some may no longer be in any text), or None when the term is so
         broad that the index tests every text instead. Read only: the list is kept for the next query."""
