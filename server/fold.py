@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import Entity, Note, Op, Relation, Stamp, Version
+from .model import PLACEHOLDER, Entity, Note, Op, Relation, Stamp, Version
 from .textindex import SubstringIndex
 
 _NOTE_OPS = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
@@ -97,6 +97,19 @@ class NoteRecord:
 
 
 @dataclass
+class Fork:
+    """Evidence that two different lines claim one writer position `(node, seq)`: two installs wrote as one node (a
+    copied data dir, a restored shard). Both lines are folded (nothing acknowledged is lost); this says it happened."""
+
+    node: str
+    first_seq: int  # the lowest position seen with two contents
+    positions: int = 0  # how many positions hold more than one content
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "first_seq": self.first_seq, "positions": self.positions}
+
+
+@dataclass
 class NodeStats:
     """What the fold has seen of one writer node (for status and sync lag)."""
 
@@ -107,10 +120,14 @@ class NodeStats:
 
 @dataclass
 class State:
-    """The folded notebook. `apply` is idempotent per `(node, seq)`; order of application does not matter."""
+    """The folded notebook. `apply` is idempotent per op, an op being its `(node, seq)` and its line's digest; order
+    of application does not matter."""
 
     seen_upto: dict[str, int] = field(default_factory=dict)  # node -> every seq 1..n applied
-    seen_extra: dict[str, set[int]] = field(default_factory=dict)  # node -> seqs applied beyond a gap
+    seen_extra: dict[str, dict[int, int]] = field(default_factory=dict)  # node -> {seq: digest} beyond a gap
+    digests: dict[str, array[int]] = field(default_factory=dict)  # node -> digest of the op at seq 1..n (0: unknown)
+    forked: dict[tuple[str, int], set[int]] = field(default_factory=dict)  # (node, seq) -> the other digests there
+    forks: dict[str, Fork] = field(default_factory=dict)  # node -> evidence that two histories claim it
     last_wall: dict[str, int] = field(default_factory=dict)  # node -> latest wall clock seen in its ops
     notes: dict[str, NoteRecord] = field(default_factory=dict)
     ent_add: dict[OccKey, Op] = field(default_factory=dict)
@@ -148,26 +165,43 @@ class State:
     # -- applying ops -------------------------------------------------------------------------------
 
     def apply(self, op: Op) -> bool:
-        """Fold one op in. Returns False (and changes nothing) if this `(node, seq)` was already applied."""
-        node, seq = op.node, op.seq
+        """Fold one op in. Returns False (and changes nothing) if this very op was already applied. A different op
+        at a `(node, seq)` already taken is a fork: it is applied too, and recorded in `forks`."""
+        node, seq, digest = op.node, op.seq, op.digest
         upto = self.seen_upto.get(node)
         if upto is None:
             upto = self.seen_upto[node] = 0
-            self.seen_extra[node] = set()
+            self.seen_extra[node] = {}
+            self.digests[node] = array("Q")
             self.last_wall[node] = 0
         extra = self.seen_extra[node]
+        placeholder = op.kind == PLACEHOLDER  # holds its seq, says nothing: never a second content
         if seq == upto + 1 and not extra:  # the usual case: a shard read in order
             self.seen_upto[node] = seq
-        elif seq <= upto or seq in extra:
-            return False
+            self.digests[node].append(0 if placeholder else digest)
+        elif seq <= upto:
+            held = self.digests[node]
+            if placeholder or held[seq - 1] == digest or not self._second(node, seq, digest, held[seq - 1]):
+                return False
+            if held[seq - 1] == 0:
+                held[seq - 1] = digest
+        elif seq in extra:
+            if placeholder or extra[seq] == digest or not self._second(node, seq, digest, extra[seq]):
+                return False
+            if extra[seq] == 0:
+                extra[seq] = digest
         elif seq == upto + 1:
+            held = self.digests[node]
+            held.append(0 if placeholder else digest)
             upto += 1
             while upto + 1 in extra:
                 upto += 1
-                extra.remove(upto)
+                held.append(extra.pop(upto))
             self.seen_upto[node] = upto
         else:
-            extra.add(seq)
+            extra[seq] = 0 if placeholder else digest
+        if placeholder:
+            return True
         if op.wall > self.last_wall[node]:
             self.last_wall[node] = op.wall
         kind, data = op.kind, op.data
@@ -215,6 +249,24 @@ class State:
         self.graph_version += 1
         return True
 
+    def _second(self, node: str, seq: int, digest: int, first: int) -> bool:
+        """Whether an op at an already taken position is new: a fork's other line (recorded as evidence), or the
+        real line where only a placeholder or an unknown digest was held."""
+        if first == 0:
+            return True
+        others = self.forked.get((node, seq))
+        if others is None:
+            others = self.forked[node, seq] = set()
+            fork = self.forks.get(node)
+            if fork is None:
+                fork = self.forks[node] = Fork(node, seq)
+            fork.first_seq = min(fork.first_seq, seq)
+            fork.positions += 1
+        elif digest in others:
+            return False
+        others.add(digest)
+        return True
+
     def _entity_added(self, occ: OccKey, *, fresh: bool) -> None:
         """Keep the entity order when a new entity comes last, as a local write's does; any other add sorts again."""
         order = self._entity_order
@@ -246,7 +298,7 @@ class State:
 
     def seen(self, node: str) -> set[int]:
         """Every seq of `node` applied so far (for tests and sync; cheap only for small logs)."""
-        return set(range(1, self.seen_upto.get(node, 0) + 1)) | self.seen_extra.get(node, set())
+        return set(range(1, self.seen_upto.get(node, 0) + 1)) | set(self.seen_extra.get(node, {}))
 
     def apply_all(self, ops: Iterable[Op]) -> int:
         return sum(1 for op in ops if self.apply(op))

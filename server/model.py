@@ -7,12 +7,14 @@ Pure: imports only the standard library. Encoding and decoding of a log line liv
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 FORMAT_VERSION: Final = 1
+PLACEHOLDER: Final = "seq.keep"  # compaction's content-free stand-in for a last line whose op no longer matters
 
 NOTE_KINDS: Final = ("fact", "decision", "preference", "project")
 NOTE_FIELDS: Final = ("kind", "title", "body", "tags", "project")
@@ -28,6 +30,7 @@ OP_KINDS: Final = (
     "obs.del",
     "rel.add",
     "rel.del",
+    PLACEHOLDER,
 )
 
 # Payload keys of each op kind: (required string keys, optional non-negative int keys).
@@ -41,6 +44,7 @@ _PAYLOAD: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "obs.del": (("entity", "text"), ("k",)),
     "rel.add": (("from", "to", "type"), ("j",)),
     "rel.del": (("from", "to", "type"), ()),
+    PLACEHOLDER: ((), ()),
 }
 _KNOWN: Final = frozenset(OP_KINDS)
 _KINDS: Final = {kind: kind for kind in OP_KINDS}
@@ -48,15 +52,22 @@ _FIELD_NAMES: Final = {name: name for name in NOTE_FIELDS}
 
 
 class Stamp(NamedTuple):
-    """The total order of ops: hybrid logical clock, then writer node and sequence number (no ties)."""
+    """The total order of ops: hybrid logical clock, then writer node and sequence number, then the line's digest
+    (two different lines at one `(node, seq)`, a fork, are two ops: the digest keeps them apart and ordered)."""
 
     wall: int
     counter: int
     node: str
     seq: int
+    digest: int = 0
 
 
 NO_STAMP: Final = Stamp(0, 0, "", 0)
+
+
+def line_digest(line: bytes) -> int:
+    """An op's content identity: 64 bits of BLAKE2b over its exact log line (without the newline); never 0."""
+    return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "big") or 1
 
 
 class CorruptLine(ValueError):
@@ -93,10 +104,11 @@ class Op:
     kind: str
     data: dict[str, Any]
     by: Author = field(default_factory=Author)
+    digest: int = field(default=0, compare=False)  # line_digest of its log line (0 until encoded or decoded)
     stamp: Stamp = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.stamp = Stamp(self.wall, self.counter, self.node, self.seq)
+        self.stamp = Stamp(self.wall, self.counter, self.node, self.seq, self.digest)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -113,8 +125,12 @@ class Op:
         return out
 
     def encode(self) -> bytes:
-        """The op as one `\\n`-terminated UTF-8 log line (compact JSON, non-ASCII kept as is)."""
-        return (json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        """The op as one `\\n`-terminated UTF-8 log line (compact JSON, non-ASCII kept as is). Records the line's
+        digest in the op (its identity from now on)."""
+        line = json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":")).encode()
+        self.digest = line_digest(line)
+        self.stamp = Stamp(self.wall, self.counter, self.node, self.seq, self.digest)
+        return line + b"\n"
 
 
 def decode_op(line: bytes | str) -> Op:
@@ -125,7 +141,7 @@ def decode_op(line: bytes | str) -> Op:
         raise CorruptLine(f"not JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise CorruptLine("not a JSON object")
-    return op_from_json(raw)
+    return op_from_json(raw, line_digest(line if isinstance(line, bytes) else line.encode()))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -133,7 +149,7 @@ def author(agent: str, client: str, person: str) -> Author:
     return Author(agent, client, person)  # a log has few distinct authors: share them
 
 
-def op_from_json(raw: dict[str, Any]) -> Op:
+def op_from_json(raw: dict[str, Any], digest: int = 0) -> Op:
     """Validate a decoded log object and build the Op (the inverse of `Op.to_json`). On the cold-start path."""
     v, kind = raw.get("v"), raw.get("op")
     if type(v) is not int:
@@ -163,7 +179,7 @@ def op_from_json(raw: dict[str, Any]) -> Op:
         if type(agent) is not str or type(client) is not str or type(person) is not str:
             raise CorruptLine("'by' must map agent/client/person to strings")
         by = author(agent, client, person)
-    return Op(sys.intern(node), seq, wall, counter, _KINDS[kind], data, by)
+    return Op(sys.intern(node), seq, wall, counter, _KINDS[kind], data, by, digest)
 
 
 def _payload(kind: str, raw: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import os
 import platform
 import secrets
 import socket
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ import filelock
 from .errors import ShardLocked
 
 log = logging.getLogger(__name__)
+
+MAX_PREVIOUS = 32  # earlier node ids of this install kept in node.json (for status; their shards stay readable)
 
 
 def host_fingerprint() -> str:
@@ -42,32 +45,123 @@ def new_node_name() -> str:
 
 def read_node(data_dir: Path) -> str:
     """The node id recorded in this data dir, or "" when nothing was ever written here."""
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        return str(json.loads((data_dir / "node.json").read_text(encoding="utf-8"))["node"])
-    return ""
+    node = read_record(data_dir).get("node")
+    return node if isinstance(node, str) else ""
+
+
+def read_record(data_dir: Path) -> dict[str, Any]:
+    """`node.json` as a dict ({} when missing or unreadable)."""
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads((data_dir / "node.json").read_text(encoding="utf-8"))
+        if isinstance(info, dict) and isinstance(info.get("node"), str) and info["node"]:
+            return info
+    return {}
+
+
+def write_record(data_dir: Path, info: dict[str, Any]) -> None:
+    """Write `node.json` durably and atomically (a unique temp file, fsynced, renamed, the folder fsynced): the
+    machine's identity must never be half written or lost to a crash."""
+    make_data_dir(data_dir)
+    path = data_dir / "node.json"
+    fd, tmp = tempfile.mkstemp(prefix=".node.json.", suffix=".tmp", dir=data_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(info, indent=2) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if os.name != "nt":
+        dir_fd = os.open(data_dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 def claim_node(data_dir: Path, fingerprint: str, now_ms: int) -> str:
     """This machine's node id for the data dir, minting (and recording) a new one on first use or when
-    `node.json` was copied from another machine, so two machines never append to the same shard."""
-    path = data_dir / "node.json"
-    info: Any = {}
-    with contextlib.suppress(OSError, ValueError):
-        info = json.loads(path.read_text(encoding="utf-8"))
-    node = info.get("node") if isinstance(info, dict) else None
-    if isinstance(node, str) and node and info.get("host") == fingerprint:
-        return node
-    if isinstance(node, str) and node:
-        log.warning("node.json was copied from another machine (%s); minting a new node id", node)
+    `node.json` was copied from another machine, so two machines never append to the same shard. The writer
+    confirms it under the shard lock (`confirm_own`) before its first append."""
+    info = read_record(data_dir)
+    if info and info.get("host") == fingerprint:
+        return str(info["node"])
+    if info:
+        log.warning("node.json was copied from another machine (%s); minting a new node id", info["node"])
+    return _mint(data_dir, info, fingerprint, now_ms, "")
+
+
+def _mint(data_dir: Path, info: dict[str, Any], fingerprint: str, now_ms: int, why: str) -> str:
     node = new_node_name()
-    make_data_dir(data_dir)
-    tmp = path.with_suffix(".json.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps({"node": node, "host": fingerprint, "created": now_ms}, indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())  # the machine's identity: an empty file after a crash would mint another
-    os.replace(tmp, path)
+    previous = [str(p) for p in info.get("previous", []) if isinstance(p, str)][-(MAX_PREVIOUS - 1) :]
+    if info.get("node"):
+        previous.append(str(info["node"]))
+    record: dict[str, Any] = {"node": node, "host": fingerprint, "created": now_ms, "claim": None}
+    if previous:
+        record["previous"] = previous
+    if why:
+        record["why"] = why
+    write_record(data_dir, record)
     return node
+
+
+def succeed(data_dir: Path, fingerprint: str, now_ms: int, why: str) -> str:
+    """A fresh node id for this install, recorded in node.json with the current one kept in `previous`."""
+    return _mint(data_dir, read_record(data_dir), fingerprint, now_ms, why)
+
+
+def _ino(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def confirm_own(data_dir: Path, node: str, shard: Path, fingerprint: str, now_ms: int) -> tuple[str, str]:
+    """Whether this install may go on appending to `shard` as `node` (called under the shard's lock, before the
+    first append). It may only if it can prove the shard is the very file it last appended to, in the very data
+    dir it claimed the node in: the inode numbers `record_shard` wrote in node.json. A copied or restored data dir,
+    a lost shard, one brought back from elsewhere (a backup, a peer, a sync tool) or a node.json from another
+    machine cannot prove it: then a new node id is minted, so no `(node, seq)` is ever written twice, and the old
+    shard stays a read-only copy like any other machine's. Returns (node to write as, why it changed or "")."""
+    info = read_record(data_dir)
+    claim = info.get("claim")
+    size = shard.stat().st_size if _ino(shard) is not None else 0
+    if info.get("node") != node:
+        why = "node.json names another node"
+    elif info.get("host") != fingerprint:
+        why = "node.json came from another machine"
+    elif not isinstance(claim, dict):
+        why = "" if size == 0 else "this data dir was last written by an older Hivenote that kept no claim"
+    elif claim.get("dir") != _ino(data_dir):
+        why = "this data dir is a copy (or a restore) of the one the node id was claimed in"
+    elif claim.get("shard") is None:
+        why = "" if size == 0 else f"{shard.name} appeared although this install never wrote it"
+    elif _ino(shard) is None:
+        why = f"{shard.name} is missing (deleted or lost)"
+    elif claim.get("shard") != _ino(shard):
+        why = f"{shard.name} is not the file this install wrote (restored from a backup or brought back by a sync tool)"
+    else:
+        why = ""
+    if not why:
+        return node, ""
+    fresh = _mint(data_dir, info, fingerprint, now_ms, why)
+    log.warning("%s: writing as a new node id %s from now on (%s stays a read-only copy)", why, fresh, node)
+    return fresh, why
+
+
+def record_shard(data_dir: Path, node: str, shard: Path) -> None:
+    """Remember which file this install appends to (after creating, compacting or putting back its shard)."""
+    info = read_record(data_dir) or {"node": node}
+    claim = {"dir": _ino(data_dir), "shard": _ino(shard)}
+    if info.get("node") == node and info.get("claim") == claim:
+        return
+    info.update(node=node, claim=claim)
+    info.pop("why", None)
+    write_record(data_dir, info)
 
 
 def make_data_dir(data_dir: Path) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from .heap import collector_paused
 from .model import Op, author
 
-MAGIC = b"hivenote-opcache-1\n"
+MAGIC = b"hivenote-opcache-2\n"
 HEAD = 4096  # bytes of a shard's start that must still match
 
 
@@ -61,7 +61,10 @@ def _rows(entries: list[ShardEntry]) -> list[Any]:
             e.head_sig,
             e.tail_sig,
             e.health,
-            [(o.node, o.seq, o.wall, o.counter, o.kind, o.data, o.by.agent, o.by.client, o.by.person) for o in e.ops],
+            [
+                (o.node, o.seq, o.wall, o.counter, o.kind, o.data, o.by.agent, o.by.client, o.by.person, o.digest)
+                for o in e.ops
+            ],
         )
         for e in entries
     ]
@@ -88,7 +91,7 @@ def load(path: Path) -> dict[str, ShardEntry]:
                 head_sig,
                 tail_sig,
                 (health[0], health[1], health[2], [(line, reason) for line, reason in health[3]]),
-                [Op(n, s, w, c, k, d, author(a, cl, p)) for n, s, w, c, k, d, a, cl, p in ops],
+                [Op(n, s, w, c, k, d, author(a, cl, p), h) for n, s, w, c, k, d, a, cl, p, h in ops],
             )
         return entries
     except (ValueError, TypeError, EOFError, IndexError):

@@ -6,9 +6,11 @@ server: the handle reaches every acknowledged byte until it is closed. Also says
 from __future__ import annotations
 
 import errno
+import hashlib
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -168,28 +170,65 @@ class OwnShard:
         held = os.fstat(self._file.fileno())
         return (on_disk.st_ino, on_disk.st_dev) != (held.st_ino, held.st_dev)
 
+    def _chunks(self) -> Iterator[bytes]:
+        """The acknowledged bytes, read through the handle."""
+        fd, offset = self._file.fileno(), 0
+        while offset < self.size:
+            chunk = os.pread(fd, min(COPY_CHUNK, self.size - offset), offset)
+            if not chunk:
+                raise OSError(errno.EIO, f"the open shard ended at {offset} of {self.size} bytes")
+            yield chunk
+            offset += len(chunk)
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of the acknowledged bytes."""
+        h = hashlib.sha256()
+        for chunk in self._chunks():
+            h.update(chunk)
+        return h.hexdigest()
+
+    def path_holds(self) -> Literal["nothing", "same", "prefix", "other"]:
+        """What the file now at the path holds compared with the acknowledged bytes: nothing (deleted), the same
+        bytes, an older copy of them (a prefix), or another history (bytes that differ, or lines after ours)."""
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - closed below
+        except OSError:
+            return "nothing"
+        with fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > self.size:
+                return "other"
+            for chunk in self._chunks():
+                theirs = fh.read(len(chunk))
+                if theirs != chunk[: len(theirs)]:
+                    return "other"
+                if len(theirs) < len(chunk):
+                    break
+        return "same" if size == self.size else "prefix"
+
+    def adopt(self) -> None:
+        """Append to the file now at the path (it holds exactly the acknowledged bytes)."""
+        old, self._file = self._file, open(self.path, "a+b", buffering=0)  # noqa: SIM115
+        old.close()
+        self._cut_pending = False
+
     def copy_to(self, target: Path) -> None:
         """The acknowledged bytes, read through the handle (the file may be gone from its folder), written to
         `target` (fsynced)."""
-        fd = self._file.fileno()
         with open(target, "wb") as out:
-            offset = 0
-            while offset < self.size:
-                chunk = os.pread(fd, min(COPY_CHUNK, self.size - offset), offset)
-                if not chunk:
-                    raise OSError(errno.EIO, f"the open shard ended at {offset} of {self.size} bytes")
+            for chunk in self._chunks():
                 out.write(chunk)
-                offset += len(chunk)
             out.flush()
             os.fsync(out.fileno())
 
     def put_back(self) -> None:
-        """Write the acknowledged bytes to the path again (its folder must exist) and append there from now on. A
-        different file found at the path is kept beside it (`.<name>.replaced-<ms>`): only this process writes it,
-        so the handle holds the truth, but nothing is deleted."""
+        """Write the acknowledged bytes to the path again (its folder must exist) and append there from now on. An
+        older copy found at the path (a prefix of them) is simply replaced; any other file found there is kept beside
+        it (`.<name>.replaced-<ms>`): the store moves to a new node id rather than overwrite another history, so this
+        happens only if one appears in between."""
         tmp = self.path.with_name(f".{self.path.name}.restore.tmp")
         self.copy_to(tmp)
-        if self.path.exists():
+        if self.path_holds() == "other":
             aside = self.path.with_name(f".{self.path.name}.replaced-{time.time_ns() // 1_000_000}")
             os.replace(self.path, aside)
             log.warning("%s was replaced by another file; kept that one as %s", self.path.name, aside.name)

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from .fold import State
 from .heap import collector_paused
 from .hlc import Clock
 from .model import Author, CorruptLine, Op, decode_op
-from .node import ShardClaim, claim_node, host_fingerprint, lock_holder, read_node
+from .node import ShardClaim, claim_node, confirm_own, host_fingerprint, lock_holder, read_node, record_shard, succeed
 from .ownshard import (
     DiskProblem,
     OwnShard,
@@ -62,8 +63,22 @@ RETRIED_PROBLEMS = ("io_error", "write_failed")
 CACHE_MIN_NEW_OPS = 1000  # closing saves the op cache when at least this many ops are not in it yet
 
 
+MAX_INCIDENTS = 20
+
+
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class Incident:
+    """Something that happened to this install's identity, for a person: when, and what it means."""
+
+    at: int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": self.at, "message": self.message}
 
 
 class Store:
@@ -105,6 +120,8 @@ class Store:
         self.problem: DiskProblem | None = None  # why writes fail right now (status, dashboard, tray)
         self.repaired_tail_bytes = 0
         self.fsyncs = 0  # group commits so far (status and tests)
+        self.fingerprint = fingerprint
+        self.incidents: list[Incident] = []  # what happened to this install's identity (status, tray, doctor)
         try:
             self.node = read_node(self.data_dir) if readonly else claim_node(self.data_dir, fingerprint(), now_ms())
         except OSError as exc:
@@ -127,13 +144,15 @@ class Store:
         self._fold_all()
         if not self.readonly:
             assert self.shard_path is not None
-            stats = self.state.nodes.get(self.node)
-            self._seq = stats.max_seq if stats else 0
+            mine = self.shards.cursors.get(self.shard_path.name)
+            self._seq = mine.ops[-1].seq if mine is not None and mine.ops else 0  # the last seq in its own file
             try:
                 self._own = OwnShard(self.shard_path)
+                record_shard(self.data_dir, self.node, self.shard_path)
             except OSError as exc:
                 self._claim.release()
                 raise cannot_start(exc, self.log_dir) from None
+            self._check_own_history()  # another file in the log already holds ops of this node it did not write?
         return self
 
     def _claim_writer(self) -> None:
@@ -141,9 +160,26 @@ class Store:
         self._claim.acquire()
         if self._log_dir_source is not None:
             self.log_dir = Path(self._log_dir_source())
-            self.shard_path = self.log_dir / f"{self.node}.jsonl"
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.shard_path = self.log_dir / f"{self.node}.jsonl"
+        node, why = confirm_own(self.data_dir, self.node, self.shard_path, self.fingerprint(), self.now_ms())
+        if node != self.node:
+            self._switch_claim(node)
+            self._incident(f"{why}: this machine now writes as {node}; {self.shard_path.name} stays a read-only copy")
+            self.node, self.shard_path = node, self.log_dir / f"{node}.jsonl"
         self._repair_own_tail()
+
+    def _switch_claim(self, node: str) -> None:
+        """Hold the lock of `node` (a fresh id nobody else holds) instead of the current one."""
+        claim = ShardClaim(self.data_dir, node, self._claim.timeout)
+        claim.acquire()
+        self._claim.release()
+        self._claim = claim
+
+    def _incident(self, message: str) -> None:
+        log.warning("%s", message)
+        self.incidents.append(Incident(self.now_ms(), message))
+        del self.incidents[:-MAX_INCIDENTS]
 
     def close(self) -> None:
         if self._own is not None and self._own.missing():
@@ -191,7 +227,51 @@ class Store:
                 applied += self.shards.follow(name)
         with self.lock:
             self.shards.forget_missing(names)
+        if applied and not self.readonly and self._own is not None:
+            self._check_own_history()
         return applied
+
+    def _check_own_history(self) -> None:
+        """Another file in the log holds ops of this node that this install did not write (a copied data dir or a
+        cloned machine writing as the same node, seen through a sync tool's copy, a peer or the bucket): never
+        append another `seq` of it. Both histories are folded; this install goes on under a new node id."""
+        with self.lock:
+            stats = self.state.nodes.get(self.node)
+            fork = self.state.forks.get(self.node)
+            if fork is None and (stats is None or stats.max_seq <= self._seq):
+                return
+        what = (
+            f"two different histories of {self.node} exist from seq {fork.first_seq}"
+            if fork is not None
+            else f"another writer added seq {self._seq + 1}.. of {self.node}"
+        )
+        self.reincarnate(f"{what} (a copied data dir or a cloned machine writes as this node)")
+
+    def reincarnate(self, why: str) -> str:
+        """Stop writing as the current node id and go on as a fresh one (nothing held is lost: the old shard stays
+        in the log as a read-only copy, and if another file took its place, this install's bytes are kept beside it
+        as `<node>~<digest>.jsonl`, folded and synced like any shard). Returns the new node id."""
+        with self._flush_lock, self.lock:
+            own, old = self._own, self.node
+            if own is None or self.shard_path is None:
+                raise ReadOnlyStore("only the writer has a node id to change")
+            if own.missing() and own.size:
+                branch = self.log_dir / f"{old}~{own.digest()[:12]}.jsonl"
+                if not branch.exists():
+                    tmp = self.log_dir / f".{branch.name}.tmp"
+                    own.copy_to(tmp)
+                    os.replace(tmp, branch)
+                    fsync_dir(self.log_dir)
+            node = succeed(self.data_dir, self.fingerprint(), self.now_ms(), why)
+            self._switch_claim(node)
+            own.close()
+            self.node, self.shard_path = node, self.log_dir / f"{node}.jsonl"
+            self._own = OwnShard(self.shard_path)
+            record_shard(self.data_dir, node, self.shard_path)
+            self._seq = self._acked_seq = 0
+            self.shards.cursors.pop(f"{old}.jsonl", None)  # followed from now on like any other node's shard
+            self._incident(f"{why}: this machine now writes as {node}; every note on both sides is kept")
+            return node
 
     def health(self) -> dict[str, ShardHealth]:
         with self.lock:
@@ -317,6 +397,13 @@ class Store:
             return
         if self.problem is None and not self._claim.stale() and not self._own.missing():
             return  # the usual case, without taking the locks writers need
+        if self._own.missing() and self._own.path_holds() == "other":
+            assert self.shard_path is not None
+            self.reincarnate(
+                f"{self.shard_path.name} was replaced by another history of {self.node} (a sync tool brought the "
+                "shard of another install writing as this node: a copied data dir or a cloned machine)"
+            )
+            return
         with self._flush_lock, self.lock:
             own = self._own
             if own is None:
@@ -338,7 +425,11 @@ class Store:
                         self.log_dir.mkdir(parents=True, exist_ok=True)
                     elif self.log_dir.parent.is_dir():  # a synced folder: not where its drive is unplugged
                         self.log_dir.mkdir(exist_ok=True)
-                    own.put_back()
+                    if own.path_holds() == "same":
+                        own.adopt()  # a sync tool wrote the very same bytes anew: append to that file from now on
+                    else:
+                        own.put_back()
+                    record_shard(self.data_dir, self.node, own.path)
                 except OSError:
                     if self.problem is None or self.problem.kind != "log_missing":
                         self.problem = log_missing(self.log_dir, self.now_ms())
@@ -413,6 +504,7 @@ class Store:
             os.replace(tmp, self.shard_path)
             fsync_dir(self.log_dir)
             self._own = OwnShard(self.shard_path)
+            record_shard(self.data_dir, self.node, self.shard_path)
             self.shards.cursors.pop(self.shard_path.name, None)
             self.shards.follow(self.shard_path.name)
             return len(lines), len(kept)

@@ -91,20 +91,26 @@ def test_a_write_finds_the_deleted_shard_and_puts_it_back_first(tmp_path: Path) 
     assert titles(data) == {"first", "second"}
 
 
-def test_another_file_put_in_place_of_the_shard_is_kept_beside_it(tmp_path: Path) -> None:
+def test_another_file_put_in_place_of_the_shard_moves_this_install_to_a_new_node_and_keeps_both(
+    tmp_path: Path,
+) -> None:
+    """Another history where this node's shard was: it is not overwritten (nor set aside, hidden), this install's
+    bytes are kept beside it as a branch that is folded like any shard, and the next write uses a new node id."""
     data = tmp_path / "data"
     with Store(data) as store:
         remember(Notebook(store), "mine")
         assert store.shard_path is not None
-        ours = store.shard_path.read_bytes()
+        old, ours = store.node, store.shard_path.read_bytes()
         stranger = store.shard_path.with_name("stranger.tmp")
         stranger.write_bytes(b"not ours\n")
         stranger.replace(store.shard_path)
         store.watch()
-        assert store.shard_path.read_bytes() == ours
-        kept = list(store.log_dir.glob(f".{store.shard_path.name}.replaced-*"))
-        assert [p.read_bytes() for p in kept] == [b"not ours\n"]
-    assert titles(data) == {"mine"}
+        assert store.node != old and (store.log_dir / f"{old}.jsonl").read_bytes() == b"not ours\n"
+        assert [p.read_bytes() for p in store.log_dir.glob(f"{old}~*.jsonl")] == [ours]
+        assert not list(store.log_dir.glob(".*replaced*"))
+        remember(Notebook(store), "after")
+        assert [i.message for i in store.incidents if "replaced by another history" in i.message]
+    assert titles(data) == {"mine", "after"}
 
 
 def test_a_log_folder_that_cannot_come_back_refuses_writes_until_it_does(tmp_path: Path) -> None:
