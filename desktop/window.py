@@ -10,13 +10,14 @@ cannot start (no GTK WebKit, no display) the tray opens the dashboard in the def
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
 import sys
 import threading
 import webbrowser
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import platformdirs
@@ -79,6 +80,8 @@ class DashboardWindow:
         code = proc.wait()
         with self._lock:
             reopen, self._unanswered = self._unanswered, None
+        if code not in (0, WINDOW_UNAVAILABLE) and not self._closed:
+            log.warning("the dashboard window ended with status %s", code)
         if code == WINDOW_UNAVAILABLE:
             log.warning("no dashboard window here (see above); opening %s in the browser instead", url)
             self.browser_only = True
@@ -93,27 +96,64 @@ class DashboardWindow:
             self._closed, self._unanswered = True, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.terminate()
+        if proc.stdin is not None:  # the end of its input: the window closes itself and exits 0
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        for end in (proc.terminate, proc.kill):
             try:
                 proc.wait(CLOSE_WAIT_S)
+                break
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stdin is not None:
-            proc.stdin.close()
+                end()
+        proc.wait()
+
+
+def _stdin_lines() -> Iterator[bytes]:
+    """Lines from the tray, read from file descriptor 0 with os.read. Not through sys.stdin: a daemon thread blocked
+    in its buffered reader holds the buffer's lock, and the interpreter, finalizing after the window closed, aborts
+    ("could not acquire lock for <_io.BufferedReader name='<stdin>'>", exit 134)."""
+    pending = b""
+    while True:
+        try:
+            chunk = os.read(0, 4096)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            return
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        yield from lines
+
+
+def _close(window: object) -> None:
+    """Close the window unless the user already did: on GTK, checked and done on GTK's own thread, where the close
+    button is handled too (pywebview's destroy() looks the window up here and closes it later, by which time a
+    click on the close button may have removed it: a KeyError traceback)."""
+    if sys.platform != "linux":
+        window.destroy()  # type: ignore[attr-defined]
+        return
+    from gi.repository import GLib
+    from webview.platforms.gtk import BrowserView
+
+    def close_if_open() -> bool:
+        view = BrowserView.instances.get(window.uid)  # type: ignore[attr-defined]
+        if view is not None:
+            view.close_window()
+        return False
+
+    GLib.idle_add(close_if_open)
 
 
 def _follow_parent(window: object) -> None:
     """Lines on stdin from the tray: "show" brings the window forward (answered "shown" on stdout); the end of
-    input (the tray is gone) closes it."""
-    for line in sys.stdin.buffer:
+    input (the tray is gone, or quits) closes it."""
+    for line in _stdin_lines():
         if line.strip() == b"show":
             window.restore()  # type: ignore[attr-defined]
             window.show()  # type: ignore[attr-defined]
             sys.stdout.write("shown\n")
             sys.stdout.flush()
-    window.destroy()  # type: ignore[attr-defined]
+    _close(window)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

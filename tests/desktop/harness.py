@@ -499,6 +499,22 @@ class Desktop:
         values = dict(line.split("=", 1) for line in self.xdotool("getwindowgeometry", "--shell", window_id).split())
         return int(values["X"]), int(values["Y"]), int(values["WIDTH"]), int(values["HEIGHT"])
 
+    def close_window(self, window_id: str) -> None:
+        """Ask the window to close as a window manager's close button does: a WM_PROTOCOLS/WM_DELETE_WINDOW client
+        message (xdotool's windowclose destroys the window instead, which no real desktop does)."""
+        from Xlib import X, protocol
+        from Xlib import display as xdisplay
+
+        x = xdisplay.Display(self.display)
+        try:
+            window = x.create_resource_object("window", int(window_id, 0))
+            protocols, delete = x.intern_atom("WM_PROTOCOLS"), x.intern_atom("WM_DELETE_WINDOW")
+            data = (32, [delete, X.CurrentTime, 0, 0, 0])
+            window.send_event(protocol.event.ClientMessage(window=window, client_type=protocols, data=data))
+            x.flush()
+        finally:
+            x.close()
+
     def screenshot(self, window_id: str | None = None) -> Image.Image:
         """The whole screen, or the window's rectangle of it."""
         bbox = None

@@ -1,0 +1,88 @@
+"""The dashboard window process itself (`python -m hivenote.desktop.window URL`), on a private X display, against a
+real server: closing it the way a window manager does ends it with status 0 and nothing on stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.server.live import Running, serve
+
+if TYPE_CHECKING:
+    from tests.desktop.harness import Desktop, poll, start_desktop
+else:
+    from harness import Desktop, poll, start_desktop
+
+WAIT_S = 30
+WINDOW = "^Hivenote$"
+
+
+@pytest.fixture
+def desktop(tmp_path: Path) -> Iterator[Desktop]:
+    with start_desktop(tmp_path) as started:
+        yield started
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Running]:
+    with serve(tmp_path / "data") as server:
+        yield server
+
+
+def open_window(desktop: Desktop, url: str) -> subprocess.Popen[bytes]:
+    """The window process as the tray starts it: stdin and stdout are pipes to the tray, stderr the tray's."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "hivenote.desktop.window", url + "/"],
+        # pywebview's own open() calls name no encoding: the suite's EncodingWarning is for this project's code
+        env={k: v for k, v in desktop.env.items() if k != "PYTHONWARNDEFAULTENCODING"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+def closed(desktop: Desktop, window_id: str, window: subprocess.Popen[bytes]) -> bool:
+    if window.poll() is None:
+        desktop.close_window(window_id)
+    return poll(lambda: window.poll() is not None, 0.9)
+
+
+def close_once(desktop: Desktop, url: str) -> tuple[int, str]:
+    """Open the window, close it with the window manager's close button; its exit status and stderr."""
+    window = open_window(desktop, url)
+    try:
+        found = desktop.find_window(WINDOW, WAIT_S)
+        assert found is not None, "no window"
+        # WM_DELETE_WINDOW, sent again if it came before GTK's loop ran (the window is mapped a moment before)
+        assert poll(lambda: closed(desktop, found, window), WAIT_S, interval=1), "the window did not close"
+        window.wait(WAIT_S)  # stdin stays open, as the tray keeps it
+        _, err = window.communicate()
+    finally:
+        if window.poll() is None:
+            window.kill()
+            window.communicate()
+    return window.returncode, err.decode(errors="replace")
+
+
+def test_closing_the_window_exits_zero_with_nothing_on_stderr(desktop: Desktop, running: Running) -> None:
+    for _ in range(3):  # the abort at shutdown was a race with the stdin thread: close it more than once
+        assert close_once(desktop, running.url) == (0, "")
+
+
+def test_the_end_of_stdin_closes_the_window(desktop: Desktop, running: Running) -> None:
+    """The tray went away (its end of the pipe closed): the window closes too, cleanly."""
+    window = open_window(desktop, running.url)
+    try:
+        assert desktop.find_window(WINDOW, WAIT_S) is not None
+        _, err = window.communicate(timeout=WAIT_S)  # closes stdin, then reads to the end
+    finally:
+        if window.poll() is None:
+            window.kill()
+            window.communicate()
+    assert (window.returncode, err.decode(errors="replace")) == (0, "")
