@@ -144,6 +144,8 @@ def confirm_own(data_dir: Path, node: str, shard: Path, fingerprint: str, now_ms
         why = f"{shard.name} is missing (deleted or lost)"
     elif claim.get("shard") != _ino(shard):
         why = f"{shard.name} is not the file this install wrote (restored from a backup or brought back by a sync tool)"
+    elif size < int(claim.get("size") or 0):
+        why = f"{shard.name} is shorter than what this install wrote in it (restored from an older copy)"
     else:
         why = ""
     if not why:
@@ -153,10 +155,11 @@ def confirm_own(data_dir: Path, node: str, shard: Path, fingerprint: str, now_ms
     return fresh, why
 
 
-def record_shard(data_dir: Path, node: str, shard: Path) -> None:
-    """Remember which file this install appends to (after creating, compacting or putting back its shard)."""
+def record_shard(data_dir: Path, node: str, shard: Path, size: int = 0) -> None:
+    """Remember which file this install appends to (after creating, compacting or putting back its shard) and, on
+    a clean close, how long it was (a shard never shrinks but by this install's own compaction)."""
     info = read_record(data_dir) or {"node": node}
-    claim = {"dir": _ino(data_dir), "shard": _ino(shard)}
+    claim = {"dir": _ino(data_dir), "shard": _ino(shard), "size": size}
     if info.get("node") == node and info.get("claim") == claim:
         return
     info.update(node=node, claim=claim)

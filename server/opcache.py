@@ -1,8 +1,9 @@
 """A parsed copy of each shard's ops, so a restart does not re-parse every log line.
 
 Derived data only, kept outside `log/` (never synced, never exported): a missing, damaged or outdated cache
-is ignored and the log is read as usual. Each entry is used only if the shard still starts and ends (at the
-cached offset) with the same bytes, and its ops still go through the fold like any others.
+is ignored and the log is read as usual. Each entry is used only if the shard still holds the very bytes (a
+SHA-256 of everything up to the cached offset) it was read from, and its ops still go through the fold like any
+others.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from .heap import collector_paused
 from .model import Op, author
 
 MAGIC = b"hivenote-opcache-2\n"
-HEAD = 4096  # bytes of a shard's start that must still match
 
 
 @dataclass
@@ -27,8 +27,7 @@ class ShardEntry:
     name: str
     offset: int
     line_no: int
-    head_sig: bytes
-    tail_sig: bytes
+    digest: bytes  # SHA-256 of the shard's bytes up to `offset`: the cache is used only for that very prefix
     health: tuple[int, int, int, list[tuple[int, str]]]  # ops, bad, unknown, first bad lines
     ops: list[Op] = field(default_factory=list)
 
@@ -58,8 +57,7 @@ def _rows(entries: list[ShardEntry]) -> list[Any]:
             e.name,
             e.offset,
             e.line_no,
-            e.head_sig,
-            e.tail_sig,
+            e.digest,
             e.health,
             [
                 (o.node, o.seq, o.wall, o.counter, o.kind, o.data, o.by.agent, o.by.client, o.by.person, o.digest)
@@ -83,13 +81,12 @@ def load(path: Path) -> dict[str, ShardEntry]:
     try:
         rows: Any = marshal.loads(payload)
         entries = {}
-        for name, offset, line_no, head_sig, tail_sig, health, ops in rows:
+        for name, offset, line_no, digest, health, ops in rows:
             entries[name] = ShardEntry(
                 name,
                 offset,
                 line_no,
-                head_sig,
-                tail_sig,
+                digest,
                 (health[0], health[1], health[2], [(line, reason) for line, reason in health[3]]),
                 [Op(n, s, w, c, k, d, author(a, cl, p), h) for n, s, w, c, k, d, a, cl, p, h in ops],
             )

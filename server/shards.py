@@ -1,16 +1,17 @@
 """Following the log folder: every shard read by offset into the state (a file replaced by a sync tool resumes
-where its bytes still match, a shrunk one is re-read whole), what each read found (ops, unreadable lines,
-torn tail), and the op cache that lets a restart skip re-parsing. Callers hold the store lock.
+only where every byte before the offset still matches, else it is re-read whole), what each read found (ops,
+unreadable lines, torn tail), and the op cache that lets a restart skip re-parsing. Callers hold the store lock.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from . import opcache
 from .fold import State
@@ -23,7 +24,6 @@ log = logging.getLogger(__name__)
 MAX_REPORTED_BAD_LINES = 50  # per shard; the count keeps going
 READ_BLOCK = 4 << 20  # shards are read in blocks so a cold start never holds a whole log in memory twice
 MISSING_GRACE_S = 5.0  # how long a shard may be missing before it is forgotten (replaced by a sync tool)
-SIG = 64  # bytes before a cursor's offset that must still match for a replaced file to resume there
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Cursor:
     dev: int = -1
     offset: int = 0
     line_no: int = 0
-    tail_sig: bytes = b""
+    prefix: Any = field(default_factory=hashlib.sha256)  # SHA-256 of every byte before `offset`
     health: ShardHealth = field(default_factory=ShardHealth)
     ops: list[Op] = field(default_factory=list)  # every valid op read from it, for the op cache
     missing_since: float | None = None  # monotonic time it was first seen missing
@@ -63,9 +63,18 @@ def is_shard_file(name: str) -> bool:
     return name.endswith(".jsonl") and not name.startswith(".") and ".tmp" not in name
 
 
-def tail_sig(fh: BinaryIO, offset: int) -> bytes:
-    fh.seek(max(0, offset - SIG))
-    return fh.read(min(SIG, offset))
+def hash_prefix(fh: BinaryIO, offset: int) -> Any:
+    """SHA-256 of a file's first `offset` bytes (fewer if it is shorter), as a hash object that can go on."""
+    h = hashlib.sha256()
+    fh.seek(0)
+    left = offset
+    while left > 0:
+        chunk = fh.read(min(READ_BLOCK, left))
+        if not chunk:
+            break
+        h.update(chunk)
+        left -= len(chunk)
+    return h
 
 
 class Shards:
@@ -117,12 +126,17 @@ class Shards:
             if (st.st_ino, st.st_dev, st.st_size) == (cur.ino, cur.dev, start):
                 return 0  # unchanged since the last call: the server asks twice a second, so say so cheaply
             if (st.st_ino, st.st_dev) != (cur.ino, cur.dev) or st.st_size < start:
-                # Replaced (sync tools rename a fresh copy in) or shrunk (compaction): resume only where
-                # the bytes before our offset are still the same, else read it all again (ops are
-                # idempotent, so that is always safe).
-                start = cur.offset if 0 < cur.offset <= st.st_size and tail_sig(fh, cur.offset) == cur.tail_sig else 0
+                # Replaced (sync tools rename a fresh copy in) or shrunk (compaction): resume only if every byte
+                # before our offset is still the same (a digest of the whole prefix, never a few bytes of it: a
+                # compacted or forked shard can end a line at the same offset with the same last bytes), else read
+                # it all again (ops are idempotent, so that is always safe).
+                start = 0
+                if 0 < cur.offset <= st.st_size:
+                    again = hash_prefix(fh, cur.offset)
+                    if again.digest() == cur.prefix.digest():
+                        start = cur.offset
             if start == 0:
-                cur.line_no, cur.health, cur.ops = 0, ShardHealth(), []
+                cur.line_no, cur.health, cur.ops, cur.prefix = 0, ShardHealth(), [], hashlib.sha256()
                 start = self._from_cache(fh, cur, st.st_size)
             cur.ino, cur.dev = st.st_ino, st.st_dev
             applied = 0
@@ -136,11 +150,11 @@ class Shards:
                 block = carry + chunk
                 cut = block.rfind(b"\n") + 1
                 if cut:
+                    cur.prefix.update(block[:cut])
                     applied += self._apply_lines(block[:cut], cur)
                 carry = block[cut:]
             cur.health.torn_tail_bytes = len(carry)  # a write in progress, or torn: read once it ends
             cur.offset = pos - len(carry)
-            cur.tail_sig = tail_sig(fh, cur.offset)
             return applied
 
     def wrote(self, name: str, fd: int, batch: bytes, ops: list[Op]) -> None:
@@ -152,7 +166,7 @@ class Shards:
         cur.offset += len(batch)
         cur.health.ops += len(ops)
         cur.line_no += len(ops)  # one line each
-        cur.tail_sig = (cur.tail_sig + batch)[-SIG:]
+        cur.prefix.update(batch)
         cur.ops.extend(ops)
         self.uncached += len(ops)
 
@@ -206,8 +220,8 @@ class Shards:
         entry = self._cache.pop(cur.path.name, None)
         if entry is None or size < entry.offset:
             return 0
-        fh.seek(0)
-        if fh.read(min(opcache.HEAD, entry.offset)) != entry.head_sig or tail_sig(fh, entry.offset) != entry.tail_sig:
+        prefix = hash_prefix(fh, entry.offset)  # hashing is some ten times quicker than parsing the same bytes
+        if prefix.digest() != entry.digest:
             return 0
         apply = self.state.apply
         latest: dict[str, tuple[int, int]] = {}  # the clock only needs each node's latest stamp
@@ -220,7 +234,7 @@ class Shards:
         self.cached_ops += len(entry.ops)
         ops, bad, unknown, bad_lines = entry.health
         cur.health = ShardHealth(ops, bad, unknown, [BadLine(line, reason) for line, reason in bad_lines])
-        cur.ops, cur.line_no, cur.offset, cur.tail_sig = entry.ops, entry.line_no, entry.offset, entry.tail_sig
+        cur.ops, cur.line_no, cur.offset, cur.prefix = entry.ops, entry.line_no, entry.offset, prefix
         return entry.offset
 
     def cache_entries(self) -> list[opcache.ShardEntry]:
@@ -228,12 +242,7 @@ class Shards:
         for name, cur in self.cursors.items():
             if cur.offset == 0:
                 continue
-            try:
-                with open(cur.path, "rb") as fh:
-                    head = fh.read(min(opcache.HEAD, cur.offset))
-            except OSError:
-                continue
             h = cur.health
             health = (h.ops, h.bad, h.unknown, [(b.line, b.reason) for b in h.bad_lines])
-            entries.append(opcache.ShardEntry(name, cur.offset, cur.line_no, head, cur.tail_sig, health, cur.ops))
+            entries.append(opcache.ShardEntry(name, cur.offset, cur.line_no, cur.prefix.digest(), health, cur.ops))
         return entries

@@ -148,7 +148,7 @@ class Store:
             self._seq = mine.ops[-1].seq if mine is not None and mine.ops else 0  # the last seq in its own file
             try:
                 self._own = OwnShard(self.shard_path)
-                record_shard(self.data_dir, self.node, self.shard_path)
+                record_shard(self.data_dir, self.node, self.shard_path, self._own.size)
             except OSError as exc:
                 self._claim.release()
                 raise cannot_start(exc, self.log_dir) from None
@@ -191,6 +191,9 @@ class Store:
             if self._own is not None:
                 if self._own.missing():
                     self._rescue()
+                elif self.shard_path is not None:
+                    with contextlib.suppress(OSError):
+                        record_shard(self.data_dir, self.node, self.shard_path, self._own.size)
                 self._own.close()
                 self._own = None
             self._claim.release()
@@ -429,7 +432,7 @@ class Store:
                         own.adopt()  # a sync tool wrote the very same bytes anew: append to that file from now on
                     else:
                         own.put_back()
-                    record_shard(self.data_dir, self.node, own.path)
+                    record_shard(self.data_dir, self.node, own.path, own.size)
                 except OSError:
                     if self.problem is None or self.problem.kind != "log_missing":
                         self.problem = log_missing(self.log_dir, self.now_ms())
@@ -504,7 +507,7 @@ class Store:
             os.replace(tmp, self.shard_path)
             fsync_dir(self.log_dir)
             self._own = OwnShard(self.shard_path)
-            record_shard(self.data_dir, self.node, self.shard_path)
+            record_shard(self.data_dir, self.node, self.shard_path, self._own.size)
             self.shards.cursors.pop(self.shard_path.name, None)
             self.shards.follow(self.shard_path.name)
             return len(lines), len(kept)

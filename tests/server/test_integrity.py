@@ -1,0 +1,152 @@
+"""Log integrity on one machine's disk (OPLOG.md, "Node identity" and "Forks"): a (node, seq) names one op for ever.
+A copied data dir, a lost or restored own shard, a shard replaced under a running server or a sync tool's conflict
+copy never make two installs append as one node, never hide an acknowledged write, and a fork that happens anyway
+(a cloned machine) is folded whole and reported. Real files, real stores; the transports' own tests are in
+tests/sync/."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from hivenote.server.model import Author, Op, decode_op
+from hivenote.server.notebook import Notebook
+from hivenote.server.store import Store
+
+ME = Author("claude-code", "Claude Code", "")
+
+
+def remember(store: Store, title: str, body: str = "") -> str:
+    return Notebook(store).remember(kind="fact", title=title, body=body or f"body of {title}", by=ME).note.id
+
+
+def titles(data_dir: Path, log_dir: Path | None = None) -> set[str]:
+    with Store(data_dir, readonly=True, log_dir=log_dir) as store:
+        return {n.title for n in Notebook(store).list(limit=500)[0]}
+
+
+def ops(path: Path) -> list[Op]:
+    return [decode_op(line) for line in path.read_bytes().splitlines()]
+
+
+def test_a_copied_data_dir_writes_as_a_new_node_so_both_copies_notes_survive(tmp_path: Path) -> None:
+    """The same machine, the same host fingerprint, one shared (synced) log folder: the copy proves nothing."""
+    shared = tmp_path / "synced"
+    with Store(tmp_path / "a", log_dir=shared) as a:
+        remember(a, "before the copy")
+        node = a.node
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    with Store(tmp_path / "a", log_dir=shared) as a, Store(tmp_path / "copy", log_dir=shared) as copy:
+        assert a.node == node, "the original goes on as itself"
+        assert copy.node != node, "the copy cannot prove it is the install that wrote the shard"
+        assert "copy" in copy.incidents[0].message
+        remember(a, "original after")
+        remember(copy, "copy after")
+    assert titles(tmp_path / "a", shared) == {"before the copy", "original after", "copy after"}
+    with Store(tmp_path / "a", readonly=True, log_dir=shared) as reader:
+        assert not reader.state.forks
+        assert all(len({op.seq for op in ops(p)}) == len(ops(p)) for p in shared.glob("*.jsonl"))
+
+
+def test_a_lost_own_shard_never_restarts_seq_and_the_old_notes_come_back_whole(tmp_path: Path) -> None:
+    """Lost while stopped, nothing reachable to restore it from: the next write is not (node, 1) again."""
+    data = tmp_path / "data"
+    with Store(data) as store:
+        for i in range(3):
+            remember(store, f"old {i}")
+        old_node, shard = store.node, store.shard_path
+    assert shard is not None
+    saved = shard.read_bytes()  # a peer's or the bucket's copy, out of reach for now
+    shard.unlink()
+    with Store(data) as store:
+        assert store.node != old_node and "missing" in store.incidents[0].message
+        remember(store, "written while the old shard was away")
+    shard.write_bytes(saved)  # a transport brings the old shard back later, as another node's
+    assert titles(data) == {"old 0", "old 1", "old 2", "written while the old shard was away"}
+    with Store(data) as store:
+        assert not store.state.forks
+
+
+def test_a_shard_restored_from_an_older_backup_is_not_appended_to(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with Store(data) as store:
+        remember(store, "backed up")
+        assert store.shard_path is not None
+        backup, node = store.shard_path.read_bytes(), store.node
+        remember(store, "after the backup")  # the backup misses it; a peer holds it
+        newest = store.shard_path.read_bytes()
+    (data / "log" / f"{node}.jsonl").write_bytes(backup)  # restored over the newer file (a new inode)
+    with Store(data) as store:
+        assert store.node != node
+        remember(store, "after the restore")
+    (data / "log" / "peer-copy.jsonl").write_bytes(newest)  # what a peer still holds of the old node
+    assert titles(data) == {"backed up", "after the backup", "after the restore"}
+
+
+def test_a_sync_tools_conflict_copy_is_folded_not_ignored_and_the_fork_reported(tmp_path: Path) -> None:
+    """Two histories of one node (a cloned machine): both notes at seq 1 are kept, and the fork is evidence."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    with Store(one) as a:
+        remember(a, "on the first clone")
+        node = a.node
+    shutil.copytree(one, two)
+    (two / "log" / f"{node}.jsonl").unlink()
+    shutil.copy(one / "node.json", two / "node.json")
+    lines = (one / "log" / f"{node}.jsonl").read_bytes()
+    other = lines.replace(b"on the first clone", b"on the other clone").replace(b'"id":"', b'"id":"X')
+    (one / "log" / f"{node}.sync-conflict-20261201-101010-ABCDEFG.jsonl").write_bytes(other)
+    with Store(one, readonly=True) as reader:
+        assert {n.title for n in Notebook(reader).list()[0]} == {"on the first clone", "on the other clone"}
+        fork = reader.state.forks[node]
+        assert (fork.first_seq, fork.positions) == (1, 1)
+
+
+def test_a_running_writer_that_sees_another_history_of_its_node_moves_to_a_new_one(tmp_path: Path) -> None:
+    """A conflict copy from a clone brings seqs this install never wrote: the next write must not collide."""
+    data = tmp_path / "data"
+    with Store(data) as store:
+        remember(store, "mine")
+        node = store.node
+        assert store.shard_path is not None
+        theirs = store.shard_path.read_bytes().replace(b'"title":"mine"', b'"title":"the clone\'s"')
+        theirs = theirs.replace(b'"id":"', b'"id":"X')
+        extra = json.loads(theirs)
+        extra["seq"], extra["id"] = 2, "01JCLONE0000000000000000002"
+        clone = theirs + json.dumps(extra, separators=(",", ":")).encode() + b"\n"
+        (store.log_dir / f"{node}.sync-conflict-20261201-101010-CLONE01.jsonl").write_bytes(clone)
+        store.refresh()
+        assert store.node != node
+        remember(store, "after")
+        assert {op.node for op in ops(store.log_dir / f"{store.node}.jsonl")} == {store.node}
+    assert titles(data) == {"mine", "the clone's", "after"}
+
+
+def test_a_reader_never_resumes_inside_a_replaced_shard_whose_last_bytes_match(tmp_path: Path) -> None:
+    """A compacted (or forked) file that ends a line at the reader's offset with the same last 64 bytes: the bytes
+    before it differ, so it is read again whole, and no op of it is skipped."""
+    data, shared = tmp_path / "reader", tmp_path / "shared"
+    shared.mkdir()
+    mk = lambda seq, title, pad: (  # noqa: E731
+        json.dumps(
+            {"v": 1, "node": "w-0001", "seq": seq, "hlc": [1000 + seq, 0], "op": "note.set", "id": f"N{seq:04d}"}
+            | {"fields": {"kind": "fact", "title": title, "body": "x" * pad}, "by": {"agent": "cursor"}},
+            separators=(",", ":"),
+        ).encode()
+        + b"\n"
+    )
+    first = mk(1, "one", 10) + mk(2, "two", 10) + mk(3, "three", 10)
+    (shared / "w-0001.jsonl").write_bytes(first)
+    with Store(data, readonly=True, log_dir=shared) as reader:
+        assert len(list(reader.state.iter_notes())) == 3
+        # The new file: other ops first, then the very same last line ending at the same offset, then more.
+        last = mk(3, "three", 10)
+        head = mk(1, "one", 10) + mk(4, "four", 5)
+        pad = len(first) - len(last) - len(head)
+        replaced = mk(1, "one", 10) + mk(4, "four", 5 + pad) + last + mk(5, "five", 10)
+        assert len(replaced[: len(first)]) == len(first) and replaced[len(first) - 64 : len(first)] == first[-64:]
+        tmp = shared / ".w-0001.jsonl.tmp"
+        tmp.write_bytes(replaced)
+        tmp.replace(shared / "w-0001.jsonl")
+        reader.refresh()
+        assert {n.title for n in reader.state.iter_notes()} == {"one", "two", "three", "four", "five"}
