@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from starlette.requests import ClientDisconnect
+
 from .errors import InvalidInput, NotFound
 from .node import make_data_dir
 from .settings import Settings
@@ -297,6 +299,8 @@ class Guard:
         except BodyTooLarge:  # a streamed body without Content-Length grew past the limit
             if not started:
                 await reply(send, 413, "too_large", f"Request body over {limit} bytes; nothing was written.")
+        except ClientDisconnect:  # the client left, or its body stalled and the server closed it: no one to answer
+            return
 
 
 class BodyTooLarge(Exception):

@@ -210,7 +210,7 @@ def cmd_doctor(ctx: Context) -> int:
 
 def cmd_serve(ctx: Context) -> int:
     from .app import create_app  # the server's dependencies load only for the commands that need them
-    from .serve import ServerThread, bind
+    from .serve import ServerThread, bind, run_until_stopped
     from .sync.run import restore_own_shard
 
     a = ctx.args
@@ -242,8 +242,7 @@ def cmd_serve(ctx: Context) -> int:
             ctx.out.write(f"  MCP (notebook): {url}/mcp\n  MCP (memory graph): {url}/mcp/graph\n")
             ctx.out.write("  `hivenote connect <client>` prints a ready config. Ctrl-C stops.\n")
             ctx.out.flush()
-            while server.thread.is_alive() and not stop.wait(0.25):
-                pass
+            run_until_stopped(server, stop)  # raises when the server ends by itself: a non-zero exit
         except KeyboardInterrupt:
             pass
         finally:

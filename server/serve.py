@@ -1,17 +1,44 @@
 """Running the app with uvicorn, embeddable: the socket is bound before the server starts (so "port in use" is
-an error the caller sees, not a silent thread exit), `started` says when it answers, `stop()` ends it."""
+an error the caller sees, not a silent thread exit), `started` says when it answers, `stop()` ends it.
+
+Every uvicorn server Hivenote runs (`hivenote serve`, the tray's, the tests') is configured here, once:
+- no proxy header changes who the peer is: Hivenote is never behind a proxy it knows, and the dashboard's session
+  decides on the socket's own address and owner;
+- a connection flood cannot take the server down: connections are bounded (the oldest idle one makes room for a
+  new one), a request head must arrive within `HEAD_TIMEOUT_S` and its body within `BODY_TIMEOUT_S`, an idle
+  kept-alive connection closes after `KEEP_ALIVE_S`, and the soft limit on open files is raised to the hard one.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
+import logging
+import os
 import socket
+import sys
 import threading
 from typing import Any
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .errors import HivenoteError
 from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+HEAD_TIMEOUT_S = 10.0  # from connecting (or the end of the last answer's keep-alive) to a whole request head
+BODY_TIMEOUT_S = 30.0  # from a request head to the end of its body (1 MiB at 35 KB/s)
+KEEP_ALIVE_S = 5  # an idle kept-alive connection is closed after this long
+MAX_CONNECTIONS = 1000  # at most this many open connections (fewer when the open-file limit is lower)
+FD_RESERVE = 256  # open files kept for everything else (shards, logs, modules loaded late, the tray's window, sync)
+# Connections the kernel queues before they are accepted; asyncio also accepts up to this many in one go before any
+# of them can be closed, so the bound on connections leaves room for two such batches.
+BACKLOG = 128
+OPEN_FILES_WANTED = 65536
 
 
 class PortInUse(HivenoteError):
@@ -42,22 +69,170 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def raise_open_file_limit() -> int:
+    """Raise this process's soft limit on open files to the hard limit (at most OPEN_FILES_WANTED); returns the soft
+    limit now in force (OPEN_FILES_WANTED where the system has no such limit)."""
+    if sys.platform == "win32":
+        return OPEN_FILES_WANTED
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES_WANTED if hard == resource.RLIM_INFINITY else min(hard, OPEN_FILES_WANTED)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (OSError, ValueError) as exc:  # a sandbox may refuse; the bound on connections still holds
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, wanted, exc)
+    return OPEN_FILES_WANTED if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def connection_bound(open_files: int) -> int:
+    """How many connections may be open at once under a limit of `open_files`."""
+    return max(32, min(MAX_CONNECTIONS, open_files - FD_RESERVE - 2 * BACKLOG))
+
+
+_TIMED_OUT = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: %d"
+    b"\r\n\r\n%s"
+)
+_TIMED_OUT_BODY = (
+    b'{"error":{"code":"timeout","message":"The request was not sent whole within %d s; the connection is closed. '
+    b'Send the whole request at once."}}'
+)
+
+
+class BoundedH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with deadlines for a request's head and body (uvicorn times out only an idle
+    kept-alive connection, after a first answer), and a bound on open connections that closes the oldest one
+    waiting for a request, so a flood of idle connections cannot keep real clients out."""
+
+    max_connections = MAX_CONNECTIONS
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._cycle_seen: Any = None
+        self._phase = "head"  # head: waiting for a request head; body: for its body; app: answering; idle: done
+        self._since = self.loop.time()
+        self._received = False
+        self._arm(HEAD_TIMEOUT_S)
+        if len(self.connections) > self.max_connections:
+            self._make_room()
+
+    def _make_room(self) -> None:
+        waiting = [
+            c
+            for c in self.connections
+            if isinstance(c, BoundedH11Protocol)
+            and c._phase in ("head", "idle")
+            and c is not self
+            and not c.transport.is_closing()
+        ]
+        victim: BoundedH11Protocol = min(waiting, key=lambda c: c._since) if waiting else self
+        log.debug("too many open connections (%d): closing one waiting for a request", len(self.connections))
+        victim.transport.close()
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expire, seconds)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self, seconds: float) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self._phase == "head" and self._received:  # part of a head: say why before closing
+            body = _TIMED_OUT_BODY % int(seconds)
+            self.transport.write(_TIMED_OUT % (len(body), body))
+        self.transport.close()
+
+    def _follow(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and cycle is not self._cycle_seen:  # a new request head arrived
+            self._cycle_seen = cycle
+            self._phase, self._since = "body", self.loop.time()
+            self._arm(BODY_TIMEOUT_S)
+        if self._phase == "body" and cycle is not None and (not cycle.more_body or cycle.response_complete):
+            self._phase = "app"
+            self._disarm()
+
+    def data_received(self, data: bytes) -> None:
+        self._received = True
+        super().data_received(data)
+        if self._phase == "idle" and self.cycle is self._cycle_seen:  # part of the next head
+            self._phase, self._since = "head", self.loop.time()
+            self._arm(HEAD_TIMEOUT_S)
+        self._follow()
+
+    def on_response_complete(self) -> None:
+        if self.conn.their_state is not h11.DONE and self._phase == "body":
+            pass  # answered before the body arrived (413): the body deadline still runs
+        else:
+            self._phase, self._since = "idle", self.loop.time()
+            self._disarm()  # uvicorn's keep-alive timer runs now
+        super().on_response_complete()
+        self._follow()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+
+def uvicorn_config(app: Any, *, open_files: int | None = None) -> uvicorn.Config:
+    """The one uvicorn configuration: no proxy headers, bounded connections, timeouts (see the module's doc)."""
+    bound = connection_bound(open_files if open_files is not None else OPEN_FILES_WANTED)
+    protocol = type("BoundedH11", (BoundedH11Protocol,), {"max_connections": bound})
+    return uvicorn.Config(
+        app,
+        http=protocol,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=3,
+        proxy_headers=False,  # no X-Forwarded-For / -Proto changes who the peer is
+        forwarded_allow_ips="",
+        limit_concurrency=bound + 64,  # requests at once (each open connection can hold one, plus some being closed)
+        backlog=BACKLOG,
+        timeout_keep_alive=KEEP_ALIVE_S,
+    )
+
+
+def _report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The event loop's error handler, which must never raise: out of file descriptors, accept() fails, and so may
+    the log handler that reports it (it imports a module to format the traceback). asyncio lets an error raised
+    here end the loop, and with it the server; this one writes a line to stderr instead (no new file needed)."""
+    try:
+        loop.default_exception_handler(context)
+    except Exception:
+        with contextlib.suppress(Exception):
+            line = f"hivenote: {context.get('message', 'event loop error')}: {context.get('exception')!r}\n"
+            os.write(2, line.encode())
+
+
 class ServerThread:
     """A uvicorn server for `app` on an already bound socket, in a thread it can stop and join."""
 
     def __init__(self, app: Any, settings: Settings, sock: socket.socket) -> None:
         self.sock = sock
         self.port: int = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=3)
-        self.server = uvicorn.Server(config)
+        self.server = uvicorn.Server(uvicorn_config(app, open_files=raise_open_file_limit()))
         self.thread = threading.Thread(target=self._run, name="hivenote-server", daemon=True)
         self.error: BaseException | None = None
 
     def _run(self) -> None:
         try:
-            self.server.run(sockets=[self.sock])
+            asyncio.run(self._serve())
         except BaseException as exc:  # surfaced to whoever waits on the thread
             self.error = exc
+
+    async def _serve(self) -> None:
+        asyncio.get_running_loop().set_exception_handler(_report_loop_error)
+        await self.server.serve(sockets=[self.sock])
 
     def start(self) -> None:
         self.thread.start()
@@ -70,3 +245,25 @@ class ServerThread:
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self.sock.close()
+
+
+class ServerDied(HivenoteError):
+    code = "server_died"
+
+
+def run_until_stopped(server: ServerThread, stop: threading.Event) -> None:
+    """Wait until `stop` is set (SIGTERM) or the server ends. A server that ends without being asked to has failed,
+    whatever uvicorn returned: ServerDied says why (with the traceback in the log), so `hivenote serve` exits
+    non-zero and a service manager restarts it."""
+    while server.thread.is_alive() and not stop.wait(0.25):
+        pass
+    if stop.is_set():
+        return
+    cause = server.error
+    if cause is not None:
+        log.error("the Hivenote server failed", exc_info=cause)
+    reason = f"{type(cause).__name__}: {cause}" if cause is not None else "its event loop ended without being asked to"
+    raise ServerDied(
+        f"the server stopped by itself ({reason}). Nothing acknowledged is lost; start it again (a systemd unit "
+        "restarts it), and report this with the log if it happens again."
+    )
