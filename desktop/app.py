@@ -19,7 +19,7 @@ from typing import Any
 
 from hivenote.server.errors import HivenoteError
 
-from . import clipboard
+from . import clipboard, problems
 from .autostart import Autostart, autostart
 from .backends import INSTALL_HINT, graphical_session, tray_backend, tray_host
 from .instance import Instance
@@ -228,7 +228,18 @@ def load_pystray(backend: str) -> Any:
 
 
 def run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
-    """`hivenote`: the single tray app for this data dir, or ask the running one to show its dashboard."""
+    """`hivenote`: the single tray app for this data dir, or ask the running one to show its dashboard. A data dir
+    this account cannot write ends it with the storage exit code and a message (a dialog when started from a menu)."""
+    try:
+        return _run_tray(data_dir, flags, err)
+    except OSError as exc:
+        if not problems.cannot_write(exc):
+            raise
+        problems.tell("Hivenote cannot start", problems.unwritable(data_dir, exc), err)
+        return problems.EXIT_STORE
+
+
+def _run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
     app: DesktopApp | None = None
 
     def message(text: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from hivenote.server import cli
@@ -107,7 +108,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .window import main as window_main
 
         return window_main(args[1:])
-    return cli.main(args, extend=desktop_commands, default=cmd_tray, doctor_checks=(doctor_desktop,))
+    try:
+        return cli.main(args, extend=desktop_commands, default=cmd_tray, doctor_checks=(doctor_desktop,))
+    except OSError as exc:  # e.g. `hivenote remember` in a data dir made by `sudo hivenote`: no traceback
+        from .problems import EXIT_STORE, cannot_write, unwritable
+
+        if not cannot_write(exc):
+            raise
+        sys.stderr.write(f"hivenote: {unwritable(_data_dir(args), exc)}\n")
+        return EXIT_STORE
+
+
+def _data_dir(args: Sequence[str]) -> Path:
+    import argparse
+
+    from hivenote.server.settings import resolve_data_dir
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--data-dir")
+    return resolve_data_dir(parser.parse_known_args(args)[0].data_dir)
 
 
 if __name__ == "__main__":

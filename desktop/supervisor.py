@@ -26,6 +26,8 @@ from hivenote.server.settings import Settings, is_loopback, load_settings
 from hivenote.server.store import Store
 from hivenote.server.sync.status import SyncStatus
 
+from . import problems
+
 log = logging.getLogger(__name__)
 
 ServerState = Literal["starting", "running", "stopped", "error"]
@@ -247,11 +249,6 @@ class Supervisor:
             settings = load_settings(self.flags, data_dir=self.data_dir)
             with self._lock:
                 self._settings = settings
-            from hivenote.server.sync.run import restore_own_shard
-
-            restored = restore_own_shard(settings)  # before the store opens, so seq continues
-            if restored:
-                log.warning("%s", restored)
             sock = bind(settings.host, settings.port)
             store = Store(settings.data_dir, log_dir=settings.log_path)
             try:
@@ -272,6 +269,11 @@ class Supervisor:
                 raise HivenoteError(f"the server did not start: {server.error or 'unknown error'}")
         except HivenoteError as exc:
             self._set("error", str(exc))
+            return
+        except OSError as exc:  # e.g. log/ made by `sudo hivenote`: say which folder and how to fix it
+            if not problems.cannot_write(exc):
+                raise
+            self._set("error", problems.unwritable(self.data_dir, exc))
             return
         self._server, self._store = server, store
         self._share_urls = tuple(settings.share_urls)

@@ -1,0 +1,167 @@
+"""What a person is told when the desktop app cannot do its job: the words (what happened, what to do next) and
+where they go. Started from a terminal, stderr is enough; started from the applications menu or at login, nobody
+reads stderr, so a dialog shows it (a desktop notification where GTK cannot open one).
+
+The dialog is one small seam per OS: GTK on Linux (run here under Xvfb by tests/desktop/test_unwritable.py),
+`osascript` on macOS and MessageBoxW on Windows (their commands are tested with fakes of the OS call only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import getpass
+import logging
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+log = logging.getLogger(__name__)
+
+EXIT_STORE = 5  # the command line's "storage error" (hivenote.server.cli, README "Exit codes")
+CANNOT_WRITE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def cannot_write(exc: BaseException) -> bool:
+    """An OSError that means "this account may not write here" (not a full disk or a missing folder)."""
+    return isinstance(exc, OSError) and exc.errno in CANNOT_WRITE
+
+
+def unwritable(data_dir: Path, exc: OSError, *, user: str | None = None, platform: str = sys.platform) -> str:
+    """The message for a data dir (or a file in it) this account cannot write: which folder, why, and the fix."""
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(data_dir) else ""
+    if exc.errno == errno.EROFS:
+        return (
+            f"Hivenote cannot write to its data folder {data_dir}: the disk it is on is read-only{where}. "
+            "Remount it read-write, or start Hivenote with a folder on another disk (--data-dir, or "
+            "HIVENOTE_DATA_DIR). Reading still works: hivenote list, hivenote search."
+        )
+    if platform == "win32":
+        fix = f"give your account Full control of {data_dir} (Properties > Security)"
+    else:
+        owner = user or _user()
+        fix = f"give it back to your account: sudo chown -R {shlex.quote(owner)}: {shlex.quote(str(data_dir))}"
+    return (
+        f"Hivenote cannot write to its data folder {data_dir}: permission denied{where}. It was probably created "
+        f"by running Hivenote as another user (sudo hivenote). To fix it, {fix} (or start Hivenote with another "
+        "folder: --data-dir, or HIVENOTE_DATA_DIR). Reading still works: hivenote list, hivenote search."
+    )
+
+
+def _user() -> str:
+    with contextlib.suppress(Exception):
+        return getpass.getuser()
+    return "$USER"
+
+
+def no_terminal(stream: TextIO) -> bool:
+    """Started from a menu, at login or by a file manager: nobody will read this stream."""
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError):
+        return True
+
+
+def tell(title: str, text: str, err: TextIO, *, dialog: Callable[[str, str], bool] | None = None) -> None:
+    """Write `text` to `err`; also show it in a dialog when nobody reads `err` (no terminal) on a desktop."""
+    err.write(f"hivenote: {text}\n")
+    err.flush()
+    from .backends import graphical_session
+
+    if no_terminal(err) and graphical_session():
+        (dialog or show_dialog)(title, text)
+
+
+def show_dialog(title: str, text: str) -> bool:
+    """A modal error dialog, waiting until it is closed; True if one was shown."""
+    try:
+        if sys.platform == "darwin":
+            return _run(mac_dialog_command(title, text))
+        if sys.platform == "win32":
+            return _windows_dialog(title, text)
+        return _gtk_dialog(title, text) or _notification(title, text)
+    except Exception as exc:  # never let the messenger fail louder than the message
+        log.info("no dialog shown (%s)", exc)
+        return False
+
+
+def mac_dialog_command(title: str, text: str) -> list[str]:
+    """osascript's `display alert`, with the texts passed as arguments (never spliced into the script)."""
+    script = (
+        "on run argv\n"
+        'display alert (item 1 of argv) message (item 2 of argv) as critical buttons {"OK"} default button "OK"\n'
+        "end run"
+    )
+    return ["osascript", "-e", script, title, text]
+
+
+def _run(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, check=False, capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+MB_OK_ICONERROR = 0x10
+
+
+def _windows_dialog(title: str, text: str, message_box: Callable[..., int] | None = None) -> bool:
+    if message_box is None:
+        import ctypes
+
+        message_box = ctypes.windll.user32.MessageBoxW  # type: ignore[attr-defined]
+    return bool(message_box(None, text, title, MB_OK_ICONERROR))
+
+
+def _gtk_dialog(title: str, text: str) -> bool:
+    try:
+        import gi
+
+        gi.require_version("Gtk", "3.0")
+        from gi.repository import Gtk
+    except (ImportError, ValueError):
+        return False
+    if not Gtk.init_check()[0]:  # no display after all
+        return False
+    dialog = Gtk.MessageDialog(message_type=Gtk.MessageType.ERROR, buttons=Gtk.ButtonsType.CLOSE, text=title)
+    dialog.set_title(title)
+    dialog.format_secondary_text(text)
+    for label in dialog.get_message_area().get_children():
+        label.set_selectable(True)  # the fix is a command to copy
+    dialog.set_keep_above(True)
+    dialog.run()
+    dialog.destroy()
+    while Gtk.events_pending():
+        Gtk.main_iteration()
+    return True
+
+
+def _notification(title: str, text: str) -> bool:
+    """A freedesktop notification (when GTK is missing but a notification daemon runs)."""
+    from gi.repository import Gio, GLib
+
+    address = os.environ.get("DBUS_SESSION_BUS_ADDRESS")
+    if not address:
+        return False
+    flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+    bus = Gio.DBusConnection.new_for_address_sync(address, flags, None, None)
+    try:
+        args = GLib.Variant("(susssasa{sv}i)", ("Hivenote", 0, "dialog-error", title, text, [], {}, 0))
+        bus.call_sync(
+            "org.freedesktop.Notifications",
+            "/org/freedesktop/Notifications",
+            "org.freedesktop.Notifications",
+            "Notify",
+            args,
+            GLib.VariantType("(u)"),
+            Gio.DBusCallFlags.NONE,
+            5000,
+            None,
+        )
+    finally:
+        bus.close_sync(None)
+    return True

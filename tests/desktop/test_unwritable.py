@@ -1,0 +1,125 @@
+"""A data dir this account cannot write (made by an earlier `sudo hivenote`): the tray, started from a terminal or
+from the applications menu, and `hivenote remember` say what happened and how to fix it, with the documented exit
+code and no traceback; from the menu (no terminal) a dialog shows it. Run where file permissions apply to the
+child even as root (tests.privileges)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.privileges import without_root_powers
+from tests.server.live import free_port
+
+if TYPE_CHECKING:
+    from tests.desktop.harness import Desktop, poll, start_desktop
+else:
+    from harness import Desktop, poll, start_desktop
+
+WAIT_S = 30
+EXIT_STORE = 5  # the command line's documented "storage error"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "desktop"
+
+
+@pytest.fixture
+def desktop(tmp_path: Path) -> Iterator[Desktop]:
+    with start_desktop(tmp_path) as started:
+        yield started
+
+
+def readonly_data_dir(tmp_path: Path) -> Path:
+    """A data dir as `sudo hivenote` leaves it for the user: there, with notes, and not writable."""
+    data_dir = tmp_path / "data"
+    remember = ["remember", "--kind", "fact", "--title", "A note from before"]
+    argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir), *remember]
+    subprocess.run(argv, check=True, capture_output=True)
+    for path in (data_dir, *data_dir.rglob("*")):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    return data_dir
+
+
+def hivenote(desktop: Desktop, data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [*without_root_powers(), sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir), *args]
+    return subprocess.run(argv, env=desktop.env, capture_output=True, text=True, encoding="utf-8", timeout=WAIT_S)
+
+
+def says_what_and_how(text: str, data_dir: Path) -> None:
+    assert "Traceback" not in text, text
+    assert str(data_dir) in text, text  # names the folder
+    assert "chown" in text, text  # and the fix
+
+
+def in_a_terminal(desktop: Desktop, argv: list[str]) -> tuple[int, str]:
+    """Run argv with its stdout and stderr on a pseudo-terminal, as from a shell; its exit code and output."""
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(argv, env=desktop.env, stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal)
+        os.close(terminal)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the terminal's last writer is gone
+                break
+            if not chunk:
+                break
+            output += chunk
+        code = process.wait(WAIT_S)
+    finally:
+        os.close(controller)
+    return code, output.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_the_tray_from_a_terminal_says_why_and_exits_with_the_storage_code(desktop: Desktop, tmp_path: Path) -> None:
+    data_dir = readonly_data_dir(tmp_path)
+    argv = [*without_root_powers(), sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)]
+    code, output = in_a_terminal(desktop, [*argv, "tray", "--port", str(free_port())])
+    says_what_and_how(output, data_dir)
+    assert code == EXIT_STORE, output
+    assert not desktop.window_visible("^Hivenote cannot start$")  # the terminal has it: no dialog
+
+
+def test_the_tray_from_the_menu_shows_a_dialog(desktop: Desktop, tmp_path: Path) -> None:
+    """Launched from the applications menu, stdout and stderr go nowhere a person looks: a dialog says it."""
+    data_dir = readonly_data_dir(tmp_path)
+    argv = [*without_root_powers(), sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)]
+    app = desktop.spawn("app", argv)  # not a terminal: its output goes to a log file
+    dialog = desktop.find_window("^Hivenote cannot start$", WAIT_S)
+    assert dialog is not None, f"no dialog; exit {app.poll()}\n{desktop.output('app')}"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    desktop.screenshot(dialog).save(ARTIFACTS / "error-dialog-unwritable-data-dir.png")
+    desktop.close_window(dialog)
+    assert poll(lambda: app.poll() is not None, WAIT_S), "the dialog did not close"
+    assert app.returncode == EXIT_STORE
+    says_what_and_how(desktop.output("app"), data_dir)
+
+
+def test_remember_with_a_read_only_log_says_why_and_reading_still_works(desktop: Desktop, tmp_path: Path) -> None:
+    data_dir = readonly_data_dir(tmp_path)
+    done = hivenote(desktop, data_dir, "remember", "--kind", "fact", "--title", "Another note")
+    says_what_and_how(done.stderr, data_dir)
+    assert done.returncode == EXIT_STORE, done.stderr
+    listed = hivenote(desktop, data_dir, "list")
+    assert listed.returncode == 0 and "A note from before" in listed.stdout, listed.stderr
+
+
+def test_a_read_only_log_folder_puts_the_fix_in_the_tray(desktop: Desktop, tmp_path: Path) -> None:
+    """The data dir is writable (the tray starts) but its log/ is not: the tray's error says what to do."""
+    data_dir = readonly_data_dir(tmp_path)
+    data_dir.chmod(0o755)
+    (data_dir / "tray.json").unlink(missing_ok=True)
+    argv = [*without_root_powers(), sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)]
+    app = desktop.spawn("app", [*argv, "tray", "--port", str(free_port())])
+    item = desktop.tray_item()
+    item.wait_for(lambda i: "error" in str(i.prop("Title")), what="the error in the title")
+    shown = str(item.prop("Title"))
+    assert str(data_dir) in shown and "--data-dir" in shown and "Errno" not in shown, shown  # where, and a fix
+    item.click("Quit Hivenote")
+    assert app.wait(WAIT_S) == 0, desktop.output("app")
