@@ -6,19 +6,18 @@ Windows HKCU Run key); each only writes, reads and removes its own entry and nev
 
 from __future__ import annotations
 
-import contextlib
 import os
 import plistlib
 import shlex
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 from xml.parsers.expat import ExpatError
 
+from hivenote.server import statefile
 from hivenote.server.errors import HivenoteError
 
 APP_ID = "hivenote"
@@ -314,20 +313,13 @@ def _write_atomically(path: Path, data: bytes) -> None:
     """Replace `path` with `data` in one step: a reader sees the old file or the new one, never half of one."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise _failure("write", path, exc) from exc
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 is fine for the user, but launchd and desktops expect 0644
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise _failure("write", path, exc) from exc
+        # A unique temp file, fsynced, renamed, the folder fsynced. 0644, not 0600: launchd and desktops expect it.
+        statefile.write_bytes(path, data, mode=0o644)
+    except statefile.StateFileUnwritable as exc:
+        raise _failure("write", path, exc.error) from exc
 
 
 def _remove(path: Path) -> None:

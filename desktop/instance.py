@@ -19,6 +19,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from hivenote.server import statefile
 from hivenote.server.errors import HivenoteError
 from hivenote.server.node import make_data_dir
 
@@ -49,11 +50,7 @@ class Instance:
         key = self._key = secrets.token_bytes(32)
         self._listener = Listener(("127.0.0.1", 0), authkey=key)
         port = self._port = self._listener.address[1]
-        tmp = self.record.with_name(f".tray.json.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"pid": os.getpid(), "port": port, "key": key.hex()}, fh)
-        os.replace(tmp, self.record)
+        statefile.write_json(self.record, {"pid": os.getpid(), "port": port, "key": key.hex()})  # 0600: the key
         self._thread = threading.Thread(target=self._serve, args=(on_message,), name="hivenote-instance", daemon=True)
         self._thread.start()
         return True

@@ -13,13 +13,12 @@ import hashlib
 import hmac
 import ipaddress
 import json
-import os
 import re
 import secrets
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,8 @@ from urllib.parse import urlsplit
 
 from starlette.requests import ClientDisconnect
 
-from .errors import InvalidInput, NotFound
+from . import statefile
+from .errors import HivenoteError, InvalidInput, NotFound
 from .node import make_data_dir
 from .settings import Settings
 
@@ -41,6 +41,10 @@ PEER_PREFIX = "peer-"  # tokens named so (`hivenote sync peer add`) may only cal
 OPEN_PATHS = ("/api/health", "/api/session")
 # Everything but the dashboard's static files and the health check; /desktop is what the tray app adds.
 PROTECTED_PREFIXES = ("/mcp", "/api", "/sync", "/desktop")
+TOKENS_FIX = (
+    "restore it from a backup if you have one, or delete it: Hivenote then issues a new owner token (paste it into "
+    "your agents' configs again: `hivenote connect <client>`) and each person needs a new one (`hivenote token add`)"
+)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,63}$")
 
 
@@ -67,66 +71,70 @@ class Tokens:
         self.path = path
         self._default = ""
         self._people: dict[str, tuple[str, int]] = {}  # name -> (sha256 hex, created ms)
-        self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file as last read
+        self._seen: tuple[int, int, int] | None = None  # (inode, mtime_ns, size) of the file as last read
         self._lock = threading.RLock()  # the guard checks tokens on the event loop while REST may change them
         self._load()
 
-    def _stat(self) -> tuple[int, int] | None:
+    def _stat(self) -> tuple[int, int, int] | None:
         try:
             st = self.path.stat()
         except FileNotFoundError:
             return None
-        return st.st_mtime_ns, st.st_size
+        return st.st_ino, st.st_mtime_ns, st.st_size  # every save is a new file: the inode tells even a same-size one
 
     def _load(self) -> None:
-        """Read the file if it changed since the last read (`hivenote token add` while the server runs)."""
+        """Read the file if it changed since the last read (`hivenote token add` while the server runs). A damaged
+        file raises StateFileCorrupt on every call until it is fixed; it is never taken for an empty one."""
         seen = self._stat()
-        if seen == self._seen:
+        if seen == self._seen and seen is not None:
             return
-        self._seen = seen
-        self._default, self._people = "", {}
-        try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as exc:
-            raise InvalidInput(
-                f"cannot read {self.path}: {exc}; fix or delete it (tokens are then re-issued)"
-            ) from None
-        self._default = str(raw.get("default", ""))
-        for item in raw.get("people", []):
-            self._people[str(item["name"])] = (str(item["sha256"]), int(item.get("created", 0)))
+        raw = statefile.read_json(self.path, TOKENS_FIX)
+        default, people = "", {}
+        if raw is not None:
+            try:
+                default = raw.get("default", "")
+                if not isinstance(default, str):
+                    raise TypeError("default is not a string")
+                for item in raw.get("people", []):
+                    people[str(item["name"])] = (str(item["sha256"]), int(item.get("created", 0)))
+            except (TypeError, KeyError, ValueError, AttributeError) as exc:
+                raise statefile.StateFileCorrupt(self.path, f"not a token file ({exc!r})", TOKENS_FIX) from None
+        self._default, self._people, self._seen = default, people, seen
+
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[None]:
+        """A read-modify-write of the file, under this object's lock and the file's lock (other processes: the CLI,
+        the server, the tray) so no change of theirs is lost; the block saves with `_save`."""
+        with self._lock:
+            make_data_dir(self.path.parent)
+            with statefile.locked(self.path):
+                self._seen = None  # read it again under the lock, whatever the stat says
+                self._load()
+                yield
 
     def _save(self) -> None:
-        make_data_dir(self.path.parent)
         doc = {
             "default": self._default,
             "people": [{"name": n, "sha256": h, "created": c} for n, (h, c) in sorted(self._people.items())],
         }
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())  # else a crash can leave an empty file renamed over the tokens
-        os.replace(tmp, self.path)
-        with contextlib.suppress(OSError):  # Windows has no such modes; the profile folder is private there
-            os.chmod(self.path, 0o600)
+        statefile.write_json(self.path, doc)  # 0600, fsynced, renamed over the old file, folder fsynced
         self._seen = self._stat()
 
     def default(self) -> str:
         """The owner's token, created on first use."""
         with self._lock:
             self._load()
-            if not self._default:
-                self._default = new_token()
-                self._save()
-            return self._default
+            if self._default:
+                return self._default
+            with self._changing():
+                if not self._default:
+                    self._default = new_token()
+                    self._save()
+                return self._default
 
     def add(self, name: str) -> str:
         """A new token for `name`; returned once, stored only as a digest."""
-        with self._lock:
-            self._load()
+        with self._changing():
             if not _NAME.fullmatch(name):  # not .match: its $ also matches before a final newline
                 raise InvalidInput("a token name is 1-64 letters, digits, spaces or . _ @ - (e.g. a person's name)")
             if name.startswith(PEER_PREFIX):
@@ -141,8 +149,7 @@ class Tokens:
     def adopt(self, name: str, token: str) -> None:
         """Accept a token made elsewhere under `name` (the peer token a user's machines share), stored as a digest
         like any person's. Adopting the same token under the same name again changes nothing."""
-        with self._lock:
-            self._load()
+        with self._changing():
             if not _NAME.fullmatch(name):  # not .match: its $ also matches before a final newline
                 raise InvalidInput("a token name is 1-64 letters, digits, spaces or . _ @ - (e.g. a person's name)")
             if len(token) < self.MIN_ADOPTED_CHARS or not (token.isascii() and token.isprintable()) or " " in token:
@@ -160,8 +167,7 @@ class Tokens:
             self._save()
 
     def revoke(self, name: str) -> None:
-        with self._lock:
-            self._load()
+        with self._changing():
             if self._people.pop(name, None) is None:
                 raise NotFound(f"no token named {name!r}; `hivenote token list` shows them")
             self._save()
@@ -261,7 +267,11 @@ class Guard:
             return
         if self.settings.auth and path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
             scheme, _, presented = headers.get("authorization", "").partition(" ")
-            person = self.tokens.owner(presented.strip()) if scheme.lower() == "bearer" and presented else None
+            try:
+                person = self.tokens.owner(presented.strip()) if scheme.lower() == "bearer" and presented else None
+            except HivenoteError as exc:  # tokens.json damaged: nobody can be checked, so nobody gets in
+                await reply(send, 503, "unavailable", f"This Hivenote cannot check tokens right now: {exc}")
+                return
             if person is None:
                 await reply(
                     send,

@@ -5,14 +5,13 @@ server owns the data dir. Reads stay local: a read-only fold sees every acknowle
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from . import __version__
+from . import __version__, statefile
 from .errors import Forbidden, HivenoteError, InvalidInput, NotFound, StoreError
 from .model import Note
 from .node import lock_holder
@@ -31,29 +30,35 @@ _ERRORS: dict[str, type[HivenoteError]] = {
 def announce(data_dir: Path, url: str) -> None:
     """Written by the server once it answers: where to reach it."""
     path = data_dir / SERVER_FILE
-    tmp = path.with_name(f".{SERVER_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with statefile.locked(path):
+        statefile.write_json(path, {"url": url, "pid": os.getpid()})
 
 
 def withdraw(data_dir: Path) -> None:
     """Removed by the server as it stops (only its own record)."""
     path = data_dir / SERVER_FILE
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        if json.loads(path.read_text(encoding="utf-8"))["pid"] == os.getpid():
+    with contextlib.suppress(HivenoteError, OSError), statefile.locked(path):
+        record = statefile.read_json(path)
+        if record is not None and record.get("pid") == os.getpid():
             path.unlink()
 
 
-def running_server(data_dir: Path) -> str | None:
-    """The URL of the Hivenote that holds this data dir's lock, or None when none does."""
+def server_record(data_dir: Path) -> dict[str, Any] | None:
+    """What the Hivenote holding this data dir's lock says about itself in server.json, or None when none runs."""
     holder = lock_holder(data_dir)
     if not holder:
         return None
     try:
-        record = json.loads((data_dir / SERVER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = statefile.read_json(data_dir / SERVER_FILE)
+    except HivenoteError:
         return None
-    return str(record["url"]) if record.get("pid") == holder else None
+    return record if record is not None and record.get("pid") == holder and "url" in record else None
+
+
+def running_server(data_dir: Path) -> str | None:
+    """The URL of the Hivenote that holds this data dir's lock, or None when none does."""
+    record = server_record(data_dir)
+    return None if record is None else str(record["url"])
 
 
 class RemoteNotebook:

@@ -9,9 +9,7 @@ import ipaddress
 import json
 import os
 import socket
-import tempfile
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -38,7 +36,7 @@ from .rest_schema import (
     ref,
     route,
 )
-from .settings import SETTINGS_HELP, load_settings
+from .settings import SETTINGS_HELP, save_settings
 
 if TYPE_CHECKING:
     from .app import Services
@@ -390,26 +388,7 @@ def put_settings(c: Call) -> object:
     given ones whose value differs from the running server's."""
     running = c.services.settings
     path = running.settings_path
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except (OSError, ValueError) as exc:
-        raise InvalidInput(f"cannot read {path}: {exc}; fix or delete the file") from None
-    if not isinstance(saved, dict):
-        raise InvalidInput(f"{path} must hold a JSON object; fix or delete the file")
-    for name, value in c.body.items():
-        if value is None:
-            saved.pop(name, None)
-        else:
-            saved[name] = value
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".settings-") as staging:
-        staged = Path(staging) / path.name
-        with open(staged, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(saved, indent=2) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        upcoming = load_settings(environ={}, data_dir=Path(staging))  # InvalidInput: nothing is replaced
-        os.replace(staged, path)
+    saved, upcoming = save_settings(running.data_dir, c.body)  # InvalidInput etc.: the file is left as it was
     changed = [name for name in c.body if getattr(upcoming, name) != getattr(running, name)]
     return {"saved": saved, "file": str(path), "restart_required": changed}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import os
 import re
 import socket
@@ -16,6 +15,7 @@ from typing import Any
 
 import platformdirs
 
+from . import statefile
 from .errors import InvalidInput
 from .node import make_data_dir
 
@@ -157,16 +157,12 @@ SETTINGS_HELP = {
 }
 
 
+SETTINGS_FIX = "fix or delete the file"
+
+
 def _read_file(path: Path) -> dict[str, Any]:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise InvalidInput(f"cannot read {path}: {exc}; fix or delete the file") from None
-    if not isinstance(raw, dict):
-        raise InvalidInput(f"{path} must hold a JSON object")
-    return raw
+    raw: dict[str, Any] | None = statefile.read_json(path, SETTINGS_FIX)
+    return {} if raw is None else raw
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -215,29 +211,35 @@ def load_settings(
     return settings
 
 
-def save_setting(data_dir: Path, name: str, value: Any) -> None:
-    """Set one value in settings.json (None removes it), keeping the others; the file is replaced atomically and
-    the result must load (an invalid value raises InvalidInput and leaves the file as it was)."""
+def save_settings(data_dir: Path, changes: Mapping[str, Any]) -> tuple[dict[str, Any], Settings]:
+    """The one writer of settings.json (the CLI, the dashboard, the tray, sync set-up): merge `changes` into the file
+    (None removes a value, back to its default) under the file's lock, check the result exactly as a start would,
+    then replace the file atomically. Returns what the file now holds and the settings it gives (environment aside).
+    An invalid value raises InvalidInput, a damaged file StateFileCorrupt, a failed write StateFileUnwritable; in
+    each case the file is left as it was."""
     known = {f.name for f in fields(Settings)} - {"data_dir", "extra"}
-    if name not in known:
-        raise InvalidInput(f"unknown setting {name!r}; known settings: {', '.join(sorted(known))}")
+    unknown = sorted(name for name in changes if name not in known)
+    if unknown:
+        raise InvalidInput(f"unknown setting {unknown[0]!r}; known settings: {', '.join(sorted(known))}")
     path = data_dir / "settings.json"
-    values = _read_file(path)
-    if value is None:
-        values.pop(name, None)
-    else:
-        values[name] = value
-    candidate = replace(Settings(data_dir=data_dir), **{k: _coerce(k, v) for k, v in values.items() if k in known})
-    candidate.check()
     make_data_dir(data_dir)
-    tmp = path.with_name(f".settings.json.{os.getpid()}.tmp")
+    with statefile.locked(path):
+        values = _read_file(path)
+        for name, value in changes.items():
+            if value is None:
+                values.pop(name, None)
+            else:
+                values[name] = value
+        upcoming = replace(Settings(data_dir=data_dir), **{k: _coerce(k, v) for k, v in values.items() if k in known})
+        upcoming.check()
+        statefile.write_json(path, values, sort_keys=True)
+    return values, upcoming
+
+
+def save_setting(data_dir: Path, name: str, value: Any) -> None:
+    """Set one value in settings.json (None removes it), keeping the others (see save_settings). Every failure,
+    a write the disk refused included, raises InvalidInput saying why; the file is left as it was."""
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(values, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InvalidInput(f"cannot save {path}: {exc.strerror}; check the folder's permissions") from None
+        save_settings(data_dir, {name: value})
+    except statefile.StateFileUnwritable as exc:
+        raise InvalidInput(str(exc)) from None

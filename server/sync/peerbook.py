@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
-import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import filelock
-
+from .. import statefile
 from ..auth import PEER_PREFIX, Tokens
 from ..errors import InvalidInput, NotFound
 from ..node import make_data_dir
@@ -65,36 +62,32 @@ def normalize_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc.lower(), parts.path.rstrip("/"), "", ""))
 
 
+PEERS_FIX = "fix it, or delete it and add the peers again"
+
+
 def load_peers(data_dir: Path) -> PeerBook:
     path = data_dir / PEERS_FILE
+    raw = statefile.read_json(path, PEERS_FIX)  # None: no peers yet; a damaged file raises and is left alone
+    if raw is None:
+        return PeerBook()
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
         known = {f.name for f in fields(Peer)}
         peers = [Peer(**{k: v for k, v in item.items() if k in known}) for item in raw.get("peers", [])]
         return PeerBook({p.url: p for p in peers}, set(raw.get("removed", [])))
-    except FileNotFoundError:
-        return PeerBook()
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
-        raise InvalidInput(f"cannot read {path}: {exc}; fix it, or delete it and add the peers again") from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise statefile.StateFileCorrupt(path, f"not a peer book ({exc})", PEERS_FIX) from None
 
 
 def _save_peers(data_dir: Path, book: PeerBook) -> None:
-    path = data_dir / PEERS_FILE
     doc = {"peers": [asdict(p) for p in book.peers.values()], "removed": sorted(book.removed)}
-    tmp = path.with_name(f".{PEERS_FILE}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds tokens
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=2)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    statefile.write_json(data_dir / PEERS_FILE, doc)  # 0600: it holds tokens
 
 
 @contextlib.contextmanager
 def editing(data_dir: Path) -> Iterator[PeerBook]:
-    """peers.json read, changed and saved under a file lock (the CLI and the server both edit it)."""
+    """peers.json read, changed and saved under its file lock (the CLI and the server both edit it)."""
     make_data_dir(data_dir)
-    with filelock.FileLock(data_dir / "peers.lock", timeout=10):
+    with statefile.locked(data_dir / PEERS_FILE):
         book = load_peers(data_dir)
         yield book
         _save_peers(data_dir, book)
