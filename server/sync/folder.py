@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput, ShardLocked, StoreError
-from ..node import ShardClaim, claim_node, host_fingerprint
+from ..node import ShardClaim, claim_node, host_fingerprint, record_shard
 from ..settings import load_settings, save_setting
 from ..shards import is_shard_file
 from ..store import fsync_dir, lock_holder
@@ -168,6 +168,8 @@ def _move_locked(data_dir: Path, source: Path, target: Path, node: str, setting:
                 _copy_verified(source / step.name, target / step.dest, overwrite=True)
         fsync_dir(target)
         save_setting(data_dir, "log_dir", setting)
+        own = target / f"{node}.jsonl"  # the file this install appends to from now on: its claim moves with it
+        record_shard(data_dir, node, own, own.stat().st_size if own.exists() else 0)
     except OSError as exc:
         _undo(placed, created)
         raise FolderRefused(

@@ -1,33 +1,26 @@
 """The peer-to-peer transport: this node pulls the shards it lacks from the peers it knows over their own HTTP
 (`/sync`, routes.py), about every half second per peer, backing off while one fails; it learns further peers from
-them and restores its own shard from a peer when it was lost. It only pulls: nothing is pushed, and this node's own
-shard is written by its store alone (and by `restore_own_shard`, before the store opens). Peers and their tokens
+them. It only pulls: nothing is pushed, and this node's own shard is written by its store alone (a lost one comes back
+as another node's: the store writes under a new node id then, OPLOG.md "Node identity"). Peers and their tokens
 are kept in peers.json (peerbook.py); one exchange is pull.py.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 import httpx2
 
-from ..errors import InvalidInput, ShardLocked
-from ..node import ShardClaim, claim_node, host_fingerprint, read_node
+from ..errors import InvalidInput
 from .peerbook import PEERS_FILE, Peer, add_peer, list_peers, load_peers, remove_peer
-from .pull import PeerFailed, Puller
-from .replica import Replicas
-from .routes import Summary
-from .status import SyncStatus
+from .pull import Puller
 
 if TYPE_CHECKING:
     from ..app import Services
-    from ..settings import Settings
 
-__all__ = ["Peer", "add_peer", "list_peers", "remove_peer", "restore_own_shard", "run"]
+__all__ = ["Peer", "add_peer", "list_peers", "remove_peer", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -76,57 +69,3 @@ async def run(services: Services) -> None:
                 following.pop(url).cancel()
                 services.sync.forget(f"peer {url}")
             await anyio.sleep(CONFIG_INTERVAL_S)
-
-
-def restore_own_shard(settings: Settings) -> int:
-    """Before the store opens: if this node's own shard is missing or empty and a peer holds it, bring it back
-    (so `seq` continues where it was). Returns the bytes restored (0 when there was nothing to do)."""
-    data_dir = settings.data_dir
-    try:
-        book = load_peers(data_dir)
-    except InvalidInput as exc:
-        log.warning("%s", exc)
-        return 0
-    peers = [p for p in book.peers.values() if not p.is_self]
-    if not peers or not read_node(data_dir):
-        return 0  # no peer, or a fresh install: nothing of ours can be elsewhere
-    node = claim_node(data_dir, host_fingerprint(), time.time_ns() // 1_000_000)  # the id the store is about to use
-    replicas = Replicas(settings.log_path, node)
-    if replicas.size(node) > 0:
-        return 0
-    (data_dir / "log").mkdir(parents=True, exist_ok=True)
-    claim = ShardClaim(data_dir, node)
-    try:
-        claim.acquire()  # nobody may start writing it while we restore it
-    except ShardLocked:
-        return 0
-    try:
-        return anyio.run(_restore, data_dir, replicas, peers)
-    finally:
-        claim.release()
-
-
-async def _restore(data_dir: Path, replicas: Replicas, peers: list[Peer]) -> int:
-    node = replicas.own_node
-    async with httpx2.AsyncClient(timeout=RESTORE_TIMEOUT) as http:
-        puller = Puller(data_dir, replicas, SyncStatus(), http)
-        best: tuple[Summary, Peer] | None = None
-        for peer in peers:
-            try:
-                theirs = (await puller.listing(peer)).shards.get(node)
-            except PeerFailed as exc:
-                log.warning("restoring this node's shard: %s", exc)
-                continue
-            if theirs and theirs.size and (best is None or (theirs.seq or 0) > (best[0].seq or 0)):
-                best = theirs, peer
-        if best is None:
-            return 0
-        try:
-            data = await puller.fetch_whole(best[1], node, best[0])
-        except PeerFailed as exc:
-            log.warning("restoring this node's shard: %s", exc)
-            return 0
-    if not data or not replicas.restore_own(data):
-        return 0
-    log.info("restored this node's shard from %s (%d bytes)", best[1].url, len(data))
-    return len(data)

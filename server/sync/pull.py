@@ -1,13 +1,16 @@
 """Pulling from one peer over its `/sync` endpoints (routes.py has the protocol): what this node lacks of every
-shard the peer lists, by continuation when the peer's copy extends ours, or whole when the owner compacted it (and
-only then: a shard that started again from seq 1 is refused, so no op held here is lost). Each exchange is
+shard the peer lists, by continuation when the peer's copy extends every byte of ours (a digest of all of them, never
+a few), or whole when the owner compacted it; a copy that is neither is another history of the node (a fork) and is
+kept beside ours as `<node>~<12 hex>.jsonl`, so nothing held here or there is lost or spliced. Each exchange is
 reported to the status and marks the peer up or down in peers.json; the peers a peer knows are learned (gossip).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import logging
 import socket
 import time
 from collections.abc import Callable
@@ -21,8 +24,10 @@ import httpx2
 from ..errors import InvalidInput
 from .peerbook import Peer, PeerBook, editing, normalize_url
 from .replica import Replicas, SyncRefused, same_node
-from .routes import MAX_LIMIT, SIG, Summary, digest, summarize, valid_node
+from .routes import MAX_LIMIT, Summary, valid_node
 from .status import SyncStatus
+
+log = logging.getLogger(__name__)
 
 MAX_PEERS = 64  # gossip stops learning beyond this many
 MAX_WHOLE_BYTES = 1 << 30  # a replaced (compacted) shard is fetched whole before it replaces the copy here
@@ -110,7 +115,7 @@ class Puller:
         self.http = http
         self.now_ms = now_ms
         self.book = PeerBook()
-        self.refused: dict[str, tuple[str, str]] = {}  # node -> (head, why) of a generation refused
+        self.verified: dict[tuple[str, str], Summary] = {}  # (peer, shard) -> its summary when last checked
         self._locks: dict[str, anyio.Lock] = {}
 
     async def exchange(self, peer: Peer) -> bool:
@@ -167,8 +172,10 @@ class Puller:
         moved = lag = 0
         problems: list[str] = []
         for node, theirs in sorted(listing.shards.items()):
-            if same_node(node, self.replicas.own_node) or not valid_node(node) or theirs.size == 0:
+            if not valid_node(node) or theirs.size == 0:
                 continue
+            if self.verified.get((peer.url, node)) == theirs:
+                continue  # the same summary as when it was last checked against ours
             async with self._locks.setdefault(node, anyio.Lock()):
                 try:
                     got, behind = await self._pull_shard(peer, node, theirs)
@@ -180,37 +187,44 @@ class Puller:
                 except PeerFailed as exc:
                     problems.append(str(exc))
                     continue
+            if behind == 0:
+                self.verified[peer.url, node] = theirs
             moved, lag = moved + got, lag + behind
         if problems:
             raise PeerFailed("; ".join(problems))
         return moved, lag
 
     async def _pull_shard(self, peer: Peer, node: str, theirs: Summary) -> tuple[int, int]:
-        """Bytes moved and bytes still behind for one shard."""
-        ours = await anyio.to_thread.run_sync(summarize, self.replicas.path(node))
-        if ours.size == 0 or (theirs.head == ours.head and theirs.size > ours.size):
-            try:
-                moved = await self._continue(peer, node, ours, theirs)
-                return moved, max(0, theirs.size - ours.size - moved)
-            except Replaced:
-                ours = await anyio.to_thread.run_sync(summarize, self.replicas.path(node))
-        elif theirs.head == ours.head and theirs.size == ours.size:
-            return 0, 0
-        refused = self.refused.get(node)
-        if refused and refused[0] == theirs.head:
-            raise SyncRefused(refused[1])  # still the generation refused before: not fetched again
-        if not _newer(theirs, ours):
-            return 0, 0  # an older generation than ours, or the same one behind: the peer is behind us
+        """Bytes moved and bytes still behind for one shard. The peer's copy is taken only as a continuation of ours
+        (every byte before our end proven the same), or whole as a compaction of ours; any other copy is another
+        history of the node (a fork) and is kept beside ours, never spliced into it."""
+        own = same_node(node, self.replicas.own_node)
+        held = await anyio.to_thread.run_sync(self.replicas.size, node)
+        try:
+            if theirs.size < held or own:
+                # Behind us (or this install's own shard): the peer's copy must be a prefix of ours.
+                await self._range(peer, node, min(theirs.size, held), limit=1)
+                if theirs.size <= held:
+                    return 0, 0
+                raise Replaced  # more of this install's node than it wrote: another history
+            moved = await self._continue(peer, node, held, theirs)
+            return moved, max(0, theirs.size - held - moved)
+        except Replaced:
+            pass
         data = await self.fetch_whole(peer, node, theirs)
         if data is None:
             return 0, theirs.size
-        await anyio.to_thread.run_sync(self._replace, node, theirs, data)
+        await anyio.to_thread.run_sync(self._settle, node, data)
         return len(data), 0
 
-    async def _range(self, peer: Peer, node: str, offset: int, head: str, tail: bytes) -> httpx2.Response:
-        params: dict[str, Any] = {"offset": offset, "limit": MAX_LIMIT}
+    async def _range(
+        self, peer: Peer, node: str, offset: int, limit: int = MAX_LIMIT, prefix: str | None = None
+    ) -> httpx2.Response:
+        params: dict[str, Any] = {"offset": offset, "limit": limit}
         if offset:
-            params |= {"head": head, "tail": digest(tail)}
+            if prefix is None:
+                prefix = await anyio.to_thread.run_sync(self.replicas.prefix_digest, node, offset)
+            params["prefix"] = prefix
         response = await self._get(peer, f"/sync/shards/{node}", params)
         if response.status_code == 409:
             raise Replaced
@@ -220,36 +234,27 @@ class Puller:
             )
         return response
 
-    async def _continue(self, peer: Peer, node: str, ours: Summary, theirs: Summary) -> int:
-        """Append the peer's lines after ours, range by range."""
-        offset, moved = ours.size, 0
-        tail = await anyio.to_thread.run_sync(self._tail, node, offset)
+    async def _continue(self, peer: Peer, node: str, offset: int, theirs: Summary) -> int:
+        """Append the peer's lines after ours, range by range, each proven to continue the very bytes held."""
+        moved = 0
         while offset < theirs.size:
-            response = await self._range(peer, node, offset, theirs.head, tail)
+            response = await self._range(peer, node, offset)
             written = await anyio.to_thread.run_sync(self.replicas.append, node, response.content, offset)
             if written == 0:
                 if response.content:
                     raise PeerFailed(f"{peer.url} sent no complete line of {node}'s shard at byte {offset}")
                 break  # it has no more than this (it shrank since its listing)
-            tail = (tail + response.content[:written])[-SIG:]
             offset, moved = offset + written, moved + written
         return moved
-
-    def _tail(self, node: str, offset: int) -> bytes:
-        if offset == 0:
-            return b""
-        with open(self.replicas.path(node), "rb") as fh:
-            fh.seek(max(0, offset - SIG))
-            return fh.read(min(SIG, offset))
 
     async def fetch_whole(self, peer: Peer, node: str, theirs: Summary) -> bytes | None:
         """The peer's whole shard (None when it changed while we fetched: the next round tries again)."""
         if theirs.size > MAX_WHOLE_BYTES:
             raise PeerFailed(f"{peer.url} offers {node}'s shard as {theirs.size} bytes, over {MAX_WHOLE_BYTES}")
-        data = b""
+        data, proof = b"", hashlib.sha256()
         while len(data) < theirs.size:
             try:
-                response = await self._range(peer, node, len(data), theirs.head, data[-SIG:])
+                response = await self._range(peer, node, len(data), prefix=proof.hexdigest())
             except Replaced:
                 return None
             chunk = response.content
@@ -259,26 +264,31 @@ class Puller:
                     raise PeerFailed(f"{peer.url} sent no complete line of {node}'s shard at byte {len(data)}")
                 return None
             data += whole
+            proof.update(whole)
         return data
 
-    def _replace(self, node: str, theirs: Summary, data: bytes) -> None:
-        """Put a new generation in place of ours, if it is one: every op it keeps up to our last seq must be the
-        very op we hold (compaction only drops lines). A node that lost its shard and began again at seq 1 is
-        refused, so the ops held here are not lost."""
+    def _settle(self, node: str, data: bytes) -> None:
+        """A whole copy that does not continue ours: a compaction of ours replaces it (every op it keeps up to our
+        last seq is the very line we hold, and it goes at least as far); an older generation than ours is the peer
+        being behind; anything else (of this install's own node, or one that differs) is another history of the
+        node, kept beside ours as a branch, so both are folded and nothing held here or there is lost."""
         try:
             held = _lines_by_seq(self.replicas.path(node).read_bytes())
         except FileNotFoundError:
             held = {}
-        last = max(held, default=0)
-        for seq, line in _lines_by_seq(data).items():
-            if seq <= last and held.get(seq) != line:
-                message = (
-                    f"its op {seq} differs from the one held here, so it is not a compaction of this copy (did {node} "
-                    "lose its shard and start again?); this copy is kept"
-                )
-                self.refused[node] = (theirs.head, message)
-                raise SyncRefused(message)
-        self.replicas.replace(node, data)
+        got = _lines_by_seq(data)
+        if not same_node(node, self.replicas.own_node):
+            if not held:
+                self.replicas.replace(node, data)
+                return
+            last, theirs_last = max(held), max(got, default=0)
+            if theirs_last >= last and all(held.get(seq) == line for seq, line in got.items() if seq <= last):
+                self.replicas.replace(node, data)
+                return
+            if theirs_last <= last and all(got.get(seq) == line for seq, line in held.items() if seq <= theirs_last):
+                return  # ours is a compaction of theirs, or ahead of it: the peer is behind
+        name = self.replicas.add_branch(node, data)
+        log.warning("%s's shard from a peer is another history of %s: kept as %s.jsonl", node, node, name)
 
     async def _learn(self, peer: Peer, urls: list[str]) -> None:
         """Gossip: peers a peer knows become ours, tried with the token of the one that told us."""
@@ -325,11 +335,3 @@ class Puller:
             return book
 
         self.book = await anyio.to_thread.run_sync(edit)
-
-
-def _newer(theirs: Summary, ours: Summary) -> bool:
-    """Whether a different generation of a shard should replace ours: compaction keeps the last op, so a newer one
-    has a greater last seq, or the same one in fewer bytes."""
-    if theirs.seq is None:
-        return False
-    return ours.seq is None or theirs.seq > ours.seq or (theirs.seq == ours.seq and theirs.size < ours.size)

@@ -4,23 +4,88 @@ Bytes arrive as a continuation of what is already held (`append` at the current 
 replaced an older one (`replace`, after the owner compacted). Only complete lines are written, each write is
 fsynced, and a line that says another node wrote it is refused: a transport must never let one node write as
 another. Lines that are not JSON are kept (the fold skips and reports them, as in the owner's own copy).
-This node's own shard is never written here, except `restore_own` before the store opens (its shard was lost).
+This node's own shard is never written here: a lost one is not restored under the same node id (the store moves to a
+new one, and the old shard comes back as another node's); another history of it is kept beside it (`add_branch`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
 from ..errors import HivenoteError
 from ..store import fsync_dir
 
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none (and links there need privileges)
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+# A shard file's name without `.jsonl`: a node's own shard (`<node>`), another history of a node kept beside it
+# (`<node>~<12 hex>`, written where a fork was found) or a sync tool's conflict copy (`<node>.sync-conflict-...`).
+SHARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~-]{0,199}$")
+CONFLICT = ".sync-conflict-"
+
+
+def writer_of(name: str) -> str:
+    """The node whose ops a shard file named `name` holds (its lines must all say so)."""
+    if "~" in name:
+        return name.split("~", 1)[0]
+    return name.split(CONFLICT, 1)[0] if CONFLICT in name else name
+
+
+class PrefixDigests:
+    """SHA-256 of a shard file's first N bytes, remembered at the offsets last asked or served, so a follower's next
+    question costs only the bytes added since. Keyed by (device, inode): shard files only grow in place (anything
+    else is a new file: an atomic replace), so a remembered prefix of a file stays true."""
+
+    def __init__(self, keep: int = 256) -> None:
+        self._at: dict[tuple[int, int, int], Any] = {}
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def _start(self, key: tuple[int, int], offset: int) -> tuple[int, Any]:
+        with self._lock:
+            best = max((o for (d, i, o) in self._at if (d, i) == key and o <= offset), default=0)
+            h = self._at.get((*key, best))
+            return (best, h.copy()) if h is not None else (0, hashlib.sha256())
+
+    def _remember(self, key: tuple[int, int], offset: int, h: Any) -> None:
+        with self._lock:
+            self._at[(*key, offset)] = h
+            if len(self._at) > self._keep:
+                del self._at[next(iter(self._at))]
+
+    def hexdigest(self, fh: IO[bytes], offset: int) -> str:
+        """Of the open file's first `offset` bytes."""
+        st = os.fstat(fh.fileno())
+        key = (st.st_dev, st.st_ino)
+        start, h = self._start(key, offset)
+        fh.seek(start)
+        left = offset - start
+        while left > 0:
+            chunk = fh.read(min(1 << 20, left))
+            if not chunk:
+                raise SyncRefused(f"the shard ended before byte {offset}")
+            h.update(chunk)
+            left -= len(chunk)
+        self._remember(key, offset, h.copy())
+        return str(h.hexdigest())
+
+    def served(self, fh: IO[bytes], offset: int, data: bytes) -> None:
+        """`data` was read at `offset` after its prefix was checked: remember the prefix that ends after it."""
+        st = os.fstat(fh.fileno())
+        key = (st.st_dev, st.st_ino)
+        with self._lock:
+            h = self._at.get((*key, offset))
+        if h is not None and data:
+            h = h.copy()
+            h.update(data)
+            self._remember(key, offset + len(data), h)
 
 
 class SyncRefused(HivenoteError):
@@ -36,20 +101,21 @@ def same_node(a: str, b: str) -> bool:
 
 
 def check_node_name(node: str) -> None:
-    if not NODE_NAME.fullmatch(node) or ".." in node:  # not .match: its $ also matches before a final newline
+    """A shard file's name (a node, or a branch or conflict copy of one: SHARD_NAME)."""
+    if not SHARD_NAME.fullmatch(node) or ".." in node or not NODE_NAME.fullmatch(writer_of(node)):
         raise SyncRefused(f"{node!r} is not a node name (letters, digits, '.', '_', '-'; at most 100)")
 
 
 def check_lines(node: str, data: bytes) -> int:
-    """Refuse lines that name another writer; returns how many lines there are."""
-    count = 0
+    """Refuse lines that name another writer than the file's; returns how many lines there are."""
+    count, writer_ = 0, writer_of(node)
     for number, line in enumerate(data.splitlines(), 1):
         count += 1
         try:
             writer = json.loads(line).get("node")
         except (ValueError, AttributeError, RecursionError):
             continue  # unreadable: kept as the owner has it, reported by the fold
-        if writer != node:
+        if writer != writer_:
             raise SyncRefused(f"line {number} of {node}'s shard says it was written by {writer!r}; refused")
     return count
 
@@ -75,11 +141,30 @@ def complete_size(path: Path) -> int:
 
 
 class Replicas:
-    def __init__(self, log_dir: Path, own_node: str) -> None:
+    def __init__(self, log_dir: Path, own_node: str | Callable[[], str]) -> None:
         self.log_dir = log_dir
-        self.own_node = own_node
+        self._own = own_node  # a callable follows the store: it moves to a new node id when its own is forked
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self.digests = PrefixDigests()
+
+    @property
+    def own_node(self) -> str:
+        return self._own() if callable(self._own) else self._own
+
+    def prefix_digest(self, node: str, offset: int) -> str:
+        """SHA-256 (hex) of the first `offset` bytes held of a shard (the proof a puller sends to resume there)."""
+        with open(self.path(node), "rb") as fh:
+            return self.digests.hexdigest(fh, offset)
+
+    def add_branch(self, node: str, data: bytes) -> str:
+        """Keep another history of a shard beside the one held (`<node>~<12 hex>.jsonl`, named by its bytes, so
+        every machine that keeps the same bytes names them alike); returns the file's shard name."""
+        whole = data[: data.rfind(b"\n") + 1]
+        name = f"{writer_of(node)}~{hashlib.sha256(whole).hexdigest()[:12]}"
+        if self.size(name) == 0:
+            self._write_whole(name, whole)
+        return name
 
     def path(self, node: str) -> Path:
         check_node_name(node)
@@ -147,14 +232,6 @@ class Replicas:
         if same_node(node, self.own_node):
             raise SyncRefused(f"{node} is this machine's own shard: only its writer replaces it")
         self._write_whole(node, data)
-
-    def restore_own(self, data: bytes) -> bool:
-        """Bring back this node's own shard from a copy elsewhere, only while it is missing or empty (before the
-        store opens, so `seq` continues where it was). Returns whether it wrote anything."""
-        if self.size(self.own_node) > 0:
-            return False
-        self._write_whole(self.own_node, data)
-        return bool(data)
 
     def _write_whole(self, node: str, data: bytes) -> None:
         path = self.path(node)

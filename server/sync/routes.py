@@ -7,15 +7,17 @@ summaries both sides compare. Read-only; every request needs a bearer token (the
     GET /sync/shards/{node}?offset=N[&limit=M][&head=H&tail=T]
         200 application/octet-stream: complete lines from byte N, at most M bytes (default and cap 4 MiB) but at
             least one line; headers X-Shard-Size, X-Shard-Head, X-Shard-Seq describe the whole shard.
-        From N > 0 the puller proves its copy is the same generation: H = the sha256 of its first line, T = the
-        sha256 of the 64 bytes before N. A mismatch is 409 `shard_replaced` (the owner compacted or replaced it):
-        fetch the shard again from 0.
+        From N > 0 the puller proves its copy holds the very same bytes: P = the sha256 (hex) of every byte of its
+        copy before N (`prefix=P`). A mismatch is 409 `shard_replaced` (the owner compacted it, or it is another
+        history of the node: a fork): fetch it again from 0. N may equal the size: an empty answer then confirms
+        the puller's copy is this one. (Older Hivenotes sent head/tail, a proof of 64 bytes: refused with 400.)
         400 a bad node name or parameter, or an N where no line ends (a truncated copy); 404 no such shard;
         416 N beyond the shard's size. Errors are `{"error": {"code", "message"}}`.
 
-This node's own shard is offered only up to what its writer has fsynced (acknowledged), so a peer never holds an
-op this node could still lose in a crash and write again under the same seq. Files in the log folder whose first
-line names another writer (a sync tool's conflict copy) are not offered: they are not a node's shard.
+Shards are named as files are (replica.SHARD_NAME): a node, `<node>~<12 hex>` (another history of the node kept
+where a fork was found) or `<node>.sync-conflict-...` (a sync tool's copy); each is offered if its first line names
+that node. This node's own shard is offered only up to what its writer has fsynced (acknowledged), so a peer never
+holds an op this node could still lose in a crash.
 """
 
 from __future__ import annotations
@@ -35,13 +37,12 @@ from starlette.routing import BaseRoute, Route
 
 from ..shards import is_shard_file
 from .peerbook import announced_peers
-from .replica import NO_FOLLOW, NODE_NAME
+from .replica import NO_FOLLOW, NODE_NAME, SHARD_NAME, writer_of
 
 if TYPE_CHECKING:
     from ..app import Services
 
 MAX_LIMIT = 4 << 20  # bytes per range response
-SIG = 64  # bytes before an offset that must match (the `tail` proof)
 LINE_SCAN = 1 << 20  # longest first/last line looked at (a note is at most 64 KiB)
 HEADERS = ("x-shard-size", "x-shard-head", "x-shard-seq")
 
@@ -75,7 +76,8 @@ def digest(data: bytes) -> str:
 
 
 def valid_node(node: str) -> bool:
-    return bool(NODE_NAME.fullmatch(node)) and ".." not in node
+    """A shard's name: a node, or a branch or conflict copy of one."""
+    return bool(SHARD_NAME.fullmatch(node)) and ".." not in node and bool(NODE_NAME.fullmatch(writer_of(node)))
 
 
 def _first_line(fh: IO[bytes], size: int) -> bytes:
@@ -103,12 +105,6 @@ def _field(line: bytes, name: str) -> Any:
 def _line_ends_before(fh: IO[bytes], offset: int) -> bool:
     fh.seek(offset - 1)
     return fh.read(1) == b"\n"
-
-
-def tail_proof(fh: IO[bytes], offset: int) -> str:
-    """The sha256 of the SIG bytes before `offset` (what a puller holds there)."""
-    fh.seek(max(0, offset - SIG))
-    return digest(fh.read(min(SIG, offset)))
 
 
 def summarize_open(fh: IO[bytes], size: int) -> Summary:
@@ -190,8 +186,8 @@ class ShardServer:
                 with open(path, "rb") as fh:
                     size = self._size(node, fh)
                     writer = _field(_first_line(fh, size), "node") if size else None
-                    if writer not in (None, node):
-                        continue  # a conflict copy or a stray file: not this node's shard
+                    if writer not in (None, writer_of(node)):
+                        continue  # a stray file: its lines are not the named node's
                     shards[node] = summarize_open(fh, size).to_json()
             except FileNotFoundError:
                 continue
@@ -206,9 +202,16 @@ class ShardServer:
         if not valid_node(node):
             return self.error(400, "invalid", f"{node[:100]!r} is not a node name (letters, digits, '.', '_', '-')")
         q = request.query_params
-        unknown = sorted(set(q) - {"offset", "limit", "head", "tail"})
+        if "tail" in q and "prefix" not in q:
+            return self.error(
+                400,
+                "invalid",
+                "this peer runs a newer Hivenote, which proves a copy by a digest of all its bytes (prefix=), not "
+                "64 of them: update Hivenote on the machine that asked",
+            )
+        unknown = sorted(set(q) - {"offset", "limit", "prefix"})
         if unknown:
-            return self.error(400, "invalid", f"unknown parameter {unknown[0]!r}; use offset, limit, head and tail")
+            return self.error(400, "invalid", f"unknown parameter {unknown[0]!r}; use offset, limit and prefix")
         try:
             offset = int(q.get("offset", "0"))
             limit = int(q.get("limit", str(MAX_LIMIT)))
@@ -218,17 +221,17 @@ class ShardServer:
             return self.error(400, "invalid", f"offset must be 0 or more (got {offset})")
         if not 1 <= limit <= MAX_LIMIT:
             return self.error(400, "invalid", f"limit must be between 1 and {MAX_LIMIT} bytes (got {limit})")
-        head, tail = q.get("head"), q.get("tail")
-        if offset > 0 and (head is None or tail is None):
+        prefix = q.get("prefix")
+        if offset > 0 and prefix is None:
             return self.error(
                 400,
                 "invalid",
-                "from an offset past 0, send head and tail (the sha256 of your copy's first line and "
-                "of its 64 bytes before the offset) so a replaced shard is noticed",
+                "from an offset past 0, send prefix (the sha256 of every byte of your copy before the offset) so a "
+                "replaced or forked shard is noticed",
             )
-        return await anyio.to_thread.run_sync(self._range, node, offset, limit, head or "", tail or "")
+        return await anyio.to_thread.run_sync(self._range, node, offset, limit, prefix or "")
 
-    def _range(self, node: str, offset: int, limit: int, head: str, tail: str) -> Response:
+    def _range(self, node: str, offset: int, limit: int, prefix: str) -> Response:
         path = self.replicas.path(node)
         try:
             # One handle, so a rename cannot mix generations; never a link (it could point anywhere on this disk).
@@ -247,12 +250,12 @@ class ShardServer:
                     f"offset {offset} is beyond {node}'s shard ({size} bytes here); "
                     "fetch from a smaller offset, or from 0 if your copy is longer",
                 )
-            if offset > 0 and (head != summary.head or tail != tail_proof(fh, offset)):
+            if offset > 0 and prefix != self.replicas.digests.hexdigest(fh, offset):
                 return self.error(
                     409,
                     "shard_replaced",
                     f"your copy of {node}'s shard does not match this one before byte {offset} "
-                    "(it was compacted or replaced): fetch it again from offset 0",
+                    "(it was compacted, or it is another history of the node): fetch it again from offset 0",
                 )
             if offset > 0 and not _line_ends_before(fh, offset):
                 return self.error(
@@ -262,6 +265,9 @@ class ShardServer:
                     "or right after a newline (a copy holds complete lines only)",
                 )
             data = read_lines(fh, offset, size, limit) if offset < size else b""
+            if offset == 0:
+                self.replicas.digests.hexdigest(fh, 0)  # the start of a chain of checkpoints
+            self.replicas.digests.served(fh, offset, data)
         values = (str(summary.size), summary.head, "" if summary.seq is None else str(summary.seq))
         return Response(data, media_type="application/octet-stream", headers=dict(zip(HEADERS, values, strict=True)))
 

@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..settings import Settings
-
 if TYPE_CHECKING:
     from ..app import Services
 
@@ -41,22 +39,3 @@ async def run_transports(services: Services) -> None:
         from .peer import run as run_peer  # idles while no peer is configured
 
         tasks.start_soon(run_peer, services)
-
-
-def restore_own_shard(settings: Settings) -> str:
-    """Before the store opens (and before the port is bound): if this node's own shard was lost, bring it back
-    from a peer or the bucket so its `seq` continues. Returns what was done, for the user ("" when nothing)."""
-    if settings.log_dir:
-        return ""  # the synced folder brings it back by itself
-    from .peer import restore_own_shard as from_peer
-
-    restored = from_peer(settings)
-    if restored:
-        return f"Restored this node's shard from a peer ({restored} bytes); its seq continues."
-    if settings.s3_bucket:
-        from .s3 import restore_own_shard as from_bucket
-
-        restored = from_bucket(settings)
-        if restored:
-            return f"Restored this node's shard from the bucket ({restored} bytes); its seq continues."
-    return ""

@@ -91,14 +91,17 @@ def test_a_peer_cannot_write_our_own_shard_nor_lines_in_our_name(tmp_path: Path)
     shards = {OWN: lines(OWN, range(1, 9)), "other-0002": lines("other-0002", writer=OWN)}
     pulling, url, ok = pull_from(tmp_path, shards)
     assert not ok and "says it was written by 'puller-0001'; refused" in pulling.error(url)
-    assert sorted(files_under(pulling.log)) == [f"{OWN}.jsonl"]
+    # Our shard is untouched (pull_from checks it); a history of our node we never wrote is kept beside it as
+    # evidence of a clone (folded, and the store moves to a new node id), never appended to ours.
+    assert [n for n in files_under(pulling.log) if "~" not in n] == [f"{OWN}.jsonl"]
+    assert [v for n, v in files_under(pulling.log).items() if "~" in n] == [shards[OWN]]
 
 
 @pytest.mark.parametrize("variant", ["PULLER-0001", "Puller-0001", "pULLER-0001"])
 def test_a_peer_cannot_reach_our_own_shard_by_changing_the_case_of_its_name(tmp_path: Path, variant: str) -> None:
     """On macOS and Windows `PULLER-0001.jsonl` *is* puller-0001.jsonl: the name is ours whatever its case."""
     pulling, _, _ = pull_from(tmp_path, {variant: lines(variant, range(1, 9))})
-    assert sorted(files_under(pulling.log)) == [f"{OWN}.jsonl"]
+    assert [n for n in files_under(pulling.log) if "~" not in n] == [f"{OWN}.jsonl"]
     replicas = Replicas(pulling.log, OWN)
     with pytest.raises(SyncRefused, match="this machine's own shard"):
         replicas.append(variant, lines(variant), 0)

@@ -127,14 +127,12 @@ def test_a_reader_never_resumes_inside_a_replaced_shard_whose_last_bytes_match(t
     before it differ, so it is read again whole, and no op of it is skipped."""
     data, shared = tmp_path / "reader", tmp_path / "shared"
     shared.mkdir()
-    mk = lambda seq, title, pad: (  # noqa: E731
-        json.dumps(
-            {"v": 1, "node": "w-0001", "seq": seq, "hlc": [1000 + seq, 0], "op": "note.set", "id": f"N{seq:04d}"}
-            | {"fields": {"kind": "fact", "title": title, "body": "x" * pad}, "by": {"agent": "cursor"}},
-            separators=(",", ":"),
-        ).encode()
-        + b"\n"
-    )
+
+    def mk(seq: int, title: str, pad: int) -> bytes:
+        line = {"v": 1, "node": "w-0001", "seq": seq, "hlc": [1000 + seq, 0], "op": "note.set", "id": f"N{seq:04d}"}
+        line["fields"] = {"kind": "fact", "title": title, "body": "x" * pad}
+        return json.dumps(line, separators=(",", ":")).encode() + b"\n"
+
     first = mk(1, "one", 10) + mk(2, "two", 10) + mk(3, "three", 10)
     (shared / "w-0001.jsonl").write_bytes(first)
     with Store(data, readonly=True, log_dir=shared) as reader:

@@ -126,20 +126,18 @@ def test_a_copy_of_another_machines_shard_with_more_in_it_is_kept_beside_theirs(
     assert titles(data) == {"mine", "b1", "b2"}
 
 
-def test_a_folder_holding_another_installs_shard_under_this_node_id_is_refused(tmp_path: Path) -> None:
+def test_a_copied_data_dir_joins_the_folder_as_a_node_of_its_own_and_nothing_clashes(tmp_path: Path) -> None:
+    """A copied data dir on the same machine cannot prove it wrote the shard it holds: it writes as a new node, so
+    both installs move into one synced folder and every note of both survives (it used to clash on one node id)."""
     data, twin, target = tmp_path / "data", tmp_path / "twin", tmp_path / "Sync"
     node = write(data, "mine")
-    shutil.copytree(data, twin)  # a copied data dir on the same machine: the same node id
-    write(twin, "the twin's")
-    assert use_folder(twin, target).moved == (f"{node}.jsonl",)
+    shutil.copytree(data, twin)
+    twin_node = write(twin, "the twin's")
+    assert twin_node != node
+    assert set(use_folder(twin, target).moved) == {f"{node}.jsonl", f"{twin_node}.jsonl"}
     write(data, "mine again")
-    before = files(data, target)
-
-    with pytest.raises(FolderRefused, match="another install claims the same node") as refused:
-        use_folder(data, target)
-
-    assert node in str(refused.value) and "Nothing was changed" in str(refused.value)
-    assert files(data, target) == before and titles(data) == {"mine", "mine again"}
+    use_folder(data, target)  # our shard there is an older copy of ours (the twin's copy): brought up to date
+    assert titles(data) == titles(twin) == {"mine", "the twin's", "mine again"}
 
 
 def test_a_data_dir_without_its_shard_is_refused_where_the_folder_has_one(tmp_path: Path) -> None:

@@ -24,11 +24,9 @@ import pytest
 from hivenote.server.auth import Tokens, new_token
 from hivenote.server.errors import InvalidInput, NotFound
 from hivenote.server.model import Author
-from hivenote.server.node import read_node
 from hivenote.server.notebook import Notebook
-from hivenote.server.settings import Settings
 from hivenote.server.store import Store
-from hivenote.server.sync.peer import add_peer, list_peers, remove_peer, restore_own_shard
+from hivenote.server.sync.peer import add_peer, list_peers, remove_peer
 from hivenote.server.sync.peerbook import load_peers, peer_token_name
 from hivenote.server.sync.pull import Puller
 from hivenote.server.sync.replica import Replicas
@@ -100,7 +98,9 @@ def test_three_servers_find_each_other_by_gossip_and_converge_after_one_is_kille
         assert all(seqs(n.shard(n.node)) == list(range(1, len(seqs(n.shard(n.node))) + 1)) for n in nodes)
 
 
-def test_a_lost_own_shard_is_restored_from_a_peer_before_anything_new_and_seq_continues(tmp_path: Path) -> None:
+def test_a_lost_own_shard_never_restarts_its_seq_and_comes_back_from_a_peer_as_a_copy(tmp_path: Path) -> None:
+    """Lost while stopped: the server starts under a new node id at once (it cannot prove what it wrote last), and
+    the peer's copy of the old shard comes back like any other machine's: every note everywhere, no seq reused."""
     a, b = Node(tmp_path / "a"), Node(tmp_path / "b")
     token = new_token()
     add_peer(a.data_dir, b.url, token)
@@ -108,38 +108,19 @@ def test_a_lost_own_shard_is_restored_from_a_peer_before_anything_new_and_seq_co
     with running(a, b):
         for i in range(3):
             a.remember(f"note {i}")
-        before = a.shard(a.node)
-        wait_for(lambda: b.shard(a.node) == before, "b holding a's whole shard")
+        old, before = a.node, a.shard(a.node)
+        wait_for(lambda: b.shard(old) == before, "b holding a's whole shard")
         assert a.stop() == 0
-        (a.data_dir / "log" / f"{a.node}.jsonl").unlink()
+        (a.data_dir / "log" / f"{old}.jsonl").unlink()
 
         a.start()
         a.wait_ready()
-        assert "Restored this node's shard from a peer" in a.log_tail()
-        assert a.shard(a.node) == before
-        assert a.titles() == {"note 0", "note 1", "note 2"}
-        a.remember("after the restore")
-        after = a.shard(a.node)
-        assert after.startswith(before) and seqs(after) == list(range(1, len(seqs(before)) + 2))
-        wait_for(lambda: b.shard(a.node) == after, "b holding the op written after the restore")
-        everything = {"note 0", "note 1", "note 2", "after the restore"}
-        wait_for(lambda: b.titles() == everything, lambda: str(b.titles()))
-
-
-def test_restoring_leaves_a_fresh_install_a_present_shard_and_an_unreachable_peer_alone(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    add_peer(data_dir, f"http://127.0.0.1:{free_port()}", new_token())  # nothing listens there
-    settings = Settings(data_dir=data_dir)
-    assert restore_own_shard(settings) == 0 and not (data_dir / "node.json").exists()  # fresh: no node id minted
-    with Store(data_dir) as store:
-        Notebook(store).remember(kind="fact", title="kept", by=Author(agent="cli"))
-        node, shard = store.node, store.shard_path
-    assert shard is not None
-    held = shard.read_bytes()
-    assert restore_own_shard(settings) == 0 and shard.read_bytes() == held
-    shard.unlink()
-    assert restore_own_shard(settings) == 0 and not shard.exists()  # lost, and no peer answers: nothing to do
-    assert read_node(data_dir) == node
+        assert a.node != old and "missing" in a.log_tail()
+        a.remember("after the loss")
+        wait_for(lambda: a.shard(old) == before, "a holding its old shard again, as a copy")
+        assert seqs(a.shard(a.node)) == [1]
+        everything = {"note 0", "note 1", "note 2", "after the loss"}
+        wait_for(lambda: a.titles() == everything == b.titles(), lambda: f"{a.titles()} {b.titles()}")
 
 
 # -- bad input on /sync (one real server) ---------------------------------------------------------------------------
@@ -162,9 +143,11 @@ def lone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lone]:
         for title in ("one", "two", "three"):
             node.remember(title)
         shard = node.shard(node.node)
-        # A sync tool's conflict copy: a valid op, but under a name that is not its writer's.
+        # A sync tool's conflict copy of someone's shard (offered: every machine must fold it), and a stray file
+        # whose lines name another writer than its name (not offered).
         line = json.loads(shard.splitlines()[0]) | {"node": "someone-0001"}
         (node.data_dir / "log" / "someone-0001.sync-conflict-1.jsonl").write_text(json.dumps(line) + "\n", "utf-8")
+        (node.data_dir / "log" / "stray-0002.jsonl").write_text(json.dumps(line) + "\n", "utf-8")
         yield Lone(node, shard, peer_url, peer_token)
 
 
@@ -177,7 +160,11 @@ def test_the_listing_describes_each_shard_and_announces_peers_without_tokens(lon
     listing = json.loads(body)
     assert status == 200 and listing["node"] == lone.node.node
     first = lone.shard.splitlines(keepends=True)[0]
-    assert listing["shards"] == {lone.node.node: {"size": len(lone.shard), "head": sha(first), "seq": 3}}
+    conflict = (lone.node.data_dir / "log" / "someone-0001.sync-conflict-1.jsonl").read_bytes()
+    assert listing["shards"] == {
+        lone.node.node: {"size": len(lone.shard), "head": sha(first), "seq": 3},
+        "someone-0001.sync-conflict-1": {"size": len(conflict), "head": sha(conflict), "seq": 1},
+    }
     assert listing["peers"] == [lone.peer_url]
     assert lone.peer_token not in body.decode() and lone.node.token not in body.decode()
 
@@ -190,11 +177,14 @@ def test_ranges_hold_complete_lines_and_continue_where_a_copy_ends(lone: Lone) -
     assert headers["x-shard-size"] == str(len(lone.shard)) and headers["x-shard-head"] == sha(lines[0])
     assert headers["x-shard-seq"] == "3" and headers["content-type"] == "application/octet-stream"
     held = len(lines[0])
-    proof = f"head={sha(lines[0])}&tail={sha(lone.shard[max(0, held - 64) : held])}"
-    status, _, rest = fetch(f"{url}/sync/shards/{node}?offset={held}&{proof}", lone.node.token)
+    status, _, rest = fetch(f"{url}/sync/shards/{node}?offset={held}&prefix={sha(lines[0])}", lone.node.token)
     assert status == 200 and lines[0] + rest == lone.shard
-    status, _, _ = fetch(f"{url}/sync/shards/{node}?offset={len(lone.shard)}&head=x&tail=y", lone.node.token)
-    assert status == 409  # the proofs are checked even at the end
+    status, _, body = fetch(
+        f"{url}/sync/shards/{node}?offset={len(lone.shard)}&prefix={sha(lone.shard)}", lone.node.token
+    )
+    assert (status, body) == (200, b"")  # a copy that ends where this one does is confirmed with an empty answer
+    status, _, _ = fetch(f"{url}/sync/shards/{node}?offset={len(lone.shard)}&prefix={'0' * 64}", lone.node.token)
+    assert status == 409  # the proof is checked even at the end
 
 
 def test_sync_needs_a_valid_token(lone: Lone) -> None:
@@ -208,9 +198,8 @@ def test_sync_needs_a_valid_token(lone: Lone) -> None:
 def test_bad_range_requests_are_refused_with_clear_errors_and_change_nothing(lone: Lone) -> None:
     node, size = lone.node.node, len(lone.shard)
     first = lone.shard.splitlines(keepends=True)[0]
-    head, cut = sha(first), len(first)
-    tail = sha(lone.shard[max(0, cut - 64) : cut])
-    mid = cut - 3  # a copy cut mid-line: the proofs match, the offset does not end a line
+    proof, cut = sha(first), len(first)
+    mid = cut - 3  # a copy cut mid-line: the offset does not end a line
     cases: list[tuple[str, int, str, str]] = [
         ("bad$name", 400, "invalid", "is not a node name"),
         ("..", 400, "invalid", "is not a node name"),
@@ -220,11 +209,11 @@ def test_bad_range_requests_are_refused_with_clear_errors_and_change_nothing(lon
         (f"{node}?limit=0", 400, "invalid", f"limit must be between 1 and {MAX_LIMIT} bytes"),
         (f"{node}?limit={MAX_LIMIT + 1}", 400, "invalid", f"limit must be between 1 and {MAX_LIMIT} bytes"),
         (f"{node}?offset=0&secret=1", 400, "invalid", "unknown parameter 'secret'"),
-        (f"{node}?offset={cut}", 400, "invalid", "send head and tail"),
-        (f"{node}?offset={size + 1}&head={head}&tail={tail}", 416, "out_of_range", f"beyond {node}'s shard"),
-        (f"{node}?offset={cut}&head={'0' * 64}&tail={tail}", 409, "shard_replaced", "fetch it again from offset 0"),
-        (f"{node}?offset={cut}&head={head}&tail={'0' * 64}", 409, "shard_replaced", "fetch it again from offset 0"),
-        (f"{node}?offset={mid}&head={head}&tail={sha(lone.shard[mid - 64 : mid])}", 400, "invalid", "not where a line"),
+        (f"{node}?offset={cut}", 400, "invalid", "send prefix"),
+        (f"{node}?offset={cut}&head=x&tail=y", 400, "invalid", "update Hivenote on the machine that asked"),
+        (f"{node}?offset={size + 1}&prefix={proof}", 416, "out_of_range", f"beyond {node}'s shard"),
+        (f"{node}?offset={cut}&prefix={'0' * 64}", 409, "shard_replaced", "fetch it again from offset 0"),
+        (f"{node}?offset={mid}&prefix={sha(lone.shard[:mid])}", 400, "invalid", "not where a line"),
     ]
     before = log_files(lone.node)
     for path, status, code, message in cases:
@@ -254,13 +243,12 @@ class Harness:
     data_dir: Path
     own: str = "puller-0001"
     status: SyncStatus = field(default_factory=SyncStatus)
-    refused: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def exchange(self, url: str) -> bool:
         async def one() -> bool:
             async with httpx2.AsyncClient(timeout=10) as http:
                 puller = Puller(self.data_dir, Replicas(self.data_dir / "log", self.own), self.status, http)
-                puller.book, puller.refused = load_peers(self.data_dir), self.refused
+                puller.book = load_peers(self.data_dir)
                 return await puller.exchange(puller.book.peers[url])
 
         return anyio.run(one)
@@ -298,27 +286,31 @@ def test_the_puller_moves_only_new_bytes_and_takes_a_compacted_shard_in_place_of
         assert puller.state(peer.url)["bytes_in"] == len(held) + len(peer.shard())
 
 
-def test_a_shard_that_started_again_from_seq_1_is_refused_and_the_copy_kept(tmp_path: Path) -> None:
+def test_another_history_of_a_node_is_kept_beside_the_copy_never_spliced_into_it(tmp_path: Path) -> None:
+    """A peer serving a different shard under a node name this puller holds (a clone wrote as that node): not a
+    continuation, not a compaction, so it is kept whole as `<node>~<hex>.jsonl` and both are folded."""
     puller = Harness(tmp_path / "puller")
     with served(tmp_path / "peer") as peer:
         add_peer(puller.data_dir, peer.url, peer.token)
         for title in ("one", "two", "three"):
             peer.remember(title)
         assert puller.exchange(peer.url)
-        held, url = peer.shard(), peer.url
-        node, shard_path = peer.store.node, peer.store.shard_path
+        held, node, shard_path = peer.shard(), peer.store.node, peer.store.shard_path
     assert shard_path is not None
-    shard_path.unlink()  # lost, and no peer configured there to restore it from: it starts again at seq 1
+    other = held.replace(b'"title":"', b'"title":"other ').replace(b'"id":"', b'"id":"X')
+    other += held.splitlines(keepends=True)[-1].replace(b'"seq":3', b'"seq":4').replace(b'"id":"', b'"id":"Y')
+    shard_path.write_bytes(other)  # the same size or more, another history: a resume by offset would splice
     with served(tmp_path / "peer") as peer:
-        assert peer.url != url
-        add_peer(puller.data_dir, peer.url, peer.token)  # the same peer, on a new port
-        for title in ("a", "b", "c", "d"):
-            peer.remember(title)
-        assert peer.store.node == node and seqs(peer.shard()) == [1, 2, 3, 4]
+        add_peer(puller.data_dir, peer.url, peer.token)
         for _ in range(2):
-            assert not puller.exchange(peer.url)
-            assert "is not a compaction of this copy" in puller.state(peer.url)["error"]
+            assert puller.exchange(peer.url), puller.state(peer.url)["error"]
             assert puller.copy(node) == held
+        branches = list((puller.data_dir / "log").glob(f"{node}~*.jsonl"))
+        assert [p.read_bytes() for p in branches] == [other]
+    with Store(puller.data_dir, readonly=True) as reader:
+        found = {n.title for n in reader.state.iter_notes()}
+        assert {"one", "two", "three", "other one", "other two", "other three"} <= found
+        assert reader.state.forks[node].positions == 3
 
 
 def test_the_puller_refuses_impersonation_skips_bad_names_and_keeps_only_complete_lines(tmp_path: Path) -> None:
@@ -336,7 +328,9 @@ def test_the_puller_refuses_impersonation_skips_bad_names_and_keeps_only_complet
         assert "sent no complete line of hostile-0001's shard" in error
         assert puller.copy("hostile-0001") == good[: good.rfind(b"\n", 0, -1) + 1]  # the complete lines only
         assert puller.copy("v-2") == b"" and puller.copy("puller-0001") == b""
-        assert sorted(p.name for p in tmp_path.rglob("*.jsonl")) == ["hostile-0001.jsonl"]
+        # Lines of this install's own node it never wrote: another history of it (a clone), kept beside it.
+        branch = f"puller-0001~{hashlib.sha256(mine).hexdigest()[:12]}.jsonl"
+        assert sorted(p.name for p in tmp_path.rglob("*.jsonl")) == [branch, "hostile-0001.jsonl"]
         peer.cut = lambda node, offset, body: body
         peer.shards.pop("v-2")
         assert puller.exchange(peer.url) and puller.copy("hostile-0001") == good
