@@ -83,7 +83,7 @@ class Services:
     def replicas(self) -> Replicas:
         """The writer of other nodes' shard files (transports put what they fetch there); one per server, so
         every transport shares its per-shard locks."""
-        return Replicas(self.store.log_dir, self.store.node)
+        return Replicas(self.store.log_dir, lambda: self.store.node)  # follows the store to a new node id
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:

@@ -211,7 +211,6 @@ def cmd_doctor(ctx: Context) -> int:
 def cmd_serve(ctx: Context) -> int:
     from .app import create_app  # the server's dependencies load only for the commands that need them
     from .serve import ServerThread, bind, run_until_stopped
-    from .sync.run import restore_own_shard
 
     a = ctx.args
     settings = load_settings(
@@ -221,11 +220,6 @@ def cmd_serve(ctx: Context) -> int:
         ctx.err.write(
             "WARNING: --no-auth: any program on this machine can read and change the notebook without a token.\n"
         )
-    # Before the store opens, so its next op continues the old seq; and before the port is bound, so a peer URL
-    # that turns out to be this very server is refused at once instead of waiting on a socket nobody serves yet.
-    restored = restore_own_shard(settings)
-    if restored:
-        ctx.out.write(restored + "\n")
     sock = bind(settings.host, settings.port)
     with Store(settings.data_dir, log_dir=settings.log_path) as store:
         server = ServerThread(create_app(settings, store), settings, sock)
