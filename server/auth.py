@@ -282,6 +282,21 @@ class Guard:
                     [(b"www-authenticate", b'Bearer realm="hivenote"')],
                 )
                 return
+            if path.startswith("/sync") and person and not person.startswith(PEER_PREFIX):
+                await reply(
+                    send,
+                    403,
+                    "forbidden",
+                    "/sync serves the raw log (the text of purged notes included) to this user's other machines: it "
+                    "needs the peer token they share (`hivenote sync peer add`), not a person's token. Use /mcp or "
+                    "/api for the notebook.",
+                )
+                return
+            if path.startswith("/desktop") and person:
+                await reply(
+                    send, 403, "forbidden", "Only this machine's owner (the tray's own window) may call /desktop."
+                )
+                return
             if person.startswith(PEER_PREFIX) and not path.startswith("/sync"):
                 await reply(
                     send,

@@ -61,3 +61,41 @@ def test_every_uvicorn_server_ignores_proxy_headers() -> None:
     config = uvicorn_config(object())
     assert config.proxy_headers is False
     assert config.forwarded_allow_ips in ([], "")
+
+
+def test_a_teammates_token_cannot_read_the_raw_log_over_sync(tmp_path: Path) -> None:
+    """Issue 14 item 4: /sync serves the raw op log, purged notes' text included. Peer tokens (and the owner, who
+    holds everything anyway) open it; a teammate's personal token opens only the notebook."""
+    with serve(tmp_path / "data") as running:
+        ana = running.tokens.add("ana")
+        peer = "hn_peer_" + "p" * 32
+        running.tokens.adopt("peer-0a1b2c3d", peer)
+        owner = {"Authorization": f"Bearer {running.token}", "Content-Type": "application/json"}
+        assert fetch(running.url + "/api/notes", owner, b'{"kind": "fact", "title": "purged later"}')[0] == 201
+        node = running.store.node
+        for path in ("/sync/shards", f"/sync/shards/{node}?offset=0"):
+            status, _, body = fetch(running.url + path, {"Authorization": f"Bearer {ana}"})
+            assert status == 403, (path, status)
+            assert "peer token" in body["error"]["message"]
+            assert fetch(running.url + path, {"Authorization": f"Bearer {peer}"})[0] == 200
+            assert fetch(running.url + path, {"Authorization": f"Bearer {running.token}"})[0] == 200
+        # Only the owner manages tokens and settings (pinned): a teammate gets 403 and nothing changes.
+        teammate = {"Authorization": f"Bearer {ana}", "Content-Type": "application/json"}
+        assert fetch(running.url + "/api/tokens", teammate, b'{"name": "eve"}')[0] == 403
+        assert fetch(running.url + "/api/tokens", teammate)[0] == 403
+        assert [p.name for p in running.tokens.people()] == ["ana", "peer-0a1b2c3d"]
+
+
+def test_a_damaged_token_file_shuts_every_door_with_a_reason_and_is_never_replaced(tmp_path: Path) -> None:
+    """Issue 14 item 3, as the server meets it: main answered 500, then 401 to everyone, then minted a new owner
+    token and saved it over the file, every person's token gone."""
+    with serve(tmp_path / "data") as running:
+        running.tokens.add("ana")
+        path = tmp_path / "data" / "tokens.json"
+        path.write_bytes(b'{"default": "hn_')  # a cut file
+        for _ in range(3):
+            status, _, body = fetch(running.url + "/api/status", {"Authorization": f"Bearer {running.token}"})
+            assert status == 503 and "tokens.json" in body["error"]["message"], (status, body)
+            status, _, body = fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT})
+            assert "token" not in body and "tokens.json" in body["error"]["message"], (status, body)
+        assert path.read_bytes() == b'{"default": "hn_'
