@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import InvalidInput, ShardLocked
-from ..node import ShardClaim, claim_node, host_fingerprint, read_node
+from ..errors import InvalidInput
 from ..settings import Settings, load_settings, save_setting
 from .bucket import BadObject, Bucket, BucketConflict, BucketError
 from .replica import Replicas, SyncRefused, check_node_name
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
     from ..app import Services
     from ..store import Store
 
-__all__ = ["BucketConflict", "BucketError", "BucketSync", "after_compaction", "configure", "restore_own_shard", "run"]
+__all__ = ["BucketConflict", "BucketError", "BucketSync", "after_compaction", "configure", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +74,18 @@ class BucketSync:
     """One data dir's exchange with the bucket. Blocking: the server runs `step()` in a worker thread."""
 
     def __init__(self, settings: Settings, replicas: Replicas, bucket: Bucket) -> None:
-        self.replicas, self.bucket, self.node = replicas, bucket, replicas.own_node
+        self.replicas, self.bucket = replicas, bucket
         self.path = settings.data_dir / "sync" / "s3-state.json"
         self.target = f"{settings.s3_endpoint}|{settings.s3_bucket}|{bucket.root}"
         self.state = self._load()
         self.blocked = ""  # why uploads stopped (another writer claims this node); kept until restart
         self.bytes_in = self.bytes_out = 0
         self._lock = threading.Lock()
+
+    @property
+    def node(self) -> str:
+        """This install's node id now (the store moves to a new one when its own is found forked)."""
+        return self.replicas.own_node
 
     @classmethod
     def open(cls, settings: Settings, replicas: Replicas) -> BucketSync:
@@ -95,8 +99,11 @@ class BucketSync:
             state = json.loads(self.path.read_text(encoding="utf-8"))
             if isinstance(state, dict) and state.get("target") == self.target and isinstance(state.get("nodes"), dict):
                 return state
-        own = {"gen": "", "etag": "", "sent": 0, "tail": [0, ""], "seq": 0, "verified": False, "pending": None}
-        return {"target": self.target, "own": own, "nodes": {}}
+        return {"target": self.target, "own": self._fresh_own(), "nodes": {}}
+
+    def _fresh_own(self) -> dict[str, Any]:
+        own = {"node": self.node, "gen": "", "etag": "", "sent": 0, "tail": [0, ""], "seq": 0, "verified": False}
+        return own | {"pending": None}
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,10 +135,17 @@ class BucketSync:
         raise BadObject(f"{key} is not a Hivenote HEAD of {node}; left alone")
 
     def _conflict(self, what: str) -> BucketConflict:
+        """Another install writes to the bucket as this node: its generation is kept here beside ours as another
+        history of the node (folded; the store then moves to a new node id and uploads go on under it)."""
         self.blocked = (
-            f"{what}: another process or machine writes to the bucket as node {self.node} (a copied data dir?). "
-            "Nothing was overwritten and this machine's shard is kept; stop the other writer, then restart Hivenote"
+            f"{what}: another install writes to the bucket as node {self.node} (a copied data dir or a cloned "
+            "machine). Nothing was overwritten; both histories are kept, and this machine goes on as a new node"
         )
+        with contextlib.suppress(BucketError, BadObject, SyncRefused, OSError):
+            head = self._read_head(self.node)
+            got = self._generation(self.node, head[0]) if head else None
+            if got is not None:
+                self.replicas.add_branch(self.node, got[0])
         return BucketConflict(self.blocked)
 
     def report(self) -> dict[str, Any]:
@@ -157,6 +171,9 @@ class BucketSync:
     def upload(self) -> bool:
         """Send what the own shard gained; a rewritten (compacted) one goes up as a new generation. Returns whether
         the bucket was contacted."""
+        if self.state["own"].get("node", self.node) != self.node:  # a new node id: its shard starts its own history
+            self.state["own"], self.blocked = self._fresh_own(), ""
+            self._save()
         if self.blocked:
             raise BucketConflict(self.blocked)
         own, size = self.state["own"], self.replicas.size(self.node)
@@ -377,39 +394,6 @@ def after_compaction(settings: Settings, store: Store) -> str:
         sync.upload()
         own = sync.state["own"]
     return f"The bucket now holds generation {own['gen']} of {store.node} ({own['sent']} bytes)."
-
-
-def restore_own_shard(settings: Settings) -> int:
-    """Before the store opens: if this node's own shard is missing or empty and the bucket holds it, bring it back
-    (so `seq` continues where it was). Returns the bytes restored (0 when there was nothing to do or no bucket)."""
-    if not settings.s3_bucket or not read_node(settings.data_dir):
-        return 0  # no bucket, or a fresh install: nothing of ours can be there
-    node = claim_node(settings.data_dir, host_fingerprint(), time.time_ns() // 1_000_000)  # the id the store will use
-    replicas = Replicas(settings.log_path, node)
-    if replicas.size(node) > 0:
-        return 0
-    (settings.data_dir / "log").mkdir(parents=True, exist_ok=True)
-    claim = ShardClaim(settings.data_dir, node)
-    try:
-        claim.acquire()  # nobody may start writing it while it is restored
-    except ShardLocked:
-        return 0
-    try:
-        with contextlib.closing(BucketSync.open(settings, replicas)) as sync:
-            head = sync._read_head(node)
-            got = sync._generation(node, head[0]) if head else None
-            if head is None or got is None or not replicas.restore_own(got[0]):
-                return 0
-            blob, last = got[0], got[0].rfind(b"\n", 0, len(got[0]) - 1) + 1
-            sync.state["own"] = {"gen": head[0], "etag": head[1], "sent": len(blob), "seq": _last_seq(blob)}
-            sync.state["own"] |= {"tail": [last, sync._hash(last, len(blob))], "verified": True, "pending": None}
-            sync._save()
-            return len(blob)
-    except BucketError as exc:
-        log.warning("this node's shard was not restored from the bucket: %s", exc)
-        return 0
-    finally:
-        claim.release()
 
 
 def configure(

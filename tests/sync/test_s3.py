@@ -6,6 +6,7 @@ another node or overwrites another writer's objects gets through."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import secrets
 import shutil
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hivenote.server.errors import InvalidInput
+from hivenote.server.node import read_node, record_shard
 from hivenote.server.notebook import Notebook
 from hivenote.server.settings import load_settings
 from hivenote.server.store import Store
@@ -29,7 +31,6 @@ from hivenote.server.sync.s3 import (
     BucketSync,
     after_compaction,
     configure,
-    restore_own_shard,
 )
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
@@ -182,8 +183,9 @@ def make_notes(data_dir: Path) -> None:
 def test_racing_compactions_one_wins_the_other_is_told_and_nothing_is_lost(
     tmp_path: Path, moto: Moto, bucket: str
 ) -> None:
-    """Two data dirs wrongly share one node id (a copied data dir): both compact, both publish with the HEAD ETag
-    they knew; If-Match lets exactly one through."""
+    """Two data dirs share one node id the way a cloned machine does (a copy so faithful that even its inode claims
+    hold: a copied data dir alone gets a new node id at open): both compact, both publish with the HEAD ETag they
+    knew; If-Match lets exactly one through."""
     one, two = tmp_path / "one", tmp_path / "two"
     make_notes(one)
     with Store(one) as store:
@@ -191,6 +193,8 @@ def test_racing_compactions_one_wins_the_other_is_told_and_nothing_is_lost(
     (two / "log").mkdir(parents=True)
     shutil.copy(one / "node.json", two / "node.json")
     shutil.copytree(one / "log", two / "log", dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.lock"))
+    node = read_node(one)
+    record_shard(two, node, two / "log" / f"{node}.jsonl", (two / "log" / f"{node}.jsonl").stat().st_size)  # cloned
     with Store(one) as first, Store(two) as second:
         assert first.node == second.node
         after_compaction(s3_settings(two, moto, bucket), second)  # continues the bucket's copy: same bytes
@@ -291,30 +295,35 @@ def test_configure_checks_the_bucket_then_saves_the_settings(
     assert "testing" not in (data / "settings.json").read_text(encoding="utf-8")  # no credentials saved
 
 
-def test_a_lost_own_shard_comes_back_from_the_bucket_and_its_seq_continues(
+def test_a_lost_own_shard_never_restarts_its_seq_and_comes_back_from_the_bucket_as_a_copy(
     tmp_path: Path, moto: Moto, bucket: str
 ) -> None:
+    """Lost while stopped: the next start writes as a new node (it cannot prove what it wrote last), uploads under
+    it, and the bucket's copy of the old shard comes back like any other machine's."""
     data = tmp_path / "data"
     make_notes(data)
     settings = s3_settings(data, moto, bucket)
     with Store(data) as store:
         after_compaction(settings, store)
-        node, shard, seq = (
-            store.node,
-            Replicas(store.log_dir, store.node).read(store.node),
-            store.state.nodes[store.node].max_seq,
-        )
+        node, shard = store.node, Replicas(store.log_dir, store.node).read(store.node)
     (data / "log" / f"{node}.jsonl").unlink()
-    assert restore_own_shard(settings) == len(shard)
-    assert (data / "log" / f"{node}.jsonl").read_bytes() == shard
-    assert restore_own_shard(settings) == 0  # only ever into a missing or empty shard
     with Store(data) as store, moto.client() as client:
-        gen = generation(client, bucket, node)
-        Notebook(store).remember(kind="fact", title="After the restore")
-        assert store.state.nodes[node].max_seq == seq + 1
-        after_compaction(settings, store)  # the same generation goes on: one more chunk
-        assert generation(client, bucket, node) == gen
-        assert bucket_shard(client, bucket, node) == Replicas(store.log_dir, node).read(node)
+        assert store.node != node
+        Notebook(store).remember(kind="fact", title="After the loss")
+        after_compaction(settings, store)
+        assert bucket_shard(client, bucket, node) == shard  # the old generation is untouched
+        assert bucket_shard(client, bucket, store.node) == Replicas(store.log_dir, store.node).read(store.node)
+        with contextlib.closing(BucketSync.open(settings, Replicas(store.log_dir, store.node))) as sync:
+            sync.step(pull=True)
+        assert (data / "log" / f"{node}.jsonl").read_bytes() == shard
+        store.refresh()
+        assert {"Version 4", "After the loss"} <= {n.title for n in store.state.iter_notes()}
+        assert seqs_of(store, store.node) == [1]
+
+
+def seqs_of(store: Store, node: str) -> list[int]:
+    assert store.shard_path is not None
+    return [json.loads(line)["seq"] for line in (store.log_dir / f"{node}.jsonl").read_bytes().splitlines()]
 
 
 class LosesHeadAnswers(Bucket):
