@@ -2,7 +2,8 @@
 
 Pure: imports only the standard library. Keeps, per element, this node's latest op (the first live op of
 each note too, for `created`), drops ops that can never matter again (shadowed, older than a purge, adds
-already cascaded away), and keeps every line it cannot read: unreadable lines are never deleted.
+already cascaded away), and keeps every line it cannot read: unreadable lines are never deleted. The last line
+is kept so `seq` continues; when its op no longer matters it becomes a content-free `seq.keep` placeholder.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .fold import State
-from .model import CorruptLine, Op, Stamp, decode_op
+from .model import PLACEHOLDER, Author, CorruptLine, Op, Stamp, decode_op
 
 
 def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
@@ -18,7 +19,8 @@ def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
     latest: dict[tuple[Any, ...], tuple[Stamp, int]] = {}
     first: dict[str, tuple[Stamp, int]] = {}
     keep: set[int] = set()
-    last_seq = (0, -1)
+    last_seq: tuple[int, int] = (0, -1)
+    last_op: Op | None = None
     for idx, line in enumerate(lines):
         if not line.strip():
             continue
@@ -30,7 +32,8 @@ def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
         if op.node != node:
             keep.add(idx)  # not ours to judge
             continue
-        last_seq = max(last_seq, (op.seq, idx))
+        if (op.seq, idx) > last_seq:
+            last_seq, last_op = (op.seq, idx), op
         for element in _elements(op, state):
             cur = latest.get(element)
             if cur is None or op.stamp > cur[0]:
@@ -42,9 +45,14 @@ def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
                 first[note_id] = (op.stamp, idx)
     keep.update(idx for _, idx in latest.values())
     keep.update(idx for _, idx in first.values())
-    if last_seq[1] >= 0:
-        keep.add(last_seq[1])  # so the next seq continues after it
-    return [line for idx, line in enumerate(lines) if idx in keep]
+    stand_in = b""
+    if last_op is not None and last_seq[1] not in keep:
+        # Kept only so the next seq continues after it: a content-free line in its place (a purged note's text must
+        # not survive in it), with the same (node, seq) and stamp.
+        placeholder = Op(last_op.node, last_op.seq, last_op.wall, last_op.counter, PLACEHOLDER, {}, Author("", "", ""))
+        stand_in = placeholder.encode()[:-1]
+        keep.add(last_seq[1])
+    return [stand_in if stand_in and idx == last_seq[1] else line for idx, line in enumerate(lines) if idx in keep]
 
 
 def _masked(op: Op, state: State) -> bool:

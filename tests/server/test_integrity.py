@@ -148,3 +148,26 @@ def test_a_reader_never_resumes_inside_a_replaced_shard_whose_last_bytes_match(t
         tmp.replace(shared / "w-0001.jsonl")
         reader.refresh()
         assert {n.title for n in reader.state.iter_notes()} == {"one", "two", "three", "four", "five"}
+
+
+def test_a_purged_notes_text_is_gone_from_the_shard_after_compaction_even_in_its_last_line(tmp_path: Path) -> None:
+    """Another machine purged the note whose last edit is this shard's last line (kept so seq continues): after
+    compaction a content-free placeholder stands in for it, and seq goes on after it."""
+    data = tmp_path / "data"
+    with Store(data) as store:
+        remember(store, "kept")
+        secret = remember(store, "secret title", "the secret body")
+        Notebook(store).update(secret, body="the secret body, edited", by=ME)
+        assert store.shard_path is not None
+        last = ops(store.shard_path)[-1]
+        purge = {"v": 1, "node": "other-0001", "seq": 1, "hlc": [last.wall + 1, 0], "op": "note.purge", "id": secret}
+        (store.log_dir / "other-0001.jsonl").write_text(json.dumps(purge) + "\n", encoding="utf-8")
+        store.refresh()
+        with store.reading() as state:
+            assert state.note(secret) is None
+        store.compact()
+        assert b"secret" not in store.shard_path.read_bytes()
+        assert ops(store.shard_path)[-1].seq == last.seq and ops(store.shard_path)[-1].kind == "seq.keep"
+        remember(store, "after")
+        assert ops(store.shard_path)[-1].seq == last.seq + 1
+    assert titles(data) == {"kept", "after"}
