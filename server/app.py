@@ -23,14 +23,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from . import __version__
+from . import __version__, mcp_common
 from .agents import AgentTracker
 from .auth import Guard, Tokens
 from .client import announce, withdraw
 from .errors import HivenoteError
 from .graph import Graph
 from .heap import collector_paused
-from .mcp_common import identify, tracking_middleware
+from .mcp_common import identify, limit_sessions, tracking_middleware
 from .mcp_graph import GraphMCP
 from .mcp_notebook import build_notebook_server
 from .notebook import Notebook
@@ -189,12 +189,21 @@ def create_app(
         services.tokens.default()  # exists before the first request, so snippets and clients can use it
     notebook_mcp = build_notebook_server(services.notebook, identify)
     notebook_mcp._lowlevel_server.middleware.append(tracking_middleware(services.tracker))
-    notebook_http = notebook_mcp.streamable_http_app(
-        streamable_http_path="/mcp", transport_security=NO_SDK_HOST_CHECK, host=settings.host
-    )
+    # The SDK's own session limit (a 503 for everyone) sits above SessionLimits' per-person bounds, never reached.
+    sessions: dict[str, Any] = {
+        "transport_security": NO_SDK_HOST_CHECK,
+        "host": settings.host,
+        "session_idle_timeout": mcp_common.SESSION_IDLE_S,
+        "max_sessions": mcp_common.SESSIONS_TOTAL + 100,
+    }
+    notebook_http = notebook_mcp.streamable_http_app(streamable_http_path="/mcp", **sessions)
     graph_mcp = GraphMCP(services.graph, identify=identify, extras=settings.graph_extras)
     graph_mcp.server.middleware.append(tracking_middleware(services.tracker))
-    graph_http = graph_mcp.http_app("/mcp/graph", transport_security=NO_SDK_HOST_CHECK, host=settings.host)
+    graph_http = graph_mcp.http_app("/mcp/graph", **sessions)
+    session_limits = {
+        "/mcp": limit_sessions(notebook_http, "/mcp", notebook_mcp.session_manager),
+        "/mcp/graph": limit_sessions(graph_http, "/mcp/graph", graph_mcp.server.session_manager),
+    }
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -230,4 +239,5 @@ def create_app(
     app.state.services = services
     app.state.notebook_mcp = notebook_mcp  # benchmarks add a no-op tool to measure the protocol floor
     app.state.graph_mcp = graph_mcp
+    app.state.session_limits = session_limits
     return app
