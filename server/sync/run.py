@@ -17,9 +17,38 @@ NOT_WITH_A_SYNCED_FOLDER = (
 )
 
 
+INTEGRITY_CHECK_S = 1.0
+
+
+async def report_integrity(services: Services) -> None:
+    """What happened to this install's identity and to the log's histories, as a sync status entry (`sync status`,
+    the dashboard's settings, the tray's attention state): node-id changes and forks found, until cancelled."""
+    store, shown = services.store, ("", 0)
+    while True:
+        with store.reading() as state:
+            forks = [fork.to_json() for fork in state.forks.values()]
+        latest = store.incidents[-1] if store.incidents else None
+        seen = (store.node, len(forks) + len(store.incidents))
+        if seen != shown and (forks or latest):
+            parts = [latest.message] if latest else []
+            parts += [
+                f"two histories of {f['node']} from seq {f['first_seq']} ({f['positions']} positions): both are kept"
+                for f in forks
+            ]
+            services.sync.failed("integrity", "; ".join(parts), kind="log", target=store.node, forks=forks)
+            shown = seen
+        await anyio.sleep(INTEGRITY_CHECK_S)
+
+
 async def run_transports(services: Services) -> None:
     """Every configured transport, until cancelled. Each one reports to services.sync and never raises for a
     network or storage problem (it reports it and retries)."""
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(report_integrity, services)
+        await _run_transports(services)
+
+
+async def _run_transports(services: Services) -> None:
     settings = services.settings
     if settings.log_dir:
         services.sync.ok("folder", kind="folder", target=str(settings.log_path))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 from hivenote.server.model import Author, Op, decode_op
@@ -171,3 +172,28 @@ def test_a_purged_notes_text_is_gone_from_the_shard_after_compaction_even_in_its
         remember(store, "after")
         assert ops(store.shard_path)[-1].seq == last.seq + 1
     assert titles(data) == {"kept", "after"}
+
+
+def test_a_fork_and_a_new_node_id_show_in_the_servers_sync_status(tmp_path: Path) -> None:
+    """A person sees it: the status every surface reads (`sync status`, dashboard, tray) names what happened."""
+    import httpx2
+
+    from tests.sync.peer_inprocess import served
+
+    data = tmp_path / "data"
+    with Store(data) as store:
+        remember(store, "before")
+        node = store.node
+    shard = data / "log" / f"{node}.jsonl"
+    conflict = shard.read_bytes().replace(b'"title":"before"', b'"title":"clone"').replace(b'"id":"', b'"id":"X')
+    (data / "log" / f"{node}.sync-conflict-20261201-000000-CLONE.jsonl").write_bytes(conflict)
+    with served(data) as server:
+        headers = {"Authorization": f"Bearer {server.token}"}
+        deadline = time.monotonic() + 10
+        while True:
+            status = httpx2.get(f"{server.url}/api/status", headers=headers).json()
+            entry = next((s for s in status["sync"]["transports"] if s["name"] == "integrity"), None)
+            if entry is not None or time.monotonic() > deadline:
+                break
+        assert entry is not None and entry["failing"]
+        assert f"two histories of {node} from seq 1" in entry["error"] and server.store.node != node
