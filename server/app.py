@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute, Route
 
 from . import __version__, mcp_common
 from .agents import AgentTracker
-from .auth import Guard, Tokens
+from .auth import IDENTITY_CHALLENGE, Guard, Tokens, identity_proof
 from .client import announce, withdraw
 from .errors import HivenoteError
 from .graph import Graph
@@ -102,7 +102,16 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def health(request: Request) -> Response:
-    return JSONResponse({"ok": True, "version": __version__})
+    """Up or not; with `?challenge=<hex>`, also the proof that this is the Hivenote of the asker's data dir."""
+    body: dict[str, Any] = {"ok": True, "version": __version__}
+    challenge = request.query_params.get("challenge")
+    if challenge is not None and not IDENTITY_CHALLENGE.fullmatch(challenge):
+        return error_response(400, "invalid", "challenge must be 32 to 128 lowercase hex digits (e.g. 16 random bytes)")
+    if challenge is not None:
+        port = int((request.scope.get("server") or ("", 0))[1] or 0)  # the socket's own port: no header changes it
+        with contextlib.suppress(HivenoteError):  # tokens.json damaged: no proof, so no bridge sends a token here
+            body["proof"] = identity_proof(request.app.state.services.tokens.default(), port, challenge)
+    return JSONResponse(body)
 
 
 async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
+import secrets
 import subprocess
 import sys
 import time
@@ -24,6 +26,7 @@ import h11
 import httpx2
 
 from . import __version__
+from .auth import identity_proof
 from .errors import HivenoteError
 from .node import make_data_dir
 
@@ -36,6 +39,23 @@ READ_SIZE = 1 << 16
 
 class Unreachable(HivenoteError):
     code = "unavailable"
+
+
+class NotOurServer(Unreachable):
+    """Something answers on the port, but it is not the Hivenote of this data dir: the token is not sent."""
+
+    def __init__(self, base_url: str, data_dir: Path, hivenote: bool) -> None:
+        port = urlsplit(base_url).port or 80
+        what = (
+            "a Hivenote of another data dir answers there"
+            if hivenote
+            else "another program answers there (another account's, or not Hivenote at all)"
+        )
+        super().__init__(
+            f"{base_url} is not the Hivenote of {data_dir}: {what}, so the token was not sent. Stop it, or give "
+            f"this data dir its own port: `hivenote --data-dir {data_dir} serve --port <N>` and `stdio --port <N>` "
+            f"in the client's config (port {port} is taken)."
+        )
 
 
 class AnswerTooBig(ValueError):
@@ -58,10 +78,39 @@ def server_is_up(base_url: str) -> bool:
     return response.status_code == 200 and response.headers.get("content-type", "").startswith("application/json")
 
 
-def ensure_server(base_url: str, data_dir: Path, port: int) -> None:
-    """Start `hivenote serve` in the background unless a server already answers (it keeps running after us)."""
-    if server_is_up(base_url):
+def answers_as_ours(status: int, body: bytes, port: int, token: str, challenge: str) -> str:
+    """ "ours" when a health answer proves it comes from the Hivenote of the data dir `token` is from, "hivenote" for
+    another Hivenote, "other" for anything else."""
+    try:
+        answer = json.loads(body) if status == 200 else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or answer.get("ok") is not True:
+        return "other"
+    proof = answer.get("proof")
+    if isinstance(proof, str) and hmac.compare_digest(proof, identity_proof(token, port, challenge)):
+        return "ours"
+    return "hivenote" if "version" in answer else "other"
+
+
+def server_identity(base_url: str, token: str) -> str:
+    """ "none" when nothing answers at `base_url`, else what answers_as_ours says."""
+    challenge = secrets.token_hex(16)
+    try:
+        response = httpx2.get(f"{base_url}/api/health", params={"challenge": challenge}, timeout=2)
+    except httpx2.HTTPError:
+        return "none"
+    return answers_as_ours(response.status_code, response.content, urlsplit(base_url).port or 80, token, challenge)
+
+
+def ensure_server(base_url: str, data_dir: Path, port: int, token: str) -> None:
+    """Start `hivenote serve` in the background unless this data dir's server already answers (it keeps running
+    after us). Whatever else answers on the port gets nothing: NotOurServer says what holds it."""
+    found = server_identity(base_url, token)
+    if found == "ours":
         return
+    if found != "none":
+        raise NotOurServer(base_url, data_dir, hivenote=found == "hivenote")
     log_path = data_dir / "serve.log"
     make_data_dir(data_dir)
     with open(log_path, "ab") as log:
@@ -74,7 +123,9 @@ def ensure_server(base_url: str, data_dir: Path, port: int) -> None:
             close_fds=True,
         )
     deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-    while not server_is_up(base_url):
+    while (found := server_identity(base_url, token)) != "ours":
+        if found != "none":
+            raise NotOurServer(base_url, data_dir, hivenote=found == "hivenote")
         if time.monotonic() > deadline:
             raise Unreachable(
                 f"started `hivenote serve` but nothing answers at {base_url} after {SERVER_START_TIMEOUT_S:.0f} s; "
@@ -136,18 +187,42 @@ class Connection:
 
 
 class Pool:
-    """Connections to one server, each carrying one exchange at a time; concurrent messages open more."""
+    """Connections to one server, each carrying one exchange at a time; concurrent messages open more. With a
+    `token`, each new connection first has the server prove it is the Hivenote of that token's data dir (the
+    server may have stopped and something else taken its port since the last one)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str | None = None, data_dir: Path | None = None) -> None:
         parts = urlsplit(url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.target = parts.path or "/"
         self.authority = parts.netloc
+        self.token, self.data_dir = token, data_dir
         self._idle: list[Connection] = []
 
     async def connect(self) -> Connection:
         with anyio.fail_after(CONNECT_TIMEOUT_S):
-            return Connection(await anyio.connect_tcp(self.host, self.port))
+            connection = Connection(await anyio.connect_tcp(self.host, self.port))
+        if self.token is None:
+            return connection
+        try:
+            await self._verify(connection, self.token)
+        except BaseException:
+            await connection.aclose()
+            raise
+        return connection
+
+    async def _verify(self, connection: Connection, token: str) -> None:
+        challenge = secrets.token_hex(16)
+        headers = self.framed([("User-Agent", f"hivenote-stdio/{__version__}")], b"")
+        with anyio.fail_after(CONNECT_TIMEOUT_S):
+            response = await connection.request("GET", f"/api/health?challenge={challenge}", headers, b"")
+            body = await read_body(connection)
+        found = answers_as_ours(response.status_code, body, self.port, token, challenge)
+        if found != "ours":
+            base = f"http://{self.authority}"
+            raise NotOurServer(base, self.data_dir or Path("this data dir"), hivenote=found == "hivenote")
+        if not connection.reuse():
+            raise anyio.EndOfStream
 
     def framed(self, headers: list[tuple[str, str]], body: bytes) -> list[tuple[str, str]]:
         return [("Host", self.authority), *headers, ("Content-Length", str(len(body)))]
@@ -233,10 +308,10 @@ async def event_data(connection: Body) -> AsyncIterator[bytes]:
 class Bridge:
     """Newline-delimited JSON-RPC on the client side, Streamable HTTP on the server side."""
 
-    def __init__(self, url: str, token: str | None, stdout: BinaryIO) -> None:
+    def __init__(self, url: str, token: str | None, stdout: BinaryIO, data_dir: Path | None = None) -> None:
         self.url = url
         self.stdout = stdout
-        self.pool = Pool(url)
+        self.pool = Pool(url, token, data_dir)
         self.headers = [("User-Agent", f"hivenote-stdio/{__version__}")]
         if token:
             self.headers.append(("Authorization", f"Bearer {token}"))
@@ -289,6 +364,9 @@ class Bridge:
                 await self._fail(message, "Hivenote forgot this session again at once; reconnect the client")
                 return
             await self._reopen(session, tasks)
+        except NotOurServer as exc:
+            await self._fail(message, str(exc))
+            return
         except TRANSPORT_ERRORS as exc:
             await self._fail(message, f"Hivenote is not reachable at {self.url}: {exc!r}")
             return
@@ -393,7 +471,7 @@ class Bridge:
         """The standalone stream: notifications the server sends on its own (resource updates)."""
         try:
             connection = await self.pool.connect()
-        except TRANSPORT_ERRORS:
+        except (*TRANSPORT_ERRORS, NotOurServer):
             return
         try:
             headers = self.pool.framed(self._headers("text/event-stream"), b"")
@@ -467,5 +545,19 @@ async def _pipe_reader(stream: BinaryIO) -> asyncio.StreamReader | None:
     return reader
 
 
-def run_bridge(url: str, token: str | None) -> None:
-    anyio.run(Bridge(url, token, sys.stdout.buffer).run, sys.stdin.buffer)
+def refuse_all(reason: str, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """When no bridge can be made (the port is held by something else): every request the client sends gets a
+    JSON-RPC error with its id and `reason`, so the client shows why instead of a dropped connection."""
+    for line in stdin:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = {"id": None, "method": ""}
+        if isinstance(message, dict) and "id" in message and "method" in message:
+            answer = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": reason}}
+            stdout.write(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
+            stdout.flush()
+
+
+def run_bridge(url: str, token: str | None, data_dir: Path | None = None) -> None:
+    anyio.run(Bridge(url, token, sys.stdout.buffer, data_dir).run, sys.stdin.buffer)

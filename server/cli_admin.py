@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -291,13 +292,19 @@ def cmd_connect(ctx: Context) -> int:
 
 def cmd_stdio(ctx: Context) -> int:
     from .auth import Tokens
-    from .bridge import ensure_server, run_bridge
+    from .bridge import NotOurServer, ensure_server, refuse_all, run_bridge
 
     a = ctx.args
     settings = load_settings({"port": a.port}, data_dir=ctx.data_dir)
     # The server for this data dir may run on another port (`serve --port`): it says where in server.json.
     base = (None if a.port else running_server(ctx.data_dir)) or settings.base_url
-    ensure_server(base, ctx.data_dir, settings.port)
     token = Tokens(ctx.data_dir / "tokens.json").default()
-    run_bridge(f"{base}/mcp/graph" if a.graph else f"{base}/mcp", token)
+    try:
+        ensure_server(base, ctx.data_dir, settings.port, token)  # the token goes only to this data dir's server
+    except NotOurServer as exc:
+        ctx.err.write(f"hivenote: {exc}\n")
+        ctx.err.flush()
+        refuse_all(str(exc), sys.stdin.buffer, sys.stdout.buffer)  # the client is told too, request by request
+        return 1
+    run_bridge(f"{base}/mcp/graph" if a.graph else f"{base}/mcp", token, ctx.data_dir)
     return 0

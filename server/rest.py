@@ -51,7 +51,14 @@ def _notes(notes: list[Note]) -> list[dict[str, Any]]:
 
 
 HEALTH = Endpoint(
-    "GET", "/api/health", "Is the server up (no token needed)", ref("Health"), name="health", public=True, store=False
+    "GET",
+    "/api/health",
+    "Is the server up (no token needed)",
+    ref("Health"),
+    name="health",
+    public=True,
+    store=False,
+    query=QUERIES["health"],
 )
 
 

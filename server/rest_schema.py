@@ -220,7 +220,10 @@ COMPONENTS: dict[str, Schema] = {
         },
         [],
     ),
-    "Health": obj({"ok": BOOLEAN, "version": TEXT}),
+    "Health": obj(
+        {"ok": BOOLEAN, "version": TEXT, "proof": described(TEXT, "With `challenge`: this data dir's answer to it")},
+        ["ok", "version"],
+    ),
     "Ok": obj({"ok": {"const": True}}),
     "NewNote": obj(NOTE_INPUT, ["kind", "title"]),
     "NoteChange": obj(NOTE_INPUT, []) | {"minProperties": 1},
@@ -247,6 +250,15 @@ QUERIES: dict[str, Schema] = {
         {"q": described(QUERY, "Words that must all match (omit to list, most recently changed first)"), "kind": KIND}
         | dict.fromkeys(("project", "tag", "agent", "person", "node"), TEXT)
         | {"trashed": described(BOOLEAN, "true: only the trash"), "limit": LIMIT, "offset": OFFSET},
+        [],
+    ),
+    "health": obj(
+        {
+            "challenge": described(
+                {"type": "string", "pattern": "^[0-9a-f]{32,128}$"},
+                "Random hex; the answer's `proof` shows this server is the Hivenote of the asker's data dir",
+            )
+        },
         [],
     ),
     "page": obj(PAGE, []),
