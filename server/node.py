@@ -11,7 +11,6 @@ import os
 import platform
 import secrets
 import socket
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import filelock
 
 from .errors import ShardLocked
+from .statefile import write_json
 
 log = logging.getLogger(__name__)
 
@@ -59,27 +59,10 @@ def read_record(data_dir: Path) -> dict[str, Any]:
 
 
 def write_record(data_dir: Path, info: dict[str, Any]) -> None:
-    """Write `node.json` durably and atomically (a unique temp file, fsynced, renamed, the folder fsynced): the
-    machine's identity must never be half written or lost to a crash."""
+    """Write `node.json` durably and atomically (statefile: a unique temp file, fsynced, renamed, the folder
+    fsynced): the machine's identity must never be half written or lost to a crash."""
     make_data_dir(data_dir)
-    path = data_dir / "node.json"
-    fd, tmp = tempfile.mkstemp(prefix=".node.json.", suffix=".tmp", dir=data_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(info, indent=2) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    if os.name != "nt":
-        dir_fd = os.open(data_dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    write_json(data_dir / "node.json", info)
 
 
 def claim_node(data_dir: Path, fingerprint: str, now_ms: int) -> str:
