@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute, Route
 
 from . import __version__, mcp_common
 from .agents import AgentTracker
-from .auth import IDENTITY_CHALLENGE, Guard, Tokens, identity_proof
+from .auth import IDENTITY_CHALLENGE, Guard, Tokens, identity_proof, request_limit
 from .client import announce, withdraw
 from .errors import HivenoteError
 from .graph import Graph
@@ -205,10 +205,15 @@ def create_app(
         "session_idle_timeout": mcp_common.SESSION_IDLE_S,
         "max_sessions": mcp_common.SESSIONS_TOTAL + 100,
     }
-    notebook_http = notebook_mcp.streamable_http_app(streamable_http_path="/mcp", **sessions)
+    # The guard refuses a body past the route's limit first, saying it; the SDK's own limit sits just above it.
+    notebook_http = notebook_mcp.streamable_http_app(
+        streamable_http_path="/mcp", max_request_body_size=request_limit(settings, "/mcp") + 1, **sessions
+    )
     graph_mcp = GraphMCP(services.graph, identify=identify, extras=settings.graph_extras)
     graph_mcp.server.middleware.append(tracking_middleware(services.tracker))
-    graph_http = graph_mcp.http_app("/mcp/graph", **sessions)
+    graph_http = graph_mcp.http_app(
+        "/mcp/graph", max_request_body_size=request_limit(settings, "/mcp/graph") + 1, **sessions
+    )
     session_limits = {
         "/mcp": limit_sessions(notebook_http, "/mcp", notebook_mcp.session_manager),
         "/mcp/graph": limit_sessions(graph_http, "/mcp/graph", graph_mcp.server.session_manager),

@@ -319,10 +319,10 @@ class Guard:
                 )
                 return
             scope.setdefault("state", {})["person"] = person
-        limit = self.settings.max_import_bytes if path.startswith("/api/import") else self.settings.max_body_bytes
+        limit = request_limit(self.settings, path)
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > limit:
-            await reply(send, 413, "too_large", f"Request body over {limit} bytes; nothing was written.")
+            await too_large(send, path, limit)
             return
         started = False
 
@@ -335,9 +335,42 @@ class Guard:
             await self.app(scope, _limited(receive, limit), tracked_send)
         except BodyTooLarge:  # a streamed body without Content-Length grew past the limit
             if not started:
-                await reply(send, 413, "too_large", f"Request body over {limit} bytes; nothing was written.")
+                await too_large(send, path, limit)
         except ClientDisconnect:  # the client left, or its body stalled and the server closed it: no one to answer
             return
+
+
+def request_limit(settings: Settings, path: str) -> int:
+    """The largest body a request to `path` may carry: an import's (a file), and a graph call's (the official
+    memory server takes a create_entities of any size; an import of the graph by another name), or any other's."""
+    if path.startswith(("/api/import", "/mcp/graph")):
+        return settings.max_import_bytes
+    return settings.max_body_bytes
+
+
+def size_words(size: int) -> str:
+    """1048576 -> "1 MiB", 65536 -> "64 KiB", anything else in bytes."""
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} bytes"
+
+
+async def too_large(send: Send, path: str, limit: int) -> None:
+    """413, said so that a client can show it: on MCP as a JSON-RPC error (the SDK client puts its request's id on
+    an error without one), elsewhere as the REST error."""
+    said = f"Request over this Hivenote's {size_words(limit)} limit ({limit} bytes); nothing was written."
+    if path.startswith("/mcp/graph"):
+        said += " Send the entities, observations or relations in several calls."
+    elif path.startswith("/mcp"):
+        said += " A note's body holds at most 64 KiB: keep a note to one decision or fact, or split it into several."
+    if not path.startswith("/mcp"):
+        await reply(send, 413, "too_large", said)
+        return
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": said}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class BodyTooLarge(Exception):

@@ -379,10 +379,8 @@ class Bridge:
         self, message: dict[str, Any], response: h11.Response, connection: Connection, tasks: anyio.abc.TaskGroup
     ) -> None:
         status, answer = response.status_code, dict(response.headers)  # h11 gives lowercase names
-        if status in (401, 403, 421):
-            body = json.loads(await read_body(connection) or b"{}")
-            reason = body.get("error", {}).get("message", response.reason.decode(errors="replace"))
-            await self._fail(message, f"Hivenote refused the request ({status}): {reason}")
+        if status >= 400 and not answer.get(b"content-type", b"").startswith(b"text/event-stream"):
+            await self._refused(message, status, response.reason, await read_body(connection))
             return
         if message.get("method") == "initialize" and SESSION_HEADER.encode() in answer:
             self.session_id = answer[SESSION_HEADER.encode()].decode()
@@ -395,12 +393,23 @@ class Bridge:
             await self._pass_on(connection)
             return
         body = await read_body(connection)
-        if kind.startswith(b"application/json"):
-            if body.strip():  # a 202 for a notification has no body
-                await self._relay(body, tasks)
-        elif status >= 400:
-            reason = response.reason.decode(errors="replace")
-            await self._fail(message, f"Hivenote answered {status} {reason}")
+        if kind.startswith(b"application/json") and body.strip():  # a 202 for a notification has no body
+            await self._relay(body, tasks)
+
+    async def _refused(self, message: dict[str, Any], status: int, reason: bytes, raw: bytes) -> None:
+        """An HTTP error becomes a JSON-RPC error for the request it answers (with the request's id, which an error
+        answered before the server read the body cannot carry), saying what the server said."""
+        try:
+            body = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            body = None
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(body, dict) and body.get("jsonrpc") == "2.0" and isinstance(error, dict):
+            if "id" in message and "method" in message:
+                await self.emit({**body, "id": message["id"] if body.get("id") is None else body["id"]})
+            return
+        said = error.get("message") if isinstance(error, dict) else None
+        await self._fail(message, f"Hivenote refused the request ({status}): {said or reason.decode(errors='replace')}")
 
     async def _pass_on(self, connection: Body) -> None:
         """A JSON answer written to the client as it arrives, in the pieces it arrives in: a big one (read_graph)

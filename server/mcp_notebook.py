@@ -37,6 +37,10 @@ ProjectArg = Annotated[
     str | None,
     Field(description="The codebase's name, like 'shop-api' (never a file path). Same name on every machine."),
 ]
+BODY_HELP = (
+    "Why, details, and what to do. Markdown is fine. At most 64 KiB; a whole request past 1 MiB (the server's "
+    "default limit) is refused: split long text into several notes."
+)
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
@@ -141,7 +145,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         ctx: Context,
         kind: Annotated[Kind, Field(description="decision, fact, preference, or project (a note about a codebase).")],
         title: Annotated[str, Field(description="One line, up to 200 characters: what was decided or learned.")],
-        body: Annotated[str, Field(description="Why, details, and what to do. Markdown is fine.")] = "",
+        body: Annotated[str, Field(description=BODY_HELP)] = "",
         project: ProjectArg = None,
         tags: Annotated[list[str] | None, Field(description="Up to 20 short labels.")] = None,
     ) -> CallToolResult:
@@ -174,7 +178,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         ctx: Context,
         id: Annotated[str, Field(description="The note's id.")],
         title: str | None = None,
-        body: str | None = None,
+        body: Annotated[str | None, Field(description=BODY_HELP)] = None,
         kind: Kind | None = None,
         project: ProjectArg = None,
         tags: list[str] | None = None,

@@ -200,7 +200,8 @@ def test_oversized_bodies_are_refused_and_write_nothing(running: Running, declar
         headers["Transfer-Encoding"] = "chunked"
         chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:65536], body[65536:])) + b"0\r\n\r\n"
         status, answer = raw_request(running, "/mcp", headers, chunks)
-    assert status == 413 and answer["error"]["code"] == "too_large"
+    # On /mcp a JSON-RPC error (issue 14: an MCP client shows its message, which says the limit).
+    assert status == 413 and answer["error"]["code"] == -32600 and "1 MiB" in answer["error"]["message"]
     assert shard_size(running) == size
 
 
