@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from .model import Author
 
 ONLINE_MS = 120_000
+MAX_TRACKED = 500  # clients remembered at once; past it, the one seen longest ago is forgotten
 PEOPLE_NOT_AGENTS = frozenset({"dashboard", "cli"})  # a person at the dashboard or shell is not a connected agent
+# Clients that are not agents: mcp-remote's probe for which transport works, and plain HTTP tools named only by
+# their User-Agent (curl, a script's HTTP library).
+_NOT_AGENTS = re.compile(
+    r"^(mcp-remote-fallback-test\b|curl/|wget/|python-urllib/|python-requests/|python-httpx/|httpie/|go-http-client/)",
+    re.IGNORECASE,
+)
 
 # (pattern on the lowercased clientInfo name or User-Agent, agent id); first match wins.
 _PRODUCTS: tuple[tuple[str, str], ...] = (
@@ -58,6 +65,11 @@ def agent_id(client_name: str | None, user_agent: str | None = None) -> str:
     return "other"
 
 
+def is_agent(author: Author) -> bool:
+    """Whether a caller counts as a connected agent (the agents list, "agents online")."""
+    return author.agent not in PEOPLE_NOT_AGENTS and not _NOT_AGENTS.match(author.client)
+
+
 def author_for(client_name: str | None, client_version: str | None, user_agent: str | None, person: str) -> Author:
     """Provenance of a request: product id, the raw client string (name and version, else User-Agent), person."""
     client = " ".join(part for part in (client_name, client_version) if part) or (user_agent or "")
@@ -100,12 +112,18 @@ class AgentTracker:
         self._seen: dict[tuple[str, str, str], AgentSeen] = {}
 
     def record(self, author: Author, tool: str = "") -> None:
+        """One request from `author` seen now (nothing for callers that are not agents: see is_agent)."""
+        if not is_agent(author):
+            return
         now = self.now_ms()
         key = (author.agent, author.person, author.client)
         with self._lock:
-            seen = self._seen.get(key)
+            seen = self._seen.pop(key, None)  # put back last: the dict stays ordered by last request
             if seen is None:
-                seen = self._seen[key] = AgentSeen(author.agent, author.person, author.client, now, now)
+                seen = AgentSeen(author.agent, author.person, author.client, now, now)
+                while len(self._seen) >= MAX_TRACKED:  # any number of client names: forget the longest unseen
+                    del self._seen[next(iter(self._seen))]
+            self._seen[key] = seen
             seen.last_seen = max(seen.last_seen, now)
             seen.requests += 1
             if tool:

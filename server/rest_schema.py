@@ -407,12 +407,12 @@ def route(ep: Endpoint, services: Services) -> Route:
     async def serve(request: Request) -> Response:
         person = str(getattr(request.state, "person", "") or "")
         author = _author(request, person)
-        _track(services.tracker, author, f"{ep.method} {ep.openapi_path}")
         if ep.owner_only and person:
             raise Forbidden(FORBIDDEN)
         query = parse_query(ep.query, request.query_params.multi_items())
         call = Call(services, request, author, person, request.path_params, query, await _body(ep, request))
         result = await anyio.to_thread.run_sync(handler, call) if ep.blocking else handler(call)
+        _track(services.tracker, author, f"{ep.method} {ep.openapi_path}")  # a refused request is no sign of life
         response = result if isinstance(result, Response) else JSONResponse(result, status_code=ep.status)
         response.headers["Cache-Control"] = "no-store"
         return response
