@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
+from . import __version__, statefile
 from .cli_notes import now_ms
 from .client import RemoteNotebook, running_server
 from .errors import HivenoteError, InvalidInput
@@ -119,12 +119,12 @@ def cmd_export(ctx: Context) -> int:
         ctx.out.write(data)
         return 0
     target = Path(a.file)
-    tmp = target.with_name(f".{target.name}.tmp")
     try:
-        tmp.write_text(data, encoding="utf-8", newline="")
-        tmp.replace(target)
-    except OSError as exc:
-        raise InvalidInput(f"cannot write {target}: {exc.strerror}") from None
+        # A temp file made exclusively (never through a link planted at its name), fsynced, renamed over the target;
+        # 0600: the export holds the whole notebook.
+        statefile.write_bytes(target, data.encode("utf-8"))
+    except statefile.StateFileUnwritable as exc:
+        raise InvalidInput(f"cannot write {target}: {exc.error.strerror or exc.error}") from None
     ctx.emit({"file": str(target), "format": fmt}, f"Exported {counted} to {target} ({fmt}).")
     return 0
 

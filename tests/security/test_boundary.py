@@ -99,3 +99,17 @@ def test_a_damaged_token_file_shuts_every_door_with_a_reason_and_is_never_replac
             status, _, body = fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT})
             assert "token" not in body and "tokens.json" in body["error"]["message"], (status, body)
         assert path.read_bytes() == b'{"default": "hn_'
+
+
+def test_an_export_never_writes_through_a_link_planted_at_its_temp_name(tmp_path: Path) -> None:
+    """Issue 14 item 12: `hivenote export FILE` wrote `.FILE.tmp` without O_EXCL, following a link planted there."""
+    from hivenote.server.cli import main
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n", encoding="utf-8")
+    out_dir = tmp_path / "shared"
+    out_dir.mkdir()
+    (out_dir / ".backup.json.tmp").symlink_to(victim)
+    assert main(["--data-dir", str(tmp_path / "data"), "export", str(out_dir / "backup.json")]) == 0
+    assert victim.read_text(encoding="utf-8") == "precious\n"
+    assert json.loads((out_dir / "backup.json").read_text(encoding="utf-8"))["notes"] == []
