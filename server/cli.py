@@ -210,7 +210,13 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
     psub = peer.add_subparsers(dest="peer_command", required=True, metavar="add|remove|list")
     padd = psub.add_parser("add", parents=[common], help="add a peer by URL (a LAN, Tailscale or WireGuard address)")
     padd.add_argument("url")
-    padd.add_argument("--token", help="the token both machines share (default: a new one, printed)")
+    given = padd.add_mutually_exclusive_group()
+    given.add_argument(
+        "--token",
+        help="the token both machines share (default: a new one, printed); other accounts can read a command line "
+        "(ps): prefer --token-file",
+    )
+    given.add_argument("--token-file", help="read the shared token from this file, or from stdin with '-'")
     psub.add_parser("remove", parents=[common]).add_argument("url")
     psub.add_parser("list", parents=[common])
     if extend is not None:

@@ -4,6 +4,7 @@ reads the data dir; `folder`, `s3` and `peer` set a transport up (they take effe
 from __future__ import annotations
 
 import secrets
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,20 @@ from .settings import load_settings, save_setting
 
 if TYPE_CHECKING:
     from .cli import Context
+
+
+def _token_from_file(where: str) -> str:
+    """The shared peer token from a file, or from stdin ('-'): unlike a command-line argument, no other account
+    reads it in `ps`."""
+    try:
+        text = sys.stdin.read() if where == "-" else Path(where).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"cannot read the token from {where}: {exc}; give a file that holds it") from None
+    token = text.strip()
+    if not token:
+        source = "stdin" if where == "-" else where
+        raise InvalidInput(f"no token in {source}: paste the token the other machine printed, then Enter and Ctrl-D")
+    return token
 
 
 def cmd_sync(ctx: Context) -> int:
@@ -147,11 +162,15 @@ def sync_peer(ctx: Context) -> int:
     settings = load_settings(data_dir=ctx.data_dir)
     if settings.log_dir:
         raise InvalidInput(ONE_WAY.format(other="peers") + BACK)
-    token = a.token or f"hn_peer_{secrets.token_urlsafe(24)}"
+    given = _token_from_file(a.token_file) if a.token_file else a.token
+    token = given or f"hn_peer_{secrets.token_urlsafe(24)}"
     peer = add_peer(ctx.data_dir, a.url, token)
     lines = [f"Added the peer {peer.url}. This machine pulls from it (and accepts the same token from it)."]
-    if not a.token:
+    if not given:
         lines.append(f"On {peer.url}'s machine, run:\n  hivenote sync peer add <this machine's URL> --token {token}")
+        lines.append(
+            "  (or, so that other accounts there cannot read it in `ps`: `... --token-file -` and paste the token)"
+        )
     if settings.loopback:
         lines.append(
             f"This Hivenote listens on {settings.host} only: for the peer to pull from here too, turn on "
