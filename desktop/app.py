@@ -31,6 +31,12 @@ from .window import DashboardWindow
 log = logging.getLogger(__name__)
 
 TICK_S = 1.0  # "online" is a two-minute window and last-seen labels change by the minute
+NO_TRAY_WHY = "This desktop shows no tray icons (no StatusNotifier host and no XEmbed tray is running)."
+NO_TRAY_HOW = (
+    "On GNOME, turn on the 'AppIndicator and KStatusNotifierItem Support' extension (Fedora: sudo dnf install "
+    "gnome-shell-extension-appindicator; Debian: sudo apt install gnome-shell-extension-appindicator), then log "
+    "out and in. The icon appears by itself as soon as a panel shows tray icons."
+)
 
 
 class DesktopApp:
@@ -46,18 +52,19 @@ class DesktopApp:
 
         self.data_dir = data_dir
         self.login = login or autostart()
-        self.window = window or DashboardWindow()
+        self.window = window or DashboardWindow(on_action=self.on_window_action)
         self.supervisor = Supervisor(data_dir, flags, on_change=self.refresh, extra_routes=self._routes, tell=self.tell)
         self.tray: Tray | None = None
         self.quitting = threading.Event()
         self.clients = tuple((s.client, s.title) for s in all_snippets(url="http://127.0.0.1", token=None))
         self._refresh_lock = threading.Lock()
         self._storage_problem = ""  # the last one told, so a notification comes once per change
+        self.tray_missing = False  # no panel showed tray icons at start: the window stands in for the menu
 
     def _routes(self) -> list[Any]:
         from .routes import desktop_routes  # imports the server's app module: loaded once the icon is up
 
-        return desktop_routes(clipboard.copy, self.supervisor)
+        return desktop_routes(clipboard.copy, self.supervisor, self)
 
     # -- state → tray --------------------------------------------------------------------------------
 
@@ -100,6 +107,34 @@ class DesktopApp:
             log.exception("menu action %s failed", action)
             self.tell(f"{action} failed; see the log")
         self.refresh()
+
+    def on_window_action(self, action: str) -> None:
+        """The window asks while the server is stopped (window.WINDOW_ACTIONS)."""
+        if action == "start-server" and self.supervisor.status().server in ("stopped", "error"):
+            self.on_action("toggle-server")
+        elif action == "quit":
+            self.on_action("quit")
+
+    def tray_shown(self) -> bool:
+        """Whether a panel shows the icon now (a host may come up after Hivenote, or go away)."""
+        if self.tray is None:
+            return False
+        if sys.platform != "linux":
+            return True
+        return tray_host() is not None
+
+    def desktop_state(self) -> dict[str, Any]:
+        """What the window shows of the tray (GET /desktop/app): where the menu's controls are when no icon is."""
+        status = self.supervisor.status()
+        shown = self.tray_shown()
+        return {
+            "tray": {"shown": shown, **({} if shown else {"why": NO_TRAY_WHY, "how": NO_TRAY_HOW})},
+            "server": status.server,
+            "sharing": status.sharing,
+            "auth": status.auth,
+            "autostart": self._autostart_enabled(),
+            "data_dir": str(self.data_dir),
+        }
 
     def _run_action(self, action: str) -> None:
         status = self.supervisor.status()
@@ -173,6 +208,9 @@ class DesktopApp:
                 _quit_on_glib_signals(self.quit)
             ticker.start()
             self.refresh()
+            if self.tray_missing:  # nothing shows the icon (yet): the window says why and offers the menu
+                started.wait()
+                self.open_dashboard()
 
         try:
             if pystray is None:
@@ -268,12 +306,13 @@ def _run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
             except Exception as exc:
                 err.write(f"hivenote: no tray icon: pystray cannot start here ({exc}). Serving without one.\n")
             if pystray is not None and sys.platform == "linux" and tray_host() is None:
+                # The icon is made anyway: it appears by itself when a panel comes up later (libayatana registers
+                # with a StatusNotifierWatcher as soon as one appears; GTK docks in an XEmbed tray likewise).
                 err.write(
-                    "hivenote: this desktop shows no tray icons (no StatusNotifier host and no XEmbed tray; on GNOME "
-                    "enable the 'AppIndicator and KStatusNotifierItem Support' extension). The dashboard opens in a "
-                    "window; the server keeps running after you close it (`hivenote quit` stops it).\n"
+                    f"hivenote: {NO_TRAY_WHY} {NO_TRAY_HOW} The dashboard opens in a window, which has the tray "
+                    "menu's controls; the server keeps running after you close it (`hivenote quit` stops it).\n"
                 )
-                pystray = None
+                app.tray_missing = True
         return app.run(pystray)
     finally:
         instance.release()

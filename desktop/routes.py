@@ -22,14 +22,20 @@ from hivenote.server.errors import HivenoteError
 from hivenote.server.settings import is_loopback
 
 if TYPE_CHECKING:
+    from .app import DesktopApp
     from .supervisor import Supervisor
 
 CLIPBOARD_PATH = "/desktop/clipboard"
 FOLDER_PATH = "/desktop/sync/folder"
+APP_PATH = "/desktop/app"
+# The tray menu's items, for a window that stands in for it (no panel shows the icon): what POST /desktop/app runs.
+APP_ACTIONS = frozenset({"toggle-server", "toggle-lan", "toggle-autostart", "open-data-folder", "quit"})
 MAX_CHARS = 256 << 10  # a connect snippet or a token is a few hundred characters
 
 
-def desktop_routes(copy: Callable[[str], None], supervisor: Supervisor | None = None) -> list[BaseRoute]:
+def desktop_routes(
+    copy: Callable[[str], None], supervisor: Supervisor | None = None, app: DesktopApp | None = None
+) -> list[BaseRoute]:
     async def clipboard(request: Request) -> Response:
         if request.client is None or not is_loopback(request.client.host):
             return error_response(403, "forbidden", "only a window on this machine can use its clipboard")
@@ -69,7 +75,27 @@ def desktop_routes(copy: Callable[[str], None], supervisor: Supervisor | None = 
         supervisor.use_folder(path)  # the server answering this stops in a moment: reply first
         return JSONResponse({"moving": path, **current}, status_code=202)
 
+    async def tray_app(request: Request) -> Response:
+        if app is None:
+            return error_response(404, "not_found", "this server is not the tray app's")
+        if request.client is None or not is_loopback(request.client.host):
+            return error_response(403, "forbidden", "only this machine's own dashboard may drive its tray app")
+        if getattr(request.state, "person", "") or "":
+            return error_response(403, "owner_only", "only the owner's dashboard may drive the tray app")
+        if request.method == "GET":
+            return JSONResponse(await anyio.to_thread.run_sync(app.desktop_state))
+        try:
+            body = await request.json()
+        except ValueError:
+            return error_response(400, "invalid_json", 'send JSON like {"action": "quit"}')
+        action = body.get("action") if isinstance(body, dict) else None
+        if action not in APP_ACTIONS:
+            return error_response(400, "invalid", f'"action" must be one of: {", ".join(sorted(APP_ACTIONS))}')
+        await anyio.to_thread.run_sync(app.on_action, str(action))  # a stop or quit ends this server in a moment
+        return JSONResponse({"done": action}, status_code=202)
+
     return [
         Route(CLIPBOARD_PATH, clipboard, methods=["POST"]),
         Route(FOLDER_PATH, folder, methods=["GET", "POST"]),
+        Route(APP_PATH, tray_app, methods=["GET", "POST"]),
     ]

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import webbrowser
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import platformdirs
@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 TITLE = "Hivenote"
 WINDOW_UNAVAILABLE = 3  # the child's exit code when pywebview cannot show a window here
 CLOSE_WAIT_S = 5.0
+# What the page may ask the tray for through the window itself (the server is stopped, so it cannot over HTTP).
+WINDOW_ACTIONS = frozenset({"start-server", "quit"})
+BRIDGE = "hivenote"  # the page posts to window.webkit.messageHandlers.hivenote
 
 
 def window_command(url: str) -> list[str]:
@@ -38,8 +41,9 @@ def window_command(url: str) -> list[str]:
 class DashboardWindow:
     """At most one window process. `open()` shows it (or brings it forward); `close()` ends it."""
 
-    def __init__(self, browser: bool = False) -> None:
+    def __init__(self, browser: bool = False, on_action: Callable[[str], None] | None = None) -> None:
         self.browser_only = browser  # pywebview already failed here: go straight to the browser
+        self.on_action = on_action  # what the page asks of the tray while the server is down ("start-server")
         self._proc: subprocess.Popen[bytes] | None = None
         self._unanswered: str | None = None  # "show" was sent to a window that has not confirmed it
         self._closed = False  # the tray is quitting: never (re)open a window
@@ -74,9 +78,12 @@ class DashboardWindow:
     def _watch(self, proc: subprocess.Popen[bytes], url: str) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:  # until the window process ends
-            if line.strip() == b"shown":
+            word, _, action = line.strip().decode(errors="replace").partition(" ")
+            if word == "shown":
                 with self._lock:
                     self._unanswered = None
+            elif word == "action" and action in WINDOW_ACTIONS and self.on_action is not None:
+                self.on_action(action)
         code = proc.wait()
         with self._lock:
             reopen, self._unanswered = self._unanswered, None
@@ -144,6 +151,52 @@ def _close(window: object) -> None:
     GLib.idle_add(close_if_open)
 
 
+_stdout_lock = threading.Lock()
+
+
+def _tell_parent(line: str) -> None:
+    with _stdout_lock:
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass  # the tray is gone
+
+
+def _bridge(window: object) -> None:
+    """GTK only (elsewhere the page names the tray menu's way). The window's title follows the page's. The page may
+    ask the tray for WINDOW_ACTIONS while the server is stopped: a WebKit script message handler
+    (`webkit.messageHandlers.hivenote.postMessage("start-server")`), which the page's CSP does not restrict
+    (pywebview's own bridge evaluates strings, which it does). Installed on GTK's thread once the view exists.
+    pywebview listens to every script message for its own bridge: it is narrowed to its "jsBridge" handler so
+    that it never sees this one's."""
+    if sys.platform != "linux":
+        return
+    from gi.repository import GLib
+    from webview.platforms.gtk import BrowserView
+
+    def install() -> bool:
+        view = BrowserView.instances.get(window.uid)  # type: ignore[attr-defined]
+        if view is None:
+            return True  # not made yet: look again
+        # The page's title is the window's (the dashboard says "Hivenote — server stopped" while it is).
+        view.webview.connect("notify::title", lambda web, _: view.window.set_title(web.get_title() or TITLE))
+        manager = view.manager
+        manager.disconnect_by_func(view.on_js_bridge_call)
+        manager.connect("script-message-received::jsBridge", view.on_js_bridge_call)
+        manager.register_script_message_handler(BRIDGE)
+        manager.connect(f"script-message-received::{BRIDGE}", received)
+        return False
+
+    def received(_manager: object, message: object) -> None:
+        value = message.get_js_value()  # type: ignore[attr-defined]
+        action = value.to_string() if value.is_string() else ""
+        if action in WINDOW_ACTIONS:
+            _tell_parent(f"action {action}")
+
+    GLib.timeout_add(50, install)
+
+
 def _follow_parent(window: object) -> None:
     """Lines on stdin from the tray: "show" brings the window forward (answered "shown" on stdout); the end of
     input (the tray is gone, or quits) closes it."""
@@ -151,8 +204,7 @@ def _follow_parent(window: object) -> None:
         if line.strip() == b"show":
             window.restore()  # type: ignore[attr-defined]
             window.show()  # type: ignore[attr-defined]
-            sys.stdout.write("shown\n")
-            sys.stdout.flush()
+            _tell_parent("shown")
     _close(window)
 
 
@@ -177,7 +229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             GLib.set_prgname("hivenote")  # WM_CLASS: the window groups under the menu entry's icon
         from .icons import assets_dir
 
-        webview.start(private_mode=False, storage_path=str(storage), icon=str(assets_dir() / "hivenote.png"))
+        webview.start(
+            _bridge,
+            (window,),
+            private_mode=False,
+            storage_path=str(storage),
+            icon=str(assets_dir() / "hivenote.png"),
+        )
     except Exception as exc:  # no GUI toolkit, no display, WebKit missing: the tray falls back to the browser
         sys.stderr.write(f"hivenote: cannot open the dashboard window: {exc}\n")
         return WINDOW_UNAVAILABLE

@@ -423,14 +423,18 @@ class Desktop:
         self.bus_address = self._ready_line("dbus-daemon", daemon, ["--print-address={fd}"], timeout)
         self.env["DBUS_SESSION_BUS_ADDRESS"] = self.bus_address
         if watcher:
-            line = self._ready_line("sni-watcher", [sys.executable, str(_HERE / "sni_watcher.py")], None, timeout)
-            if line != "ready":
-                raise DesktopFailed(f"sni_watcher printed {line!r}, not 'ready'\n{self.output('sni-watcher')}")
-            self._watcher = True
+            self.start_watcher(timeout)
         if trayer:
             self._spawn("trayer", ["trayer", "--edge", "top", "--align", "left", "--widthtype", "request"])
             if not poll(lambda: bool(self._search("--onlyvisible", "--classname", "^panel$")), timeout):
                 raise DesktopFailed(f"trayer showed no panel within {timeout} s\n{self.output('trayer')}")
+
+    def start_watcher(self, timeout: float = 20) -> None:
+        """Start the StatusNotifierWatcher (and notification daemon) now: a panel that comes up after the app."""
+        line = self._ready_line("sni-watcher", [sys.executable, str(_HERE / "sni_watcher.py")], None, timeout)
+        if line != "ready":
+            raise DesktopFailed(f"sni_watcher printed {line!r}, not 'ready'\n{self.output('sni-watcher')}")
+        self._watcher = True
 
     @property
     def bus(self) -> Gio.DBusConnection:

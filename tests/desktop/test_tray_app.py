@@ -307,7 +307,7 @@ def test_no_tray_at_all_says_so_and_keeps_serving_with_the_window(tmp_path: Path
         app = App(desktop, tmp_path / "data", free_port())
         assert desktop.find_window(WINDOW, WAIT_S) is not None, desktop.output("app")
         assert health(app.port) == 200
-        assert "this desktop shows no tray icons" in desktop.output("app")
+        assert "This desktop shows no tray icons" in desktop.output("app")
         assert app.launch_again("quit").returncode == 0
         assert app.exit_code() == 0
         assert health(app.port) is None

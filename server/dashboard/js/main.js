@@ -1,15 +1,17 @@
 // The dashboard's shell: finds the token (or asks for it), polls the server's status while the tab is visible,
 // and lays out the sidebar, the current view and the dialogs. Views live in their own modules.
 import { html, render, useCallback, useEffect, useLayoutEffect, useRef, useState } from "../vendor/htm-preact-3.1.1.standalone.module.js";
-import { api, forgetToken, startSession, tryToken, whenUnauthorized } from "./api.js";
+import { api, ApiError, forgetToken, startSession, tryToken, whenUnauthorized } from "./api.js";
 import { booting, restart } from "./boot.js";
 import "./clipboard.js"; // installs window.copyText at start, for the desktop window to replace
+import { ServerDown, TrayStandIn } from "./desktop.js";
 import { Icon, Logo } from "./icons.js";
 import { NotesView } from "./notes.js";
 import { Toasts, usePolling } from "./ui.js";
 import { plural } from "./util.js";
 
 const STATUS_MS = 3000;
+const DOWN_MS = 1000; // while the server does not answer: notice its return within a second
 
 // Views other than notes load on first visit, so the first paint only pays for the notes list.
 const LAZY = {
@@ -72,20 +74,53 @@ function App() {
   }, []);
 
   // One poll drives live updates everywhere: when the notebook's op count moves, views refetch. On the notes
-  // view it starts once the first cards are in, so it does not compete with them.
+  // view it starts once the first cards are in, so it does not compete with them. A poll the server does not
+  // answer (stopped from the tray, restarting) puts the "stopped" panel in place of the view; the first answer
+  // after it brings the view back, fetched afresh (`epoch` remounts it), with no reload.
   const [polling, setPolling] = useState(view !== "notes");
+  const [down, setDown] = useState(false);
+  const [epoch, setEpoch] = useState(0);
+  const [desk, setDesk] = useState(null); // GET /desktop/app: the tray app's state, in its own window
   const painted = useCallback(() => setPolling(true), []);
+  const wasDown = useRef(false);
+  const pollDesktop = useCallback(
+    () =>
+      api("/desktop/app")
+        .then(setDesk)
+        .catch(() => {}),
+    [],
+  );
   usePolling(() => {
     api("/api/status")
       .then((body) => {
+        if (wasDown.current) {
+          wasDown.current = false;
+          setDown(false);
+          setEpoch((e) => e + 1);
+        }
         setStatus(body);
         setRevision(revisionOf(body));
+        if (body.desktop) pollDesktop();
       })
-      .catch(() => {});
+      .catch((e) => {
+        if (e instanceof ApiError) return; // it answered: an error the views report themselves
+        wasDown.current = true;
+        setDown(true);
+        setAgents(null); // who was online is not known any more
+      });
     api("/api/agents")
       .then(setAgents)
       .catch(() => {});
-  }, STATUS_MS, polling);
+  }, down ? DOWN_MS : STATUS_MS, polling || down);
+  // The window's title says it too (the tray's window takes the page's title; so does a browser tab).
+  useEffect(() => {
+    document.title = down ? "Hivenote — server stopped" : "Hivenote";
+  }, [down]);
+  // A first page that never comes (the server stopped meanwhile) must not keep the poll that notices it off.
+  useEffect(() => {
+    const timer = setTimeout(() => setPolling(true), 2000);
+    return () => clearTimeout(timer);
+  }, []);
   const changed = useCallback(() => setRevision((r) => (r || 0) + 0.5), []);
 
   // Keyboard: "/" focuses the search (from anywhere but a text field). Esc is the dialogs' own.
@@ -122,16 +157,19 @@ function App() {
       </ul>
       <div class="sidebar-foot">
         <button type="button" class="button primary wide" onClick=${() => setConnecting(true)}><${Icon} name="plug" /> Connect an agent</button>
-        <p class="muted small">${online ? `${plural(online, "agent")} online` : "No agent online"}${status ? ` · ${status.node}` : ""}</p>
+        <p class="muted small">${down ? "Server stopped" : online ? `${plural(online, "agent")} online` : "No agent online"}${status ? ` · ${status.node}` : ""}</p>
       </div>
     </nav>
     <main class="main">
-      ${status?.storage?.problem &&
+      ${desk && desk.tray && !desk.tray.shown && !down && html`<${TrayStandIn} state=${desk} onChanged=${pollDesktop} />`}
+      ${!down && status?.storage?.problem &&
       html`<p class="error-note storage-problem" role="alert"><strong>Notes cannot be saved right now.</strong> ${status.storage.problem.message}</p>`}
-      ${view === "notes"
-        ? html`<${NotesView} revision=${revision} status=${status} onOpen=${setOpenNote} onNew=${() => setCreating(true)}
+      ${down
+        ? html`<${ServerDown} desktop=${Boolean(status?.desktop)} trayShown=${desk?.tray?.shown} />`
+        : view === "notes"
+        ? html`<${NotesView} key=${epoch} revision=${revision} status=${status} onOpen=${setOpenNote} onNew=${() => setCreating(true)}
             onConnect=${() => setConnecting(true)} onPainted=${painted} searchRef=${searchRef} />`
-        : html`<${Lazy} key=${view} name=${view} revision=${revision} status=${status} host=${agents?.machine.host || location.hostname}
+        : html`<${Lazy} key=${`${view}-${epoch}`} name=${view} revision=${revision} status=${status} host=${agents?.machine.host || location.hostname}
             onOpen=${setOpenNote} onChanged=${changed} onConnect=${() => setConnecting(true)} />`}
     </main>
     ${openNote && noteModule &&
