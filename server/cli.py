@@ -171,6 +171,8 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
     p.add_argument("client", nargs="?", help="cursor, claude-desktop, claude-code, codex, gemini-cli, vscode, ...")
     p.add_argument("--graph", action="store_true", help="the official memory tools endpoint instead")
 
+    add("stop", "stop the Hivenote server of this data dir (tray, serve, or one stdio started)", admin.cmd_stop)
+
     p = add("stdio", "MCP over stdin/stdout for stdio-only clients (starts the server if needed)", admin.cmd_stdio)
     p.add_argument("--graph", action="store_true", help="the official memory tools (drop-in for server-memory)")
     p.add_argument("--port", type=int, help="port of the local server (default 7788)")

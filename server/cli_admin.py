@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from . import __version__, statefile
 from .cli_notes import now_ms
@@ -183,7 +186,7 @@ def cmd_doctor(ctx: Context) -> int:
         f"data dir: {ctx.data_dir}",
         f"this node: {node or '(none yet: nothing written here)'}",
         f"server: {f'running, pid {holder}' + (f', {url}' if url else '') if holder else 'not running'}",
-        f"listens on: {settings.host}:{settings.port}"
+        f"listens on: {url.removeprefix('http://') if url else f'{settings.host}:{settings.port}'}"
         + ("" if settings.loopback else " (shared beyond this machine)")
         + (", token required" if settings.auth else ", NO token required (--no-auth)"),
         f"token: {'set (hivenote token show)' if token_set else 'not created yet (made on first use)'}",
@@ -246,6 +249,41 @@ def cmd_serve(ctx: Context) -> int:
     return 0
 
 
+STOP_WAIT_S = 30.0
+
+
+def cmd_stop(ctx: Context) -> int:
+    """Stop whichever Hivenote server holds this data dir: the tray's, `hivenote serve`, or one `hivenote stdio`
+    started in the background (nothing else stops that one)."""
+    holder = lock_holder(ctx.data_dir)
+    if not holder:
+        ctx.emit({"running": False}, f"No Hivenote server is running for {ctx.data_dir}.")
+        return 0
+    url = running_server(ctx.data_dir)
+    if url is None:  # the lock is held by a command (an import, a compaction), not a server
+        raise InvalidInput(
+            f"pid {holder} holds {ctx.data_dir} but is not a Hivenote server (a command still running?); wait for it "
+            "to finish, then try again"
+        )
+    try:
+        os.kill(holder, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # it just ended by itself
+    except PermissionError:
+        raise InvalidInput(
+            f"pid {holder} serves {ctx.data_dir} but belongs to another account; stop it there"
+        ) from None
+    deadline = time.monotonic() + STOP_WAIT_S
+    while lock_holder(ctx.data_dir):
+        if time.monotonic() > deadline:
+            raise HivenoteError(
+                f"pid {holder} did not stop within {STOP_WAIT_S:.0f} s; end it yourself (kill {holder})"
+            )
+        time.sleep(0.05)
+    ctx.emit({"running": False, "stopped": holder, "url": url}, f"Stopped the Hivenote server at {url} (pid {holder}).")
+    return 0
+
+
 def cmd_token(ctx: Context) -> int:
     from .auth import Tokens
 
@@ -274,7 +312,7 @@ def cmd_token(ctx: Context) -> int:
 
 def cmd_connect(ctx: Context) -> int:
     from .auth import Tokens
-    from .connect import CLIENTS, snippet
+    from .connect import CLIENTS, snippet, stdio_command
 
     a = ctx.args
     if not a.client:
@@ -282,8 +320,10 @@ def cmd_connect(ctx: Context) -> int:
         return 0
     settings = load_settings(data_dir=ctx.data_dir)
     token = Tokens(ctx.data_dir / "tokens.json").default() if settings.auth else None
-    url = f"{settings.base_url}/mcp/graph" if a.graph else f"{settings.base_url}/mcp"
-    found = snippet(a.client, url=url, token=token, graph=a.graph)
+    base = running_server(ctx.data_dir) or settings.base_url  # the server running for this data dir, if any
+    url = f"{base}/mcp/graph" if a.graph else f"{base}/mcp"
+    port = urlsplit(base).port or settings.port
+    found = snippet(a.client, url=url, token=token, graph=a.graph, stdio_command=stdio_command(ctx.data_dir, port))
     where = "\n".join(f"  {system}: {path}" for system, path in found.where.items())
     steps = "\n".join(f"  - {step}" for step in found.steps)
     ctx.emit(found.to_json(), f"{found.title} ({found.format}):\n\n{found.text}\n\nWhere:\n{where}\n\nSteps:\n{steps}")

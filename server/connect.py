@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import sys
+import sysconfig
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -225,6 +228,10 @@ def _claude_code_json(t: _Target) -> Snippet:
 
 def _codex(t: _Target) -> Snippet:
     lines = [f"[mcp_servers.{t.name}]", f"url = {_quoted(t.url)}"]
+    if t.token is not None:
+        lines.insert(
+            0, f"# Codex sends the token it finds in the environment variable {TOKEN_ENV} (set it as the steps say)"
+        )
     add = ["codex", "mcp", "add", t.name, "--url", t.url]
     steps = ["Add this table to ~/.codex/config.toml; create the file if it is missing."]
     if t.token is not None:
@@ -443,6 +450,34 @@ def _target(url: str, token: str | None, graph: bool, stdio_command: Sequence[st
         command=stdio_command[0],
         args=[*stdio_command[1:], *(["--graph"] if graph else [])],
     )
+
+
+def launcher() -> list[str]:
+    """The absolute command that runs this very Hivenote: a frozen build itself, the `hivenote` script beside the
+    interpreter (a venv's bin/, which is not on PATH after a venv install), else the interpreter with -m. Clients
+    that start a command get this, not a bare `hivenote` they may not find."""
+    if getattr(sys, "frozen", False):
+        return [str(Path(sys.executable).absolute())]
+    exe = Path(sys.executable).absolute()  # not resolved: a venv's python is a link to the base interpreter
+    script = "hivenote.exe" if sys.platform == "win32" else "hivenote"
+    for folder in (exe.parent, Path(sysconfig.get_path("scripts")).absolute()):
+        if (folder / script).is_file():
+            return [str(folder / script)]
+    return [str(exe), "-m", "hivenote.server.cli"]
+
+
+def stdio_command(data_dir: Path | None = None, port: int | None = None) -> list[str]:
+    """`<launcher> [--data-dir D] stdio [--port N]`: the data dir when it is not the default one (a client does not
+    see the shell's HIVENOTE_DATA_DIR), the port when it is not the default one."""
+    from .settings import DEFAULT_PORT, default_data_dir
+
+    command = launcher()
+    if data_dir is not None and data_dir.absolute() != default_data_dir().absolute():
+        command += ["--data-dir", str(data_dir.absolute())]
+    command.append("stdio")
+    if port is not None and port != DEFAULT_PORT:
+        command += ["--port", str(port)]
+    return command
 
 
 def snippet(

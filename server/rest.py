@@ -11,13 +11,14 @@ import os
 import socket
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from . import __version__, transfer
-from .connect import CLIENTS, all_snippets, snippet
+from .connect import CLIENTS, all_snippets, snippet, stdio_command
 from .errors import EntityNotFound, Forbidden, ImportRejected, InvalidInput, NotFound
 from .graph import GraphPage, graph_json
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, Filters
@@ -303,7 +304,10 @@ def connect_snippet(c: Call) -> object:
     elif c.services.settings.auth:
         token = c.services.tokens.default()
     url = _mcp_url(c, graph)
-    return {**snippet(client, url=url, token=token, graph=graph).to_json(), "url": url, "note": note}
+    port = urlsplit(url).port or c.services.settings.port
+    bridge = stdio_command(c.services.settings.data_dir, port)  # the launcher's full path, the data dir, the port
+    found = snippet(client, url=url, token=token, graph=graph, stdio_command=bridge)
+    return {**found.to_json(), "url": url, "note": note}
 
 
 # -- files: export and import ---------------------------------------------------------------------------------------

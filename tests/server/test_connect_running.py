@@ -1,0 +1,108 @@
+"""What the clients are told (issue 14 items 15, 16, 17): snippets name the server actually running for the data dir
+(its URL, the data dir when it is not the default, the launcher by its absolute path), `doctor` says where it
+runs, and `hivenote stop` stops whichever server holds the data dir, even one `hivenote stdio` started."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hivenote.server.client import running_server
+from hivenote.server.node import lock_holder
+from tests.server.live import free_port, health, wait_until
+
+WAIT_S = 60
+
+
+def hivenote(data: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data), *args]
+    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    data, port = tmp_path / "elsewhere", free_port()
+    argv = [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data), "serve", "--port", str(port)]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while health(port) != 200 or running_server(data) is None:
+            assert process.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        yield data, port
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_snippets_name_the_running_server_its_data_dir_and_the_launchers_full_path(served: tuple[Path, int]) -> None:
+    data, port = served
+    cursor = json.loads(hivenote(data, "--json", "connect", "cursor").stdout)
+    assert json.loads(cursor["text"])["mcpServers"]["hivenote"]["url"] == f"http://127.0.0.1:{port}/mcp"
+    desktop = json.loads(hivenote(data, "--json", "connect", "claude-desktop", "--graph").stdout)
+    entry = json.loads(desktop["text"])["mcpServers"]["hivenote-graph"]
+    command = Path(entry["command"])
+    assert command.is_absolute() and command.is_file() and os.access(command, os.X_OK), command
+    assert entry["args"][:2] == ["--data-dir", str(data)] and "stdio" in entry["args"]
+    assert ["--port", str(port)] == entry["args"][entry["args"].index("--port") :][:2]
+    # The very command the snippet gives reaches that server and answers a client.
+    done = subprocess.run(
+        [str(command), *entry["args"]],
+        input=json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "claude-ai", "version": "1"},
+                },
+            }
+        )
+        + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"], done.stderr
+    doctor = hivenote(data, "doctor").stdout
+    assert f"127.0.0.1:{port}" in doctor.split("listens on:")[1].splitlines()[0], doctor
+
+
+def test_the_codex_snippet_says_how_its_token_is_provided(served: tuple[Path, int]) -> None:
+    data, _ = served
+    codex = json.loads(hivenote(data, "--json", "connect", "codex").stdout)
+    assert "HIVENOTE_TOKEN" in codex["text"] and "environment" in codex["text"]
+
+
+def test_stop_ends_the_server_that_stdio_started_in_the_background(tmp_path: Path) -> None:
+    data, port = tmp_path / "data", free_port()
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "zed", "version": "1"}},
+    }
+    try:
+        done = hivenote(data, "stdio", "--port", str(port), stdin=json.dumps(hello) + "\n")
+        assert done.returncode == 0, done.stderr
+        assert lock_holder(data), "stdio should have left its server running"
+        stopped = hivenote(data, "stop")
+        assert stopped.returncode == 0 and "Stopped" in stopped.stdout, stopped.stderr
+        assert lock_holder(data) is None and health(port) is None
+        again = hivenote(data, "stop")
+        assert again.returncode == 0 and "No Hivenote server is running" in again.stdout
+    finally:
+        pid = lock_holder(data)
+        if pid:
+            os.kill(pid, 15)
+            wait_until(lambda: lock_holder(data) is None, timeout=30)
