@@ -6,9 +6,10 @@ from pathlib import Path
 
 from playwright.sync_api import Dialog, Page, Route, expect
 
+from hivenote.server.model import Op
 from hivenote.server.notebook import Notebook
 from tests.dashboard.conftest import Pages
-from tests.dashboard.helpers import api, card_ids, screenshot, seed, write_log
+from tests.dashboard.helpers import CURSOR, api, card_ids, screenshot, seed, write_log
 from tests.server.live import Running, serve, wait_until
 
 WAIT_MS = 10_000
@@ -190,3 +191,35 @@ def test_a_note_written_before_the_first_status_poll_still_shows(running: Runnin
     page.goto(running.url + "/")
     expect(page.locator(".card")).to_have_count(1, timeout=WAIT_MS)
     assert card_ids(page) == held
+
+
+def test_any_timestamp_a_shard_can_carry_renders(tmp_path: Path, page: Page, errors: list[str]) -> None:
+    """Another machine's clock (or a hand-edited shard) can stamp an op with any non-negative integer: 1e30 is a
+    valid line. Every such note shows, in the list and opened; the page never goes blank ("Invalid time value")."""
+    data_dir = tmp_path / "data"
+    (data_dir / "log").mkdir(parents=True)
+    stamps = {"In the far future": 10**30, "Past JavaScript's last date": 8_640_000_000_000_001, "At the epoch": 0}
+    with open(data_dir / "log" / "skewed-0001.jsonl", "wb") as fh:
+        for seq, (title, wall) in enumerate(stamps.items(), start=1):
+            fields = {"kind": "fact", "title": title, "body": "", "tags": [], "project": None}
+            fh.write(
+                Op(
+                    "skewed-0001", seq, wall, 0, "note.set", {"id": f"01SKEW{seq:020d}", "fields": fields}, CURSOR
+                ).encode()
+            )
+    with serve(data_dir) as running:
+        Notebook(running.store).remember(kind="fact", title="Written now", by=CURSOR)
+        page.goto(running.url + "/")
+        expect(page.locator(".card")).to_have_count(4, timeout=WAIT_MS)
+        far = page.locator(".card", has_text="In the far future")
+        expect(far).to_contain_text("unknown time")
+        far.locator(".card-title").click()
+        dialog = page.locator("dialog[open]")
+        expect(dialog.locator(".modal-head h2")).to_have_text("In the far future", timeout=WAIT_MS)
+        expect(dialog).to_contain_text("unknown time")
+        for view in ("trash", "agents", "settings"):  # the other views that show times
+            page.goto(f"{running.url}/#{view}")
+            page.reload()
+            expect(page.locator("main h1, main h2").first).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator("main")).to_contain_text("skewed", timeout=WAIT_MS)  # Settings lists the machine
+    assert errors == [], errors

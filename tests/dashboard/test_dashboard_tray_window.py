@@ -87,7 +87,7 @@ def test_without_a_tray_icon_the_page_explains_and_offers_the_menu(
     page.goto(url + "/")
     bar = page.get_by_role("region", name="Hivenote app")
     expect(bar).to_be_visible(timeout=WAIT_MS)
-    expect(bar).to_contain_text("No tray icon on this desktop")
+    expect(bar).to_contain_text("This desktop shows no tray icons")
     expect(bar).to_contain_text("AppIndicator and KStatusNotifierItem Support")  # how to get one
 
     bar.get_by_label("Start at login").check()

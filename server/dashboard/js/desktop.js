@@ -64,8 +64,8 @@ export function TrayStandIn({ state, onChanged }) {
   if (quitting) return html`<section class="tray-stand-in" role="status"><p><strong>Hivenote is quitting…</strong></p></section>`;
   const running = state.server === "running";
   return html`<section class="tray-stand-in" aria-label="Hivenote app">
-    <p><strong>No tray icon on this desktop.</strong> ${state.tray.why} ${state.tray.how} Until then, the tray
-      menu is here; Hivenote keeps running when you close this window.</p>
+    <p><strong>${state.tray.why}</strong> ${state.tray.how} Until then, the tray menu is here; Hivenote keeps
+      running when you close this window.</p>
     <div class="tray-stand-in-actions">
       <button type="button" class="button small" disabled=${busy !== "" || state.server === "starting"}
         onClick=${() => act("toggle-server")}>${running ? "Stop server" : "Start server"}</button>

@@ -5,7 +5,7 @@ import { api } from "./api.js";
 import { FIRST_PAGE, takeFirstPage } from "./boot.js";
 import { AgentIcon, Icon } from "./icons.js";
 import { Empty, ErrorNote, useDebounced } from "./ui.js";
-import { KINDS, agentName, ago, machine, plural, preview, who } from "./util.js";
+import { KINDS, agentName, ago, isoTime, machine, plural, preview, who } from "./util.js";
 
 export const PAGE = FIRST_PAGE;
 const SEARCH_WINDOW = 200; // the server ranks a search's best 200 matches; pages stay inside that window
@@ -43,7 +43,7 @@ export function NoteCard({ note, onOpen, onFilter, children }) {
       <button type="button" class="agent-link" onClick=${filter("agent", by.agent)} title=${`Only notes by ${agentName(by.agent)}`}>
         <${AgentIcon} agent=${by.agent} size=${18} />
       </button>
-      <span class="meta-text" title=${by.client || ""}>${who(by)} · <time datetime=${new Date(note.updated).toISOString()}>${ago(note.updated)}</time></span>
+      <span class="meta-text" title=${by.client || ""}>${who(by)} · <time datetime=${isoTime(note.updated)}>${ago(note.updated)}</time></span>
       ${children}
     </footer>
   </article>`;

@@ -84,8 +84,9 @@ function Sharing({ status, host }) {
         <p>Teammates open ${urls.map((url, i) => html`${i ? " or " : ""}<code class="select" key=${url}>${url}</code>`)}
           and paste the token you give them.</p></div>`
     : html`<div><p><span class="pill">This machine only</span> Listening on ${listen.host}:${listen.port}.</p>
-        <p class="muted">To share on your LAN, turn on <strong>Share on LAN</strong> in the tray menu (or start${" "}
-          <code>hivenote serve --host 0.0.0.0</code>); tokens stay required.</p></div>`;
+        <p class="muted">To share on your LAN, turn on <strong>Share on LAN</strong> in the tray menu (on a desktop that shows no tray icon: in the
+          bar at the top of this window), or start${" "}
+          <code>hivenote serve --host 0.0.0.0</code>; tokens stay required.</p></div>`;
 }
 
 function Sync({ status }) {

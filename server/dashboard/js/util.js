@@ -43,8 +43,23 @@ export function machine(node) {
   return cut > 0 && node.length - cut - 1 === 4 ? node.slice(0, cut) : node;
 }
 
+// A shard may carry any non-negative integer as a time (another machine's clock, a hand-edited line): JavaScript
+// dates end at ±8.64e15 ms, and formatting one beyond that throws "Invalid time value", which would blank a view.
+const LAST_DATE_MS = 8.64e15;
+const UNKNOWN_TIME = "at an unknown time";
+
+export function knownTime(ms) {
+  return typeof ms === "number" && Number.isFinite(ms) && Math.abs(ms) <= LAST_DATE_MS;
+}
+
+/** For <time datetime=...>: the ISO form, or nothing for a time no date can hold. */
+export function isoTime(ms) {
+  return knownTime(ms) ? new Date(ms).toISOString() : undefined;
+}
+
 /** 'just now', '5 minutes ago', '3 days ago' (a future stamp from a skewed clock reads 'just now'). */
 export function ago(thenMs, nowMs = Date.now()) {
+  if (!knownTime(thenMs)) return UNKNOWN_TIME;
   const seconds = Math.max(0, Math.floor((nowMs - thenMs) / 1000));
   for (const [unit, size] of [
     ["year", 31536000],
@@ -62,6 +77,7 @@ export function ago(thenMs, nowMs = Date.now()) {
 }
 
 export function when(ms) {
+  if (!knownTime(ms)) return `${UNKNOWN_TIME} (${ms})`;
   return new Date(ms).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
 }
 
