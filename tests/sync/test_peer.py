@@ -330,7 +330,7 @@ def test_the_puller_refuses_impersonation_skips_bad_names_and_keeps_only_complet
         assert puller.copy("v-2") == b"" and puller.copy("puller-0001") == b""
         # Lines of this install's own node it never wrote: another history of it (a clone), kept beside it.
         branch = f"puller-0001~{hashlib.sha256(mine).hexdigest()[:12]}.jsonl"
-        assert sorted(p.name for p in tmp_path.rglob("*.jsonl")) == [branch, "hostile-0001.jsonl"]
+        assert sorted(p.name for p in tmp_path.rglob("*.jsonl")) == sorted([branch, "hostile-0001.jsonl"])
         peer.cut = lambda node, offset, body: body
         peer.shards.pop("v-2")
         assert puller.exchange(peer.url) and puller.copy("hostile-0001") == good
