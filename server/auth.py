@@ -228,7 +228,11 @@ class Guard:
         self.app = app
         self.settings = settings
         self.tokens = tokens
-        self.names = machine_names() | {h.lower() for h in settings.allowed_hosts}
+        # On loopback only, nobody reaches this server by the machine's names (which others on the LAN can answer
+        # for, mDNS): only IP literals and localhost pass. Shared, the machine's names are how teammates call it.
+        self.names = (frozenset({"localhost"}) if settings.loopback else machine_names()) | {
+            h.lower() for h in settings.allowed_hosts
+        }
         if not _is_ip(settings.host):
             self.names |= {settings.host.lower()}
 

@@ -230,6 +230,19 @@ def agents(c: Call) -> object:
     }
 
 
+def _for_caller(c: Call, answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer as the caller may see it: a teammate (a person's token) does not learn this machine's local
+    folders (the data dir, the log folder), wherever they appear in it (settings, sync state, a storage problem)."""
+    if not c.person:
+        return answer
+    text = json.dumps(answer)
+    for path, alias in ((c.services.settings.log_path, "<log folder>"), (c.services.settings.data_dir, "<data dir>")):
+        for spelled in {str(path), str(path.absolute())}:
+            text = text.replace(json.dumps(spelled)[1:-1], alias)
+    hidden: dict[str, Any] = json.loads(text)
+    return hidden
+
+
 @endpoint("GET", "/api/status", "Counts, machines, shards, clock skew, agents", ref("Status"))
 def status(c: Call) -> object:
     """`lag_ms` is now minus the last op seen from that machine; `shards` counts unreadable lines (never deleted)
@@ -247,28 +260,31 @@ def status(c: Call) -> object:
             for name, h in store.health().items()
         }
         skew = dict(store.clock.skew.ahead_ms)
-    return {
-        "version": __version__,
-        "node": store.node,
-        "data_dir": str(s.settings.data_dir),
-        "uptime_s": round(time.monotonic() - s.started, 3),
-        "counts": counts,
-        "nodes": nodes,
-        "clock_skew_ms": skew,
-        "shards": shards,
-        "fsyncs": store.fsyncs,
-        "agents_online": len(s.tracker.online()),
-        "auth": s.settings.auth,
-        "listen": {
-            "host": s.settings.host,
-            "port": s.settings.port,
-            "shared": not s.settings.loopback,
-            "urls": s.settings.share_urls,
+    return _for_caller(
+        c,
+        {
+            "version": __version__,
+            "node": store.node,
+            "data_dir": str(s.settings.data_dir),
+            "uptime_s": round(time.monotonic() - s.started, 3),
+            "counts": counts,
+            "nodes": nodes,
+            "clock_skew_ms": skew,
+            "shards": shards,
+            "fsyncs": store.fsyncs,
+            "agents_online": len(s.tracker.online()),
+            "auth": s.settings.auth,
+            "listen": {
+                "host": s.settings.host,
+                "port": s.settings.port,
+                "shared": not s.settings.loopback,
+                "urls": s.settings.share_urls,
+            },
+            "sync": {"log_dir": str(s.settings.log_path), "transports": s.sync.snapshot()},
+            "storage": {"ok": store.problem is None, "problem": store.problem.to_json() if store.problem else None},
+            "desktop": s.desktop,
         },
-        "sync": {"log_dir": str(s.settings.log_path), "transports": s.sync.snapshot()},
-        "storage": {"ok": store.problem is None, "problem": store.problem.to_json() if store.problem else None},
-        "desktop": s.desktop,
-    }
+    )
 
 
 def _mcp_url(c: Call, graph: bool) -> str:
@@ -380,7 +396,8 @@ def import_file(c: Call) -> object:
 def get_settings(c: Call) -> object:
     s = c.services.settings
     values = {name: list(v) if isinstance(v := getattr(s, name), tuple) else v for name in SETTABLE}
-    return {"values": values, "help": {name: SETTINGS_HELP[name] for name in SETTABLE}, "file": str(s.settings_path)}
+    answer = {"values": values, "help": {name: SETTINGS_HELP[name] for name in SETTABLE}, "file": str(s.settings_path)}
+    return _for_caller(c, answer)
 
 
 @endpoint(

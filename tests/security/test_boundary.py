@@ -113,3 +113,33 @@ def test_an_export_never_writes_through_a_link_planted_at_its_temp_name(tmp_path
     assert main(["--data-dir", str(tmp_path / "data"), "export", str(out_dir / "backup.json")]) == 0
     assert victim.read_text(encoding="utf-8") == "precious\n"
     assert json.loads((out_dir / "backup.json").read_text(encoding="utf-8"))["notes"] == []
+
+
+def test_on_loopback_only_loopback_names_pass_the_host_check(tmp_path: Path) -> None:
+    """Issue 14 item 14: the machine's own names (hostname, hostname.local: names others on the LAN can answer for)
+    passed the Host check of a server that listens on loopback only, where nobody reaches it by those names."""
+    import socket
+
+    with serve(tmp_path / "data") as running:
+        port = running.url.rsplit(":", 1)[1]
+        host = socket.gethostname().lower()
+        for name in (host, f"{host}.local"):
+            status, _, body = fetch(running.url + "/api/health", {"Host": f"{name}:{port}"})
+            assert (status, body["error"]["code"]) == (421, "bad_host"), name
+        for name in ("127.0.0.1", "localhost"):
+            assert fetch(running.url + "/api/health", {"Host": f"{name}:{port}"})[0] == 200
+    with serve(tmp_path / "shared", host="0.0.0.0") as shared:  # shared on the LAN: its names are how others call it
+        port = shared.url.rsplit(":", 1)[1]
+        assert fetch(shared.url + "/api/health", {"Host": f"{socket.gethostname().lower()}:{port}"})[0] == 200
+
+
+def test_a_teammate_sees_no_local_path_of_this_machine(tmp_path: Path) -> None:
+    """Issue 14 item 14: status and settings named the owner's data dir and log folder to every teammate."""
+    data = tmp_path / "data"
+    with serve(data) as running:
+        ana = {"Authorization": f"Bearer {running.tokens.add('ana')}"}
+        for path in ("/api/status", "/api/settings"):
+            status, _, body = fetch(running.url + path, ana)
+            assert status == 200 and str(tmp_path) not in json.dumps(body), (path, body)
+        owner = {"Authorization": f"Bearer {running.token}"}
+        assert str(data) in json.dumps(fetch(running.url + "/api/status", owner)[2])  # the owner still sees them
