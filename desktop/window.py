@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import webbrowser
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import platformdirs
@@ -30,6 +30,33 @@ CLOSE_WAIT_S = 5.0
 # What the page may ask the tray for through the window itself (the server is stopped, so it cannot over HTTP).
 WINDOW_ACTIONS = frozenset({"start-server", "quit"})
 BRIDGE = "hivenote"  # the page posts to window.webkit.messageHandlers.hivenote
+
+
+# The dashboard's own background (app.css --bg): the window shows it, not white, until the page paints.
+LIGHT_BG, DARK_BG = "#f6f6f4", "#141413"
+
+
+def prefers_dark(environ: Mapping[str, str] = os.environ, platform: str = sys.platform) -> bool:
+    """Whether the page will be dark (prefers-color-scheme), as WebKitGTK decides it: a GTK_THEME or GTK theme
+    whose variant is dark, or GTK's prefer-dark setting. (WKWebView and WebView2 paint their own background.)"""
+    if platform != "linux":
+        return False
+    theme = environ.get("GTK_THEME", "")
+    if theme:
+        return theme.lower().endswith(("-dark", ":dark"))
+    try:
+        import gi
+
+        gi.require_version("Gtk", "3.0")
+        from gi.repository import Gtk
+
+        settings = Gtk.Settings.get_default()
+    except (ImportError, ValueError):
+        return False
+    if settings is None:
+        return False
+    name = str(settings.props.gtk_theme_name or "").lower()
+    return bool(settings.props.gtk_application_prefer_dark_theme) or name.endswith("-dark")
 
 
 def window_command(url: str) -> list[str]:
@@ -221,7 +248,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         import webview
 
         storage = Path(platformdirs.user_cache_dir("hivenote", appauthor=False)) / "window"
-        window = webview.create_window(TITLE, url, width=1200, height=820, min_size=(640, 480), text_select=True)
+        window = webview.create_window(
+            TITLE,
+            url,
+            width=1200,
+            height=820,
+            min_size=(640, 480),
+            text_select=True,
+            background_color=DARK_BG if prefers_dark() else LIGHT_BG,  # what shows until the page paints
+        )
         threading.Thread(target=_follow_parent, args=(window,), name="hivenote-window-stdin", daemon=True).start()
         if sys.platform == "linux":
             from gi.repository import GLib

@@ -201,7 +201,7 @@ def test_any_timestamp_a_shard_can_carry_renders(tmp_path: Path, page: Page, err
     stamps = {"In the far future": 10**30, "Past JavaScript's last date": 8_640_000_000_000_001, "At the epoch": 0}
     with open(data_dir / "log" / "skewed-0001.jsonl", "wb") as fh:
         for seq, (title, wall) in enumerate(stamps.items(), start=1):
-            fields = {"kind": "fact", "title": title, "body": "", "tags": [], "project": None}
+            fields: dict[str, object] = {"kind": "fact", "title": title, "body": "", "tags": [], "project": None}
             fh.write(
                 Op(
                     "skewed-0001", seq, wall, 0, "note.set", {"id": f"01SKEW{seq:020d}", "fields": fields}, CURSOR

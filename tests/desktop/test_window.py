@@ -3,6 +3,7 @@ real server: closing it the way a window manager does ends it with status 0 and 
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,3 +87,35 @@ def test_the_end_of_stdin_closes_the_window(desktop: Desktop, running: Running) 
             window.kill()
             window.communicate()
     assert (window.returncode, err.decode(errors="replace")) == (0, "")
+
+
+@pytest.mark.parametrize(
+    ("theme", "background"), [("Adwaita:dark", (0x14, 0x14, 0x13)), ("Adwaita", (0xF6, 0xF6, 0xF4))]
+)
+def test_until_the_page_paints_the_window_shows_the_dashboards_background_not_white(
+    desktop: Desktop, theme: str, background: tuple[int, int, int]
+) -> None:
+    """A server that accepts the connection and never answers: the window shows what it shows before any paint."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        env = {**desktop.env, "GTK_THEME": theme}
+        env.pop("PYTHONWARNDEFAULTENCODING", None)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+        argv = [sys.executable, "-m", "hivenote.desktop.window", url]
+        window = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            found = desktop.find_window(WINDOW, WAIT_S)
+            assert found is not None
+            assert poll(lambda: centre(desktop, found) != (0, 0, 0), WAIT_S)  # mapped and drawn at all
+            assert centre(desktop, found) == background
+        finally:
+            window.kill()
+            window.communicate()
+
+
+def centre(desktop: Desktop, window: str) -> tuple[int, int, int]:
+    image = desktop.screenshot(window).convert("RGB")
+    pixel = image.getpixel((image.width // 2, image.height // 2))
+    assert isinstance(pixel, tuple)
+    return pixel[0], pixel[1], pixel[2]
