@@ -87,7 +87,12 @@ def doctor_desktop(ctx: Context) -> tuple[str, Any, list[str]]:
     ]
     if sys.platform == "linux" and graphical_session():
         lines.append(f"tray host on this desktop: {host or 'none found (the icon will not show)'}")
-    if tray.name is None or window.name is None:
+    if not graphical_session():  # SSH, a container, a server: nothing is missing, there is no screen
+        lines.append(
+            "no desktop here: `hivenote` serves without a tray icon, or use `hivenote serve` (a systemd user unit "
+            "is in packaging/); run doctor in a desktop session to check the tray and the window"
+        )
+    elif tray.name is None or (window.name is None and sys.platform == "linux"):
         lines.append("missing system packages; install them with:\n" + INSTALL_HINT)
     return "desktop", report, lines
 
