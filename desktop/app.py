@@ -20,7 +20,7 @@ from typing import Any
 from hivenote.server.errors import HivenoteError
 
 from . import clipboard, problems
-from .autostart import Autostart, autostart
+from .autostart import Autostart, autostart, launcher_command
 from .backends import INSTALL_HINT, graphical_session, tray_backend, tray_host
 from .instance import Instance
 from .menu import Item, build_menu
@@ -51,7 +51,7 @@ class DesktopApp:
         from hivenote.server.connect import all_snippets
 
         self.data_dir = data_dir
-        self.login = login or autostart()
+        self.login = login or autostart(login_command(data_dir, flags))
         self.window = window or DashboardWindow(on_action=self.on_window_action)
         self.supervisor = Supervisor(data_dir, flags, on_change=self.refresh, extra_routes=self._routes, tell=self.tell)
         self.tray: Tray | None = None
@@ -149,11 +149,18 @@ class DesktopApp:
         elif action == "toggle-autostart":
             (self.login.disable if self._autostart_enabled() else self.login.enable)()
         elif action == "open-data-folder":
-            open_path(self.data_dir)
+            open_path(self.data_dir, self.tell)
         elif action == "quit":
             self.quit()
         else:
             raise ValueError(f"unknown tray action {action!r}")
+
+    def show(self) -> None:
+        """Launched again (from the menu): the person wants the notebook, so a stopped server starts first."""
+        if self.supervisor.status().server in ("stopped", "error"):
+            self.supervisor.start().wait(60)
+            self.refresh()
+        self.open_dashboard()
 
     def open_dashboard(self) -> None:
         settings = self.supervisor.settings
@@ -234,6 +241,32 @@ class DesktopApp:
         return 0
 
 
+def login_command(
+    data_dir: Path,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] = os.environ,
+    platform: str = sys.platform,
+) -> list[str]:
+    """The command *Start at login* runs: this launcher with what this launch was given that login would not
+    know: a data dir other than the default, the tray's --port, and HIVENOTE_* settings from the environment (a
+    login session does not have the shell's; through `env` where there is one: Windows' Run key has none)."""
+    from dataclasses import fields
+
+    from hivenote.server.settings import Settings, default_data_dir
+
+    argv = launcher_command(platform=platform)
+    names = {f"HIVENOTE_{f.name.upper()}" for f in fields(Settings)} - {"HIVENOTE_DATA_DIR", "HIVENOTE_EXTRA"}
+    settings = [f"{name}={environ[name]}" for name in sorted(names) if environ.get(name)]
+    if settings and platform != "win32":
+        argv = ["/usr/bin/env", *settings, *argv]
+    if data_dir.expanduser().absolute() != default_data_dir().absolute():
+        argv += ["--data-dir", str(data_dir.expanduser().absolute())]
+    port = (flags or {}).get("port")
+    if port is not None:
+        argv += ["tray", "--port", str(port)]
+    return argv
+
+
 def _quit_on_glib_signals(quit_app: Callable[[], None]) -> None:
     """GTK's loop runs in C and does not return to Python, so Python's handlers would wait; GLib's run in it."""
     from gi.repository import GLib
@@ -246,15 +279,23 @@ def _quit_on_glib_signals(quit_app: Callable[[], None]) -> None:
         GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, handle)
 
 
-def open_path(path: Path) -> None:
+def open_path(path: Path, tell: Callable[[str], None] | None = None) -> None:
     if sys.platform == "win32":
         os.startfile(path)
         return
     opener = "open" if sys.platform == "darwin" else "xdg-open"
     try:
-        subprocess.Popen([opener, str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([opener, str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except FileNotFoundError:
         raise HivenoteError(f"cannot open folders here ({opener} is missing); the data folder is {path}") from None
+
+    def reap() -> None:  # waited for (no zombie), and a failure is told, not lost
+        _, err = proc.communicate()
+        if proc.returncode != 0 and tell is not None:
+            why = err.decode(errors="replace").strip().splitlines()[-1:] or [f"{opener} exited {proc.returncode}"]
+            tell(f"No app opened the data folder ({why[0]}). It is {path}")
+
+    threading.Thread(target=reap, name="hivenote-open-folder", daemon=True).start()
 
 
 def load_pystray(backend: str) -> Any:
@@ -284,14 +325,14 @@ def _run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
         if app is None:
             return
         if text == "show":
-            app.open_dashboard()
+            app.show()
         elif text == "quit":
             app.quit()
 
     instance = Instance(data_dir)
     if not instance.acquire(message):
         instance.send("show")
-        err.write("Hivenote is already running; its dashboard is open.\n")
+        err.write("Hivenote is already running; asked it to show its dashboard (it starts its server if stopped).\n")
         return 0
     try:
         app = DesktopApp(data_dir, flags)

@@ -169,7 +169,7 @@ class _XdgAutostart:
         return keys.get("Hidden") != "true" and keys.get("X-GNOME-Autostart-enabled") != "false"
 
     def describe(self) -> str:
-        return f"{self.path} (an XDG autostart entry: your desktop starts Hivenote {START_DELAY_SECONDS} s after login)"
+        return f"{self.path}, an XDG autostart entry that your desktop runs {START_DELAY_SECONDS} s after login"
 
 
 def _desktop_entry_keys(text: str) -> dict[str, str]:
@@ -230,7 +230,7 @@ class _LaunchAgent:
 
     def describe(self) -> str:
         return (
-            f"{self.path} (a LaunchAgent: launchd starts Hivenote at your next login; to start it now, run "
+            f"{self.path}, a LaunchAgent that launchd runs at login (to start it now: "
             f"`launchctl bootstrap gui/$(id -u) {shlex.quote(str(self.path))}`)"
         )
 
@@ -265,7 +265,7 @@ class _RunKey:
             raise _failure("read", self._where(), exc) from exc
 
     def describe(self) -> str:
-        return f"{self._where()} (Windows starts Hivenote when you sign in)"
+        return f"{self._where()}, which Windows runs when you sign in"
 
     def _where(self) -> str:
         return f"the registry value HKEY_CURRENT_USER\\{RUN_KEY}\\{RUN_VALUE}"

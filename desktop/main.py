@@ -38,16 +38,18 @@ def cmd_quit(ctx: Context) -> int:
 
 
 def cmd_autostart(ctx: Context) -> int:
+    from .app import login_command
     from .autostart import autostart
 
-    entry = autostart()
+    entry = autostart(login_command(ctx.data_dir))
     action = ctx.args.state
     if action == "on":
         entry.enable()
     elif action == "off":
         entry.disable()
     enabled = entry.is_enabled()
-    text = f"Start at login: {'on' if enabled else 'off'} ({entry.describe()})"
+    where = entry.describe()
+    text = f"Start at login: on ({where})" if enabled else f"Start at login: off (`autostart on` writes {where})"
     ctx.emit({"enabled": enabled, "where": entry.describe()}, text)
     return 0
 

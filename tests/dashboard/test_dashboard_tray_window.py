@@ -55,6 +55,9 @@ def test_stop_then_start_updates_an_open_page_without_a_reload(
     remember(url, app.data_dir, "Written before the stop")
     page.goto(url + "/")
     expect(page.locator(".cards .card")).to_have_count(1, timeout=WAIT_MS)
+    node = next((app.data_dir / "log").glob("*.jsonl")).stem  # this machine's node id, e.g. "laptop-7f3a"
+    expect(page.locator(".sidebar-foot")).to_contain_text(f"· {node.rsplit('-', 1)[0]}", timeout=WAIT_MS)
+    expect(page.locator(".sidebar-foot")).not_to_contain_text(node)  # the notes name the machine so, too
     navigations: list[str] = []
     page.on("framenavigated", lambda frame: navigations.append(frame.url))
 

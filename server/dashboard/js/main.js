@@ -8,7 +8,7 @@ import { ServerDown, TrayStandIn } from "./desktop.js";
 import { Icon, Logo } from "./icons.js";
 import { NotesView } from "./notes.js";
 import { Toasts, usePolling } from "./ui.js";
-import { plural } from "./util.js";
+import { machine, plural } from "./util.js";
 
 const STATUS_MS = 3000;
 const DOWN_MS = 1000; // while the server does not answer: notice its return within a second
@@ -157,7 +157,7 @@ function App() {
       </ul>
       <div class="sidebar-foot">
         <button type="button" class="button primary wide" onClick=${() => setConnecting(true)}><${Icon} name="plug" /> Connect an agent</button>
-        <p class="muted small">${down ? "Server stopped" : online ? `${plural(online, "agent")} online` : "No agent online"}${status ? ` · ${status.node}` : ""}</p>
+        <p class="muted small">${down ? "Server stopped" : online ? `${plural(online, "agent")} online` : "No agent online"}${status ? html` · <span title=${status.node}>${machine(status.node)}</span>` : ""}</p>
       </div>
     </nav>
     <main class="main">
