@@ -44,7 +44,7 @@ def tray_icon(state: str, agents: int = 0, size: int = 64, *, warning: bool = Fa
         raise ValueError(f"the number of agents cannot be negative: {agents}")
     icon = _downsample(_mark(state, _canvas_size(size)), size)
     if state == "running" and agents > 0:
-        _add_badge(icon, "9+" if agents > 9 else str(agents))
+        _add_badge(icon, "+" if agents > 9 else str(agents))  # one glyph: two do not read at 22-24 px
     if state == "running" and warning:
         _add_warning(icon)
     return _without_ringing(icon)
@@ -173,11 +173,16 @@ def _add_badge(icon: Image.Image, text: str) -> None:
     badge = Image.new("RGBA", (n, n), (0, 0, 0, 0))
     draw = ImageDraw.Draw(badge)
     draw.ellipse(_circle(centre, 0.44 * n), fill=BADGE)
-    font = ImageFont.load_default(size=round((0.5 if len(text) == 1 else 0.42) * n))
-    stroke = max(1, round(0.012 * n))  # a touch bolder than the built-in font, for small sizes
-    left, top, right, bottom = draw.textbbox((0, 0), text, font=font, stroke_width=stroke)
-    origin = (centre - (left + right) / 2, centre - (top + bottom) / 2)
-    draw.text(origin, text, font=font, fill=WHITE, stroke_width=stroke, stroke_fill=WHITE)
+    if text == "+":  # more than nine: a bold plus, drawn (a font's is thin)
+        arm, bar = 0.25 * n, 0.12 * n
+        draw.rectangle((centre - arm, centre - bar / 2, centre + arm, centre + bar / 2), fill=WHITE)
+        draw.rectangle((centre - bar / 2, centre - arm, centre + bar / 2, centre + arm), fill=WHITE)
+    else:
+        font = ImageFont.load_default(size=round(0.56 * n))
+        stroke = max(1, round(0.03 * n))  # bolder than the built-in font: it must read at 22 px
+        left, top, right, bottom = draw.textbbox((0, 0), text, font=font, stroke_width=stroke)
+        origin = (centre - (left + right) / 2, centre - (top + bottom) / 2)
+        draw.text(origin, text, font=font, fill=WHITE, stroke_width=stroke, stroke_fill=WHITE)
 
     box = (half, half, size, size)
     quadrant = icon.crop(box)

@@ -90,7 +90,18 @@ def test_the_badge_only_changes_the_bottom_right_quadrant(size: int) -> None:
         assert box[0] >= half and box[1] >= half, f"the badge for {agents} reaches {box}"
 
 
-def test_the_badge_shows_one_to_nine_then_9_plus() -> None:
+def test_the_badge_reads_at_22_px_as_panels_show_it() -> None:
+    """A panel scales the icon to 22-24 px: each count's glyph (1-9, then "+") keeps solid white pixels there; the
+    thin two-glyph "9+" and thin digits blurred into the blue (1-3 such pixels)."""
+    for agents in range(1, 11):
+        small = tray_icon("running", agents).resize((22, 22), Image.Resampling.LANCZOS).convert("RGBA")
+        quadrant = small.crop((11, 11, 22, 22))
+        pixels = [px for px in quadrant.get_flattened_data() if isinstance(px, tuple)]
+        solid = [px for px in pixels if px[3] > 200 and min(px[:3]) >= 190]
+        assert len(solid) >= 4, f"the badge for {agents} has {len(solid)} solid white pixels at 22 px"
+
+
+def test_the_badge_shows_one_to_nine_then_plus() -> None:
     badges = {agents: tray_icon("running", agents) for agents in (1, 2, 9, 10, 99, 1000)}
     for a, b in itertools.combinations((1, 2, 9, 10), 2):
         assert not same(badges[a], badges[b]), f"{a} and {b} agents look the same"
