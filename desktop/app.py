@@ -144,6 +144,8 @@ class DesktopApp:
             self.open_dashboard()
         elif action.startswith("copy:"):
             self.copy_snippet(action.removeprefix("copy:"))
+        elif action == "use-free-port":
+            self.supervisor.use_free_port()
         elif action == "toggle-lan":
             self.supervisor.share_on_lan(not status.sharing)
         elif action == "toggle-autostart":
@@ -164,7 +166,11 @@ class DesktopApp:
 
     def open_dashboard(self) -> None:
         settings = self.supervisor.settings
-        if settings is None or not self.supervisor.status().running:
+        status = self.supervisor.status()
+        if status.elsewhere:  # `hivenote serve` holds the data dir: its dashboard is this notebook's
+            self.window.open(status.elsewhere.rstrip("/") + "/")
+            return
+        if settings is None or not status.running:
             self.tell("The server is not running: choose Start server first.")
             return
         self.window.open(f"http://127.0.0.1:{settings.port}/")  # this machine's user: the window needs no token
@@ -176,7 +182,8 @@ class DesktopApp:
 
         settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
         token = Tokens(self.data_dir / "tokens.json").default() if settings.auth else None
-        found = snippet(client, url=f"{settings.base_url}/mcp", token=token)
+        base = self.supervisor.status().elsewhere.rstrip("/") or settings.base_url  # where the notebook answers
+        found = snippet(client, url=f"{base}/mcp", token=token)
         clipboard.copy(found.text)
         system = {"darwin": "macos", "win32": "windows"}.get(sys.platform, "linux")
         where = found.where.get(system, "")

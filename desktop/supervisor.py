@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import queue
+import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,9 +21,9 @@ from typing import Any, Literal
 from starlette.routing import BaseRoute
 
 from hivenote.server.agents import PEOPLE_NOT_AGENTS, AgentTracker
-from hivenote.server.errors import HivenoteError
+from hivenote.server.errors import HivenoteError, ShardLocked
 from hivenote.server.render import AGENT_NAMES, ago
-from hivenote.server.serve import ServerThread, bind
+from hivenote.server.serve import PortInUse, ServerThread, bind
 from hivenote.server.settings import Settings, is_loopback, load_settings
 from hivenote.server.store import Store
 from hivenote.server.sync.status import SyncStatus
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 
 ServerState = Literal["starting", "running", "stopped", "error"]
 LAN_HOST = "0.0.0.0"
+RETRY_S = 5.0  # a taken port or data dir is tried again this often, so the tray recovers by itself
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class Status:
     share_urls: tuple[str, ...] = ()  # where teammates open it, while shared
     sync_problems: tuple[str, ...] = ()  # "peer http://…: cannot reach …" for each failing sync transport
     storage_problem: str = ""  # why notes cannot be saved right now (disk full, log folder gone, ...)
+    port_busy: bool = False  # the error is "port in use": the menu offers another port, and it is tried again
+    elsewhere: str = ""  # the URL of another Hivenote that holds this data dir (`hivenote serve`): use that one
 
     @property
     def warning(self) -> bool:
@@ -127,6 +132,9 @@ class Supervisor:
         self._lock = threading.Lock()
         self._commands: queue.Queue[tuple[str, threading.Event, str | None]] = queue.Queue()
         self.last_move: dict[str, Any] | None = None  # the outcome of the last use_folder: {"ok", "message", ...}
+        self._retry_at: float | None = None  # when to try a start again (the port or the data dir was taken)
+        self._port_busy = False
+        self._elsewhere = ""
         self._worker = threading.Thread(target=self._work, name="hivenote-supervisor", daemon=True)
         self._worker.start()
 
@@ -136,7 +144,12 @@ class Supervisor:
         return self._queue("start")
 
     def stop(self) -> threading.Event:
+        self._retry_at = None  # the user wants it stopped: no retry
         return self._queue("stop")
+
+    def use_free_port(self) -> threading.Event:
+        """Save a free port in settings.json (the --port of this launch no longer applies) and start on it."""
+        return self._queue("free-port")
 
     def restart(self) -> threading.Event:
         return self._queue("restart")
@@ -175,6 +188,8 @@ class Supervisor:
             message=message,
             sharing=bool(settings and not is_loopback(settings.host)),
             auth=bool(settings is None or settings.auth),
+            port_busy=state == "error" and self._port_busy,
+            elsewhere=self._elsewhere if state == "error" else "",
         )
         if state == "running":
             sync = self._sync.problems() if self._sync is not None else []
@@ -200,6 +215,10 @@ class Supervisor:
             died = self._state == "running" and server is not None and not server.thread.is_alive()
         if died:
             self._queue("died")
+        retry = self._retry_at
+        if retry is not None and time.monotonic() >= retry:
+            self._retry_at = None
+            self._queue("retry")
 
     # -- worker -----------------------------------------------------------------------------------------
 
@@ -216,7 +235,11 @@ class Supervisor:
                         self._set("error", f"the server stopped unexpectedly ({error or 'no error given'})")
                 if command in ("lan-on", "lan-off"):
                     self._save_host(LAN_HOST if command == "lan-on" else None)
-                if command in ("start", "restart", "lan-on", "lan-off"):
+                if command == "free-port" and self._server is None:
+                    self._save_free_port()
+                if command == "retry" and self._state != "error":
+                    continue  # started, or stopped by the user, meanwhile
+                if command in ("start", "restart", "lan-on", "lan-off", "free-port", "retry"):
                     self._start()
             except Exception as exc:  # never let the worker die: the tray must keep answering
                 log.exception("supervisor command %s failed", command)
@@ -267,6 +290,25 @@ class Supervisor:
                 server.stop()
                 store.close()
                 raise HivenoteError(f"the server did not start: {server.error or 'unknown error'}")
+        except PortInUse:
+            self._retry_later(port_busy=True)
+            self._set(
+                "error",
+                f"port {settings.port} on {settings.host} is already in use by another program. Hivenote tries it "
+                f"again every {RETRY_S:.0f} s; or choose Use another port.",
+            )
+            return
+        except ShardLocked as exc:  # `hivenote serve` (or another tray) has the data dir: point at it, and wait
+            from hivenote.server.client import running_server
+
+            self._retry_later(elsewhere=running_server(self.data_dir) or "")
+            where = f" at {self._elsewhere}" if self._elsewhere else ""
+            self._set(
+                "error",
+                f"another Hivenote{where} (pid {exc.pid or 'unknown'}) holds this data dir; Open dashboard and Copy "
+                "connect snippet use it. This one starts when it stops.",
+            )
+            return
         except HivenoteError as exc:
             self._set("error", str(exc))
             return
@@ -276,6 +318,7 @@ class Supervisor:
             self._set("error", problems.unwritable(self.data_dir, exc))
             return
         self._server, self._store = server, store
+        self._retry_at, self._port_busy, self._elsewhere = None, False, ""
         self._share_urls = tuple(settings.share_urls)
         self._sync = app.state.services.sync
         self._set("running")
@@ -299,6 +342,21 @@ class Supervisor:
             return load_settings(self.flags, data_dir=self.data_dir)
         except HivenoteError:
             return None
+
+    def _retry_later(self, *, port_busy: bool = False, elsewhere: str = "") -> None:
+        self._port_busy, self._elsewhere = port_busy, elsewhere
+        self._retry_at = time.monotonic() + RETRY_S
+
+    def _save_free_port(self) -> None:
+        from hivenote.server.settings import save_setting
+
+        settings = self._settings or load_settings(self.flags, data_dir=self.data_dir)
+        with socket.socket() as probe:  # the system picks a free one (a moment before it is bound: good enough)
+            probe.bind((settings.host, 0))
+            port = probe.getsockname()[1]
+        save_setting(self.data_dir, "port", port)
+        self.flags.pop("port", None)  # the saved setting decides from now on
+        self.tell(f"Hivenote now uses port {port}: connect snippets copied from now on name it.")
 
     def _save_host(self, host: str | None) -> None:
         from hivenote.server.settings import save_setting

@@ -122,7 +122,7 @@ def test_data_dir_held_by_another_process_is_an_error_and_frees_the_port(
         run(supervisor.start())
         status = supervisor.status()
         assert status.server == "error"
-        assert "already running for this data dir" in status.message
+        assert "holds this data dir" in status.message and "starts when it stops" in status.message
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", port))  # the pre-bound socket was closed again
     run(supervisor.start())

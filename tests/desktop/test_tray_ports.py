@@ -1,0 +1,95 @@
+"""The real tray app when its port or its data dir is taken, on a private desktop: it says so in words a menu user
+can act on, tries again by itself, offers another port, and points at the `hivenote serve` that holds the data dir."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hivenote.server.store import lock_holder
+from tests.server.live import free_port, health
+
+if TYPE_CHECKING:
+    from tests.desktop.harness import poll, start_desktop
+    from tests.desktop.test_tray_app import WINDOW, App, entry, labels, title
+else:
+    from harness import poll, start_desktop
+    from test_tray_app import WINDOW, App, entry, labels, title
+
+WAIT_S = 30
+
+
+def test_a_taken_port_is_retried_by_itself_once_it_is_free(tmp_path: Path) -> None:
+    with start_desktop(tmp_path) as desktop:
+        port = free_port()
+        squatter = socket.socket()
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        try:
+            app = App(desktop, tmp_path / "data", port)
+            item = desktop.tray_item()
+            item.wait_for(lambda i: "already in use" in title(i), what="port in use")
+            assert "--port" not in title(item), title(item)  # a menu user has no command line
+            assert "Use another port" in labels(item)
+        finally:
+            squatter.close()
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), timeout=WAIT_S, what="retried by itself")
+        assert health(port) == 200
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0
+
+
+def test_use_another_port_from_the_menu(tmp_path: Path) -> None:
+    with start_desktop(tmp_path) as desktop, socket.socket() as squatter:
+        port = free_port()
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        app = App(desktop, tmp_path / "data", port)
+        item = desktop.tray_item()
+        item.wait_for(lambda i: "Use another port" in labels(i), what="the menu offers another port")
+        item.click("Use another port")
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running on another port")
+        saved = json.loads((app.data_dir / "settings.json").read_text(encoding="utf-8"))["port"]
+        assert saved != port and health(saved) == 200
+        assert labels(item)[0] == f"Running on 127.0.0.1:{saved}"
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0
+
+
+def test_a_data_dir_held_by_hivenote_serve_points_the_menu_at_it(tmp_path: Path) -> None:
+    with start_desktop(tmp_path) as desktop:
+        data_dir, serve_port = tmp_path / "data", free_port()
+        argv = [
+            sys.executable,
+            "-m",
+            "hivenote.desktop",
+            "--data-dir",
+            str(data_dir),
+            "serve",
+            "--port",
+            str(serve_port),
+        ]
+        serve = desktop.spawn("serve", argv)
+        assert poll(lambda: health(serve_port) == 200, WAIT_S), desktop.output("serve")
+        app = App(desktop, data_dir, free_port())
+        item = desktop.tray_item()
+        item.wait_for(lambda i: "holds this data dir" in title(i), what="the data dir is held")
+        assert f"127.0.0.1:{serve_port}" in title(item), title(item)
+        item.wait_for(lambda i: entry(i, "Open dashboard") == (True, None), what="Open dashboard enabled")
+
+        item.click("Copy connect snippet", "Cursor")
+        assert poll(lambda: bool(desktop.clipboard()), WAIT_S), desktop.output("app")
+        url = json.loads(desktop.clipboard())["mcpServers"]["hivenote"]["url"]
+        assert url == f"http://127.0.0.1:{serve_port}/mcp"  # where the notebook answers, not the tray's port
+        item.click("Open dashboard")
+        assert desktop.find_window(WINDOW, WAIT_S) is not None, desktop.output("app")
+
+        serve.terminate()  # the serve stops: the tray takes the data dir over by itself
+        assert serve.wait(WAIT_S) == 0
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="taken over")
+        assert lock_holder(data_dir) == app.process.pid
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0
