@@ -177,7 +177,7 @@ class DesktopApp:
 
     def copy_snippet(self, client: str) -> None:
         from hivenote.server.auth import Tokens
-        from hivenote.server.connect import snippet
+        from hivenote.server.connect import TOKEN_ENV, snippet
         from hivenote.server.settings import load_settings
 
         settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
@@ -187,7 +187,13 @@ class DesktopApp:
         clipboard.copy(found.text)
         system = {"darwin": "macos", "win32": "windows"}.get(sys.platform, "linux")
         where = found.where.get(system, "")
-        self.tell(f"Copied the {found.title} snippet. Paste it into {where}." if where else f"Copied: {found.title}")
+        told = f"Copied the {found.title} snippet. Paste it into {where}." if where else f"Copied: {found.title}."
+        if token and TOKEN_ENV in found.text and token not in found.text:  # Codex: the token is not in the snippet
+            told += (
+                f" {found.title} reads the token from the environment variable {TOKEN_ENV}: set it to your token "
+                "(`hivenote token show` prints it) where the agent starts."
+            )
+        self.tell(told)
 
     def tell(self, message: str) -> None:
         log.info("%s", message)

@@ -3,9 +3,11 @@ screenshot of each view in light and dark."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 
+from PIL import Image
 from playwright.sync_api import Page, Route, expect
 
 from hivenote.server.model import Author
@@ -200,3 +202,24 @@ def test_a_storage_problem_shows_as_a_banner_until_it_clears(running: Running, p
     log_dir.unlink()
     expect(banner).to_have_count(0, timeout=WAIT_MS)
     assert running.store.shard_path is not None and running.store.shard_path.exists()
+
+
+def test_the_copied_toast_shows_above_the_connect_dialog(running: Running, pages: Pages) -> None:
+    """A modal dialog is in the browser's top layer: a toast under it cannot be seen (the backdrop covers it)."""
+    page = pages(clipboard=True)
+    page.goto(running.url + "/")
+    page.get_by_role("button", name="Connect an agent").first.click()
+    dialog = page.locator("dialog[open]")
+    dialog.locator("[data-client=cursor]").click()
+    expect(dialog.locator("pre.code")).to_contain_text("mcpServers", timeout=WAIT_MS)
+    dialog.get_by_role("button", name="Copy").click()
+    toast = page.locator(".toast", has_text="Copied to the clipboard")
+    expect(toast).to_be_visible()
+    # Drawn, not dimmed by the dialog's backdrop: its padding has exactly the toast's own background colour.
+    toast.evaluate("t => Promise.all(t.getAnimations().map(a => a.finished))")  # it fades in
+    painted = toast.evaluate("t => getComputedStyle(t).backgroundColor")
+    box = toast.bounding_box()
+    assert box is not None
+    shot = Image.open(io.BytesIO(page.screenshot(clip={"x": box["x"] + 3, "y": box["y"] + 3, "width": 2, "height": 2})))
+    r, g, b = shot.convert("RGB").getpixel((0, 0))  # type: ignore[misc]
+    assert f"rgb({r}, {g}, {b})" == painted, "the toast is under the dialog's backdrop"

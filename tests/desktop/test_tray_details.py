@@ -107,3 +107,16 @@ def test_autostart_status_when_off_does_not_read_as_on(tmp_path: Path) -> None:
     done = subprocess.run(argv, env=env, capture_output=True, text=True, encoding="utf-8", timeout=WAIT_S)
     assert done.stdout.startswith("Start at login: off"), done.stdout
     assert "starts Hivenote" not in done.stdout and "autostart on" in done.stdout, done.stdout
+
+
+def test_the_codex_copy_says_where_its_token_comes_from(tmp_path: Path) -> None:
+    with start_desktop(tmp_path) as desktop:
+        app = App(desktop, tmp_path / "data", free_port())
+        item = desktop.tray_item()
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+        item.click("Copy connect snippet", "OpenAI Codex")
+        assert poll(lambda: any("Codex" in n["body"] for n in desktop.notifications()), WAIT_S), desktop.output("app")
+        told = next(n["body"] for n in desktop.notifications() if "Codex" in n["body"])
+        assert "HIVENOTE_TOKEN" in told and "hivenote token show" in told, told
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0

@@ -1,6 +1,6 @@
 // Shared pieces of interface: the modal dialog (native <dialog>: focus trapping and Esc for free), confirmation,
 // empty states, toasts, and the polling hook that pauses while the tab is hidden.
-import { html, useEffect, useRef, useState } from "../vendor/htm-preact-3.1.1.standalone.module.js";
+import { html, useEffect, useLayoutEffect, useRef, useState } from "../vendor/htm-preact-3.1.1.standalone.module.js";
 import { Icon } from "./icons.js";
 
 /** A modal dialog, open while mounted. Esc (the browser's `cancel` event) and the close button call onClose. */
@@ -82,6 +82,7 @@ export function toast(text, tone = "ok") {
 
 export function Toasts() {
   const [items, setItems] = useState([]);
+  const box = useRef(null);
   useEffect(() => {
     pushToast = (item) => {
       setItems((old) => [...old, item]);
@@ -91,7 +92,15 @@ export function Toasts() {
       pushToast = () => {};
     };
   }, []);
-  return html`<div class="toasts" role="status" aria-live="polite">
+  // A modal dialog (Connect an agent, a note) sits in the browser's top layer, above any z-index: the toasts are
+  // a popover, shown again for each new toast so that they come out above whatever is open.
+  useLayoutEffect(() => {
+    const el = box.current;
+    if (!el?.showPopover) return;
+    if (el.matches(":popover-open")) el.hidePopover();
+    if (items.length) el.showPopover();
+  }, [items]);
+  return html`<div class="toasts" role="status" aria-live="polite" popover="manual" ref=${box}>
     ${items.map((item) => html`<div key=${item.id} class=${`toast ${item.tone}`}>${item.text}</div>`)}
   </div>`;
 }
