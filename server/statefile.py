@@ -38,8 +38,10 @@ class StateFileCorrupt(InvalidInput):
         super().__init__(f"cannot read {path}: {reason}; {fix}")
 
 
-class StateFileUnwritable(StoreError):
-    """A state file could not be saved (disk full, read-only, permissions); the old one is unchanged."""
+class StateFileUnwritable(StoreError, OSError):
+    """A state file could not be saved (disk full, read-only, permissions); the old one is unchanged. Also an
+    OSError, so code that handled the write's own OSError before it used this module still does; `error` is that
+    OSError."""
 
     def __init__(self, path: Path, exc: OSError) -> None:
         self.path = path

@@ -76,7 +76,7 @@ for i in range(rounds):
 
 def _run(script: str, *args: object) -> subprocess.Popen[str]:
     argv = [sys.executable, "-c", textwrap.dedent(script), *(str(a) for a in args)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8")
 
 
 def _finish(process: subprocess.Popen[str]) -> str:

@@ -15,7 +15,7 @@ TOKEN = "hn_peer_" + "s" * 32
 
 def hivenote(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "hivenote.server.cli", *args]
-    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(argv, input=stdin, capture_output=True, encoding="utf-8", timeout=120, check=False)
 
 
 def test_the_peer_token_can_come_from_stdin_or_a_file_and_never_from_argv(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def impostor(port: int) -> Iterator[list[str]]:
 
 def stdio(data_dir: Path, port: int) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data_dir), "stdio", "--port", str(port)]
-    return subprocess.run(argv, input=json.dumps(INITIALIZE) + "\n", capture_output=True, text=True, timeout=120)
+    return subprocess.run(argv, input=json.dumps(INITIALIZE) + "\n", capture_output=True, encoding="utf-8", timeout=120)
 
 
 def test_the_bridge_never_sends_the_token_to_a_program_holding_the_port(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ WAIT_S = 60
 
 def hivenote(data: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data), *args]
-    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(argv, input=stdin, capture_output=True, encoding="utf-8", timeout=120, check=False)
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_snippets_name_the_running_server_its_data_dir_and_the_launchers_full_pa
         )
         + "\n",
         capture_output=True,
-        text=True,
+        encoding="utf-8",
         timeout=120,
         check=False,
     )

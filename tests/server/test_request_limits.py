@@ -46,7 +46,7 @@ def test_a_request_over_the_limit_through_stdio_gets_a_json_rpc_error_with_its_i
             },
         )
         done = subprocess.run(
-            [*argv, "--port", port], input=stdin, capture_output=True, text=True, timeout=120, check=False
+            [*argv, "--port", port], input=stdin, capture_output=True, encoding="utf-8", timeout=120, check=False
         )
         answers = [json.loads(line) for line in done.stdout.splitlines()]
         assert all(a.get("jsonrpc") == "2.0" for a in answers), answers  # never a bare {"error": ...} line
