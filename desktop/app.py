@@ -7,6 +7,7 @@ The dashboard window is a child process. Quit: icon gone → server stopped (log
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -30,6 +31,7 @@ from .window import DashboardWindow
 
 log = logging.getLogger(__name__)
 
+HINT_MARKER = "tray-hint-shown"  # in the data dir: the first-launch notification was shown
 TICK_S = 1.0  # "online" is a two-minute window and last-seen labels change by the minute
 NO_TRAY_WHY = "This desktop shows no tray icons (no StatusNotifier host and no XEmbed tray is running)."
 NO_TRAY_HOW = (
@@ -107,6 +109,18 @@ class DesktopApp:
             log.exception("menu action %s failed", action)
             self.tell(f"{action} failed; see the log")
         self.refresh()
+
+    def _first_launch_hint(self) -> None:
+        """The first time: where Hivenote went (a menu launch shows no window, only an icon)."""
+        marker = self.data_dir / HINT_MARKER
+        if marker.exists():
+            return
+        self.tell(
+            "Hivenote is running in your panel: its icon there opens the dashboard (middle click) and has the menu "
+            "(connect an agent, start at login, quit)."
+        )
+        with contextlib.suppress(OSError):
+            marker.touch()
 
     def on_window_action(self, action: str) -> None:
         """The window asks while the server is stopped (window.WINDOW_ACTIONS)."""
@@ -231,6 +245,8 @@ class DesktopApp:
             if self.tray_missing:  # nothing shows the icon (yet): the window says why and offers the menu
                 started.wait()
                 self.open_dashboard()
+            else:
+                self._first_launch_hint()
 
         try:
             if pystray is None:

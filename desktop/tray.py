@@ -33,6 +33,41 @@ def plain(text: str, limit: int) -> str:
     return text + "\u2026"
 
 
+DEFAULT_LABEL = "Open dashboard"  # what a middle click on the icon runs
+
+
+def _on_glib(func: Callable[[], None]) -> None:
+    """Run on GTK's loop (AppIndicator calls must), after what is already queued there."""
+    from gi.repository import GLib
+
+    def once() -> bool:
+        try:
+            func()
+        except Exception:  # a tray refinement must never take the tray down
+            log.exception("updating the tray item failed")
+        return False
+
+    GLib.idle_add(once)
+
+
+def _freedesktop_notify(title: str, body: str) -> None:
+    from gi.repository import Gio, GLib
+
+    bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+    args = GLib.Variant("(susssasa{sv}i)", ("Hivenote", 0, "hivenote", title, body, [], {}, -1))
+    bus.call_sync(
+        "org.freedesktop.Notifications",
+        "/org/freedesktop/Notifications",
+        "org.freedesktop.Notifications",
+        "Notify",
+        args,
+        GLib.VariantType("(u)"),
+        Gio.DBusCallFlags.NONE,
+        5000,
+        None,
+    )
+
+
 def _on_gui_thread(func: Callable[[], None]) -> None:
     """GTK and Win32 backends marshal icon/title/menu changes themselves; macOS's call AppKit on the calling
     thread, which must be the main one (AppKit aborts otherwise), so they are queued to it. (Not run in CI.)"""
@@ -60,6 +95,12 @@ class Tray:
             title=plain(self._title, TITLE_MAX),
             menu=pystray.Menu(self._menu_items),
         )
+        # libayatana's AppIndicator (pystray's appindicator backend) can do more than pystray asks of it.
+        self._indicator: Any = getattr(self.icon, "_appindicator", None)
+        self._status = status
+        self._pystray_update_menu = self.icon._update_menu
+        if self._indicator is not None:  # pystray rebuilds the menu after every click: in place too
+            self.icon._update_menu = self._update_menu
 
     def _menu_items(self) -> Iterator[Any]:
         with self._lock:
@@ -101,23 +142,81 @@ class Tray:
                 self.icon.icon = image
             if title_changed:
                 self.icon.title = plain(status.title, TITLE_MAX)
-            if menu_changed:
+            if menu_changed and self._indicator is None:
                 self.icon.update_menu()
 
         _on_gui_thread(apply)
+        if self._indicator is not None:
+            self._status = status
+            _on_glib(lambda: self._indicator_update(status, menu_changed))
+
+    def _indicator_update(self, status: Status, menu_changed: bool) -> None:
+        """On GTK's loop, after pystray's own updates (queued before this): the menu changed in place, the spoken
+        description, NeedsAttention in error, and the middle click."""
+        from pystray._appindicator import AppIndicator  # Ayatana's or the original, as pystray loaded it
+
+        indicator, icon = self._indicator, self.icon
+        if menu_changed:
+            self._replace_menu_items()
+        path = getattr(icon, "_icon_path", None)
+        if path:  # pystray sets the icon without a description: screen readers would say nothing
+            indicator.set_icon_full(path, plain(status.title, TITLE_MAX))
+        if status.server == "error":
+            attention = str(icons.assets_dir() / "hivenote-error.png")
+            indicator.set_attention_icon_full(attention, plain(status.title, TITLE_MAX))
+            indicator.set_status(AppIndicator.IndicatorStatus.ATTENTION)
+        else:
+            indicator.set_status(AppIndicator.IndicatorStatus.ACTIVE)
+
+    def _update_menu(self) -> None:
+        if getattr(self.icon, "_menu_handle", None) is None:
+            self._pystray_update_menu()  # the first menu: libayatana registers the item once it has one
+        else:
+            _on_glib(self._replace_menu_items)
+
+    def _replace_menu_items(self) -> None:
+        """The new menu's items moved into the menu the indicator already exports: libayatana re-registers the item
+        with the panel for every new menu (set_menu), which panels show as the icon blinking away and back."""
+        icon = self.icon
+        menu = getattr(icon, "_menu_handle", None)
+        fresh = icon._create_menu(icon.menu) if menu is not None else None
+        if menu is None or fresh is None:
+            self._pystray_update_menu()
+            return
+        for child in menu.get_children():
+            menu.remove(child)
+        for child in fresh.get_children():
+            fresh.remove(child)
+            menu.append(child)
+        menu.show_all()
+        for child in menu.get_children():  # the middle click opens the dashboard, as the menu's default item
+            label = child.get_child()
+            if label is not None and hasattr(label, "get_text") and label.get_text() == DEFAULT_LABEL:
+                self._indicator.set_secondary_activate_target(child)
+
+    def first_show(self) -> None:
+        """Once the loop runs: the description, the status and the middle click for the first state."""
+        if self._indicator is not None:
+            status = self._status
+            _on_glib(lambda: self._indicator_update(status, True))
 
     def notify(self, message: str, title: str = "Hivenote") -> None:
-        """A desktop notification where the backend and the desktop have one; never fails the caller."""
+        """A desktop notification where the backend and the desktop have one; never fails the caller. On Linux
+        it is sent here rather than by pystray, whose notifications carry no application name."""
         if not getattr(self.icon, "HAS_NOTIFICATION", False):
             return
         try:
-            self.icon.notify(plain(message, MESSAGE_MAX), plain(title, HEADING_MAX))
+            if sys.platform == "linux":
+                _freedesktop_notify(plain(title, HEADING_MAX), plain(message, MESSAGE_MAX))
+            else:
+                self.icon.notify(plain(message, MESSAGE_MAX), plain(title, HEADING_MAX))
         except Exception as exc:  # no notification daemon on this desktop
             log.info("no notification shown (%s): %s", exc, message)
 
     def run(self, setup: Callable[[], None]) -> None:
         def started(icon: Any) -> None:
             icon.visible = True
+            self.first_show()
             setup()
 
         try:

@@ -528,10 +528,15 @@ class Desktop:
         return ImageGrab.grab(bbox=bbox, xdisplay=self.display)
 
     def notifications(self) -> list[dict[str, str]]:
-        """Every desktop notification shown so far ({"title", "body"}), oldest first (needs the watcher)."""
+        """Every desktop notification shown so far ({"title", "body", "app"}), oldest first (needs the watcher)."""
         prefix = "sni_watcher: notification: "
         text = (self.logs / "sni-watcher.log").read_text(encoding="utf-8", errors="replace")
         return [json.loads(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix)]
+
+    def registrations(self) -> int:
+        """How many times items called RegisterStatusNotifierItem (a panel rebuilds the item on each)."""
+        text = (self.logs / "sni-watcher.log").read_text(encoding="utf-8", errors="replace")
+        return sum(1 for line in text.splitlines() if line.startswith("sni_watcher: register call: "))
 
     def clipboard(self) -> str:
         """The CLIPBOARD selection's text on this display; '' when nobody owns it."""

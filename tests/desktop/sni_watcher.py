@@ -71,9 +71,9 @@ class Notifications:
         invocation: Gio.DBusMethodInvocation,
     ) -> None:
         if method == "Notify":
-            _app, replaces, _icon, title, body, *_ = params.unpack()
+            app, replaces, _icon, title, body, *_ = params.unpack()
             self.last_id = replaces or self.last_id + 1
-            log("notification: " + json.dumps({"title": title, "body": body}))
+            log("notification: " + json.dumps({"title": title, "body": body, "app": app}))
             invocation.return_value(GLib.Variant("(u)", (self.last_id,)))
         elif method == "GetCapabilities":
             invocation.return_value(GLib.Variant("(as)", (["body"],)))
@@ -107,6 +107,7 @@ class Watcher:
             # The argument is either an object path on the caller's connection or a bus name at the default path.
             bus_name, item_path = (sender, service) if service.startswith("/") else (service, DEFAULT_ITEM_PATH)
             item = bus_name + item_path
+            log(f"register call: {item}")  # every call: a panel rebuilds the item each time (tests count them)
             if item not in self.items:
                 self.items[item] = {bus_name, sender}
                 log(f"item registered: {item}")

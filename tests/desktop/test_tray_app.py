@@ -132,10 +132,12 @@ def test_tray_follows_the_server_and_its_menu_works(app: App, desktop: Desktop) 
     server = snippet["mcpServers"]["hivenote"]
     assert server["url"] == f"http://127.0.0.1:{app.port}/mcp"
     assert server["headers"]["Authorization"] == f"Bearer {token}"
-    assert poll(lambda: bool(desktop.notifications()), WAIT_S), "no notification confirmed the copy"
+    copied = lambda: any("Cursor" in n["body"] for n in desktop.notifications())  # noqa: E731
+    assert poll(copied, WAIT_S), "no notification confirmed the copy"
     assert desktop.notifications()[-1] == {
         "title": "Hivenote",
         "body": "Copied the Cursor snippet. Paste it into ~/.cursor/mcp.json.",
+        "app": "Hivenote",
     }
 
     # Start at login → a valid XDG autostart entry that runs this launcher; the item is checked.
@@ -257,18 +259,18 @@ def test_a_full_disk_turns_the_icon_to_a_warning_and_says_so_until_space_is_free
             assert refused.value.code == 503
 
         item.wait_for(lambda i: "cannot save notes" in title(i), what="the storage problem in the title")
-        # The refused REST call itself shows as a client online (urllib): one badge.
+        # The refused REST call (plain urllib) is not an agent online: no badge.
         assert " · cannot save notes: The disk holding " in title(item)
         assert labels(item)[1].startswith("Cannot save notes: The disk holding")
-        assert same(item.icon(), tray_icon("running", agents=1, warning=True))
+        assert same(item.icon(), tray_icon("running", agents=0, warning=True)), title(item)
         assert poll(lambda: any("cannot save" in n["body"] for n in desktop.notifications()), WAIT_S)
         told = next(n["body"] for n in desktop.notifications() if "cannot save" in n["body"])
         assert told.startswith("Hivenote cannot save notes. The disk holding") and "Free some space" in told
 
         filler.unlink()
         item.wait_for(lambda i: "cannot save" not in title(i), what="the problem cleared")
-        assert title(item).startswith("Hivenote — running · 1 agent online")
-        assert same(item.icon(), tray_icon("running", agents=1))
+        assert title(item).startswith("Hivenote — running · no agents online")
+        assert same(item.icon(), tray_icon("running"))
         assert poll(lambda: desktop.notifications()[-1]["body"] == "Hivenote saves notes again.", WAIT_S)
         call(app.port, token, "POST", "/api/notes", {"kind": "fact", "title": "saved"})
         item.click("Quit Hivenote")

@@ -1,0 +1,91 @@
+"""The real tray item as a panel and a screen reader meet it (StatusNotifierItem over a private session bus): an
+accessible description that says the state, NeedsAttention in error, a middle click that opens the dashboard,
+menu changes that do not register the item again, notifications that name the app, and a first-launch hint."""
+
+from __future__ import annotations
+
+import socket
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gi.repository import GLib
+
+from tests.server.live import free_port
+
+if TYPE_CHECKING:
+    from tests.desktop.harness import ITEM_INTERFACE, TrayItem, poll, start_desktop
+    from tests.desktop.test_tray_app import WINDOW, App, entry, title
+else:
+    from harness import ITEM_INTERFACE, TrayItem, poll, start_desktop
+    from test_tray_app import WINDOW, App, entry, title
+
+WAIT_S = 30
+
+
+def test_the_item_speaks_its_state_and_asks_for_attention_in_error(tmp_path: Path) -> None:
+    with start_desktop(tmp_path) as desktop, socket.socket() as squatter:
+        port = free_port()
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        app = App(desktop, tmp_path / "data", port)
+        item = desktop.tray_item()
+        item.wait_for(lambda i: "already in use" in title(i), what="port in use")
+        item.wait_for(lambda i: i.prop("Status") == "NeedsAttention", what="NeedsAttention in error")
+        item.wait_for(lambda i: "already in use" in str(i.prop("IconAccessibleDesc")), what="a spoken description")
+        squatter.close()
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+        item.wait_for(lambda i: i.prop("Status") == "Active", what="Active when running")
+        item.wait_for(lambda i: str(i.prop("IconAccessibleDesc")).startswith("Hivenote — running"), what="desc")
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0
+
+
+def test_a_middle_click_opens_the_dashboard(tmp_path: Path) -> None:
+    with start_desktop(tmp_path) as desktop:
+        app = App(desktop, tmp_path / "data", free_port())
+        item = desktop.tray_item()
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+        # GNOME's AppIndicator extension on a middle click: libayatana's XAyatanaSecondaryActivate (it does not
+        # implement the spec's SecondaryActivate, which KDE sends: there the middle click opens the menu).
+        args = GLib.Variant("(u)", (0,))
+        desktop.bus.call_sync(item.service, item.path, ITEM_INTERFACE, "XAyatanaSecondaryActivate", args, None, 0, 5000)
+        assert desktop.find_window(WINDOW, WAIT_S) is not None, desktop.output("app")
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0
+
+
+def test_menu_changes_do_not_register_the_item_again_and_notifications_name_the_app(tmp_path: Path) -> None:
+    with start_desktop(tmp_path) as desktop:
+        app = App(desktop, tmp_path / "data", free_port())
+        item = desktop.tray_item()
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+        before = desktop.registrations()
+        for checked in (True, False, True, False):  # four menu changes
+            item.click("Start at login")
+            item.wait_for(partial(start_at_login_is, checked), what=f"checked={checked}")
+        assert desktop.registrations() == before, f"{desktop.registrations() - before} registrations for 4 changes"
+        item.click("Copy connect snippet", "Cursor")
+        assert poll(lambda: any("Cursor" in n["body"] for n in desktop.notifications()), WAIT_S)
+        assert all(n["app"] == "Hivenote" for n in desktop.notifications()), desktop.notifications()
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0
+
+
+def start_at_login_is(checked: bool, item: TrayItem) -> bool:
+    return entry(item, "Start at login") == (True, checked)
+
+
+def test_the_first_launch_says_where_hivenote_is(tmp_path: Path) -> None:
+    with start_desktop(tmp_path) as desktop:
+        app = App(desktop, tmp_path / "data", free_port())
+        desktop.tray_item().wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+        assert poll(lambda: any("panel" in n["body"] for n in desktop.notifications()), WAIT_S), desktop.output("app")
+        desktop.tray_item().click("Quit Hivenote")
+        assert app.exit_code() == 0
+        hints = sum("panel" in n["body"] for n in desktop.notifications())
+        again = App(desktop, app.data_dir, free_port())  # the second launch: no hint again
+        desktop.tray_item().wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running again")
+        desktop.tray_item().click("Quit Hivenote")
+        assert again.exit_code() == 0
+        assert sum("panel" in n["body"] for n in desktop.notifications()) == hints
