@@ -308,13 +308,25 @@ def _quit_on_glib_signals(quit_app: Callable[[], None]) -> None:
         GLib.unix_signal_add(GLib.PRIORITY_HIGH, signum, handle)
 
 
-def open_path(path: Path, tell: Callable[[str], None] | None = None) -> None:
-    if sys.platform == "win32":
-        os.startfile(path)
+def open_path(
+    path: Path,
+    tell: Callable[[str], None] | None = None,
+    *,
+    platform: str = sys.platform,
+    popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
+    startfile: Callable[[Path], None] | None = None,
+) -> None:
+    """Show the folder in the file manager: Explorer (os.startfile), Finder (`open`) or xdg-open. `popen` and
+    `startfile` are the OS calls, replaceable by tests on any OS."""
+    if platform == "win32":
+        try:
+            (startfile or os.startfile)(path)  # type: ignore[attr-defined, unused-ignore]
+        except OSError as exc:
+            raise HivenoteError(f"Windows could not open the data folder ({exc.strerror}); it is {path}") from None
         return
-    opener = "open" if sys.platform == "darwin" else "xdg-open"
+    opener = "open" if platform == "darwin" else "xdg-open"
     try:
-        proc = subprocess.Popen([opener, str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = popen([opener, str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except FileNotFoundError:
         raise HivenoteError(f"cannot open folders here ({opener} is missing); the data folder is {path}") from None
 

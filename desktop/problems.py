@@ -76,13 +76,21 @@ def tell(title: str, text: str, err: TextIO, *, dialog: Callable[[str, str], boo
         (dialog or show_dialog)(title, text)
 
 
-def show_dialog(title: str, text: str) -> bool:
-    """A modal error dialog, waiting until it is closed; True if one was shown."""
+def show_dialog(
+    title: str,
+    text: str,
+    *,
+    platform: str = sys.platform,
+    run: Callable[[list[str]], bool] | None = None,
+    message_box: Callable[..., int] | None = None,
+) -> bool:
+    """A modal error dialog, waiting until it is closed; True if one was shown. `run` (a command) and
+    `message_box` (user32.MessageBoxW) are the OS calls, replaceable by tests on any OS."""
     try:
-        if sys.platform == "darwin":
-            return _run(mac_dialog_command(title, text))
-        if sys.platform == "win32":
-            return _windows_dialog(title, text)
+        if platform == "darwin":
+            return (run or _run)(mac_dialog_command(title, text))
+        if platform == "win32":
+            return _windows_dialog(title, text, message_box)
         return _gtk_dialog(title, text) or _notification(title, text)
     except Exception as exc:  # never let the messenger fail louder than the message
         log.info("no dialog shown (%s)", exc)

@@ -68,11 +68,11 @@ def _freedesktop_notify(title: str, body: str) -> None:
     )
 
 
-def _on_gui_thread(func: Callable[[], None]) -> None:
+def _on_gui_thread(func: Callable[[], None], platform: str = sys.platform) -> None:
     """GTK and Win32 backends marshal icon/title/menu changes themselves; macOS's call AppKit on the calling
     thread, which must be the main one (AppKit aborts otherwise), so they are queued to it. (Not run in CI.)"""
-    if sys.platform == "darwin":
-        from PyObjCTools import AppHelper
+    if platform == "darwin":
+        from PyObjCTools import AppHelper  # type: ignore[import-not-found, unused-ignore]
 
         AppHelper.callAfter(func)
     else:
