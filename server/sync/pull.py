@@ -45,6 +45,10 @@ class PeerUnreachable(PeerFailed):
     """The network or the peer's door (its token check): nothing more can be asked of it this round."""
 
 
+class TokenRefused(PeerUnreachable):
+    """The peer answered 401 to the token we hold for it."""
+
+
 class Replaced(Exception):
     """The peer's copy differs from ours before the offset: a new generation of the shard."""
 
@@ -131,14 +135,35 @@ class Puller:
                 return True
             await self._learn(peer, listing.peers)
             moved, lag = await self._pull_shards(peer, listing)
+        except TokenRefused as exc:
+            if not peer.learned_from:
+                return await self._failed(peer, str(exc), reached=reached)
+            # Learned by gossip from a peer that shares another token with it: its notes come through that peer,
+            # so this is how the machines are paired, not a failure.
+            self.status.ok(
+                name,
+                kind="peer",
+                target=peer.url,
+                up=False,
+                relayed_by=peer.learned_from,
+                note=(
+                    f"takes another token than the one learned from {peer.learned_from}; its notes arrive through "
+                    f"{peer.learned_from}. To pull from it directly: hivenote sync peer add {peer.url} --token-file -"
+                ),
+            )
+            await self._note(peer.url, up=False, error="")
+            return False  # backs off: asking again with the same token changes nothing
         except (PeerFailed, SyncRefused, OSError) as exc:
             message = f"cannot write what {peer.url} sent: {exc}" if isinstance(exc, OSError) else str(exc)
-            self.status.failed(name, message, kind="peer", target=peer.url, up=reached)
-            await self._note(peer.url, up=reached, error=message)
-            return False
+            return await self._failed(peer, message, reached=reached)
         self.status.ok(name, kind="peer", target=peer.url, bytes_in=moved, up=True, lag_bytes=lag, node=listing.node)
         await self._note(peer.url, up=True, error="", node=listing.node)
         return True
+
+    async def _failed(self, peer: Peer, message: str, *, reached: bool) -> bool:
+        self.status.failed(f"peer {peer.url}", message, kind="peer", target=peer.url, up=reached)
+        await self._note(peer.url, up=reached, error=message)
+        return False
 
     async def _get(self, peer: Peer, path: str, params: dict[str, Any] | None = None) -> httpx2.Response:
         headers = {"Authorization": f"Bearer {peer.token}"}
@@ -152,7 +177,7 @@ class Puller:
             except httpx2.HTTPError as exc:
                 raise _unreachable(peer.url, exc) from None
         if response.status_code == 401:
-            raise PeerUnreachable(
+            raise TokenRefused(
                 f"{peer.url} refused our token; add it again with the token its machines share: "
                 f"hivenote sync peer add {peer.url} --token <token>"
             )

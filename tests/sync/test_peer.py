@@ -358,6 +358,23 @@ def test_a_peer_that_is_down_or_refuses_the_token_is_marked_down_with_a_clear_me
         assert not (puller.data_dir / "log").exists()
 
 
+def test_a_peer_learned_by_gossip_that_takes_another_token_is_not_an_error(tmp_path: Path) -> None:
+    """A-B share one token, B-C another: A learns C through B and C refuses B's token. C's notes reach A through
+    B, so that pairing is how the machines are set up, not a failure: no red mark, a note that says why."""
+    puller = Harness(tmp_path / "puller")
+    with served(tmp_path / "b") as b, served(tmp_path / "c") as c:
+        add_peer(puller.data_dir, b.url, b.token)
+        add_peer(b.store.data_dir, c.url, c.token)  # b announces c
+        assert puller.exchange(b.url)
+        assert load_peers(puller.data_dir).peers[c.url].learned_from == b.url
+        assert not puller.exchange(c.url)
+        state = puller.state(c.url)
+        assert not state["failing"] and state["detail"]["relayed_by"] == b.url
+        assert f"its notes arrive through {b.url}" in state["detail"]["note"]
+        assert load_peers(puller.data_dir).peers[c.url].error == ""
+        assert not any(name.startswith(f"peer {c.url}") for name in puller.status.problems())
+
+
 def test_gossip_learns_peers_with_the_announcers_token_but_not_removed_ones_or_itself(tmp_path: Path) -> None:
     puller = Harness(tmp_path / "puller")
     x, y, z = (f"http://127.0.0.1:{free_port()}" for _ in range(3))
