@@ -18,6 +18,25 @@ NOT_WITH_A_SYNCED_FOLDER = (
 
 
 INTEGRITY_CHECK_S = 1.0
+FOLDER_CHECK_S = 5.0  # settings.extra["folder_check_s"]
+
+
+async def watch_folder(services: Services) -> None:
+    """The synced folder's health (folderwatch.py) as the folder transport's status, until cancelled."""
+    from .folderwatch import QUIET_MS, FolderWatch
+
+    settings, store = services.settings, services.store
+    quiet = int(float(settings.extra.get("folder_quiet_s", QUIET_MS / 1000)) * 1000)
+    every = float(settings.extra.get("folder_check_s", FOLDER_CHECK_S))
+    watch = FolderWatch(settings.log_path, lambda: store.node, quiet_ms=quiet)
+    target = str(settings.log_path)
+    while True:
+        health = await anyio.to_thread.run_sync(watch.step)
+        if health.failing:
+            services.sync.failed("folder", health.message, kind="folder", target=target, **health.detail)
+        else:
+            services.sync.ok("folder", kind="folder", target=target, **health.detail)
+        await anyio.sleep(every)
 
 
 async def report_integrity(services: Services) -> None:
@@ -59,6 +78,7 @@ async def _run_transports(services: Services) -> None:
 
         for peer in list_peers(settings.data_dir):
             services.sync.failed(f"peer {peer.url}", f"peer sync is {refusal}", kind="peer", target=peer.url)
+        await watch_folder(services)
         return
     async with anyio.create_task_group() as tasks:
         if settings.s3_bucket:

@@ -1,0 +1,171 @@
+"""The synced folder's health, told honestly: a sync tool gives no answer back, so each machine leaves a receipt in
+the folder (`hivenote-receipts/<node>.json`: how much of every shard it holds, and when) and reads the others'.
+
+- What this machine wrote is confirmed when another machine's receipt holds all of it. When nothing confirms it
+  for a minute (settings.extra["folder_quiet_s"]), the folder transport fails with what that means: the sync tool
+  is not running, or the other machines sync another folder, or there are none yet.
+- A sync tool's conflict copies (`<node>.sync-conflict-....jsonl`, `<node> (... conflicted copy ...).jsonl`) are
+  read like any shard; then tidied: one that the node's shard (or a branch of it) already holds is deleted, another
+  history becomes `<node>~<12 hex of its bytes>.jsonl` (named by its bytes, so every machine tidies it alike).
+Receipts live in a subfolder: the fold reads only `*.jsonl` files at the top of the log folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..shards import is_shard_file
+from ..statefile import write_bytes, write_json
+from .replica import CONFLICT, complete_size, writer_of
+
+RECEIPTS = "hivenote-receipts"
+QUIET_MS = 60_000
+DROPBOX = " ("  # "laptop-7f3a (Ann's conflicted copy 2026-12-01).jsonl"
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def conflict_of(name: str) -> str | None:
+    """The node whose shard a sync tool's conflict copy `name` copies, or None when it is not one."""
+    stem = name.removesuffix(".jsonl")
+    if CONFLICT in stem:
+        return writer_of(stem)
+    if DROPBOX in stem and "conflicted copy" in stem:
+        return stem.split(DROPBOX, 1)[0]
+    return None
+
+
+@dataclass
+class Health:
+    failing: bool
+    message: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class FolderWatch:
+    """One machine's view of the synced log folder; `step()` is cheap (a directory listing and small files)."""
+
+    def __init__(
+        self, log_dir: Path, node: Callable[[], str], now_ms: Callable[[], int] = _wall_ms, quiet_ms: int = QUIET_MS
+    ) -> None:
+        self.log_dir, self.node, self.now_ms, self.quiet_ms = log_dir, node, now_ms, quiet_ms
+        self.own_grew_at: int | None = None  # wall ms this machine's shard last grew
+        self._own_size = -1
+        self._receipt: dict[str, int] | None = None
+        self.tidied: list[str] = []
+
+    def _sizes(self) -> dict[str, int]:
+        try:
+            names = [e.name for e in os.scandir(self.log_dir) if e.is_file() and is_shard_file(e.name)]
+        except FileNotFoundError:
+            return {}
+        return {name: complete_size(self.log_dir / name) for name in sorted(names)}
+
+    def step(self) -> Health:
+        now, node = self.now_ms(), self.node()
+        self._tidy()
+        sizes = self._sizes()
+        own = f"{node}.jsonl"
+        if sizes.get(own, 0) != self._own_size:
+            if self._own_size >= 0 and sizes.get(own, 0) > self._own_size:
+                self.own_grew_at = now
+            self._own_size = sizes.get(own, 0)
+        self._leave_receipt(node, sizes, now)
+        others = self._receipts(node)
+        detail: dict[str, Any] = {
+            "machines": {r["node"]: r["at"] for r in others},
+            "tidied": list(self.tidied),
+        }
+        held = sizes.get(own, 0)
+        confirmed = [r["node"] for r in others if int(r["seen"].get(own, 0)) >= held]
+        detail["confirmed_by"] = confirmed
+        waiting = self.own_grew_at is not None and now - self.own_grew_at > self.quiet_ms
+        if held and waiting and not confirmed:
+            seconds = (now - self.own_grew_at) // 1000 if self.own_grew_at else 0
+            if not others:
+                why = (
+                    f"no other machine has read {self.log_dir} yet: this machine wrote {seconds} s ago and no "
+                    "receipt came back. Check that the sync tool runs here and on the other machines, and that "
+                    "they sync this very folder (hivenote sync status on each shows its folder)"
+                )
+            else:
+                last = max(others, key=lambda r: r["at"])
+                why = (
+                    f"no other machine has received what this machine wrote {seconds} s ago (the latest receipt, "
+                    f"from {last['node']}, is {max(0, now - last['at']) // 1000} s old). Check that the sync tool runs "
+                    "here and on the other machines"
+                )
+            return Health(True, why, detail)
+        return Health(False, "", detail)
+
+    # -- receipts -----------------------------------------------------------------------------------
+
+    def _leave_receipt(self, node: str, sizes: dict[str, int], now: int) -> None:
+        if sizes == self._receipt:
+            return
+        folder = self.log_dir / RECEIPTS
+        with contextlib.suppress(OSError):
+            folder.mkdir(mode=0o700, exist_ok=True)
+            write_json(folder / f"{node}.json", {"v": 1, "node": node, "at": now, "seen": sizes}, mode=0o600)
+            self._receipt = dict(sizes)
+
+    def _receipts(self, node: str) -> list[dict[str, Any]]:
+        found = []
+        try:
+            paths = sorted((self.log_dir / RECEIPTS).glob("*.json"))
+        except OSError:
+            return []
+        for path in paths:
+            with contextlib.suppress(OSError, ValueError):
+                raw = json.loads(path.read_bytes())
+                if (
+                    isinstance(raw, dict)
+                    and isinstance(raw.get("node"), str)
+                    and raw["node"] != node
+                    and path.stem == raw["node"]
+                    and type(raw.get("at")) is int
+                    and isinstance(raw.get("seen"), dict)
+                ):
+                    found.append(raw)
+        return found
+
+    # -- conflict copies ----------------------------------------------------------------------------
+
+    def _tidy(self) -> None:
+        try:
+            names = sorted(e.name for e in os.scandir(self.log_dir) if e.is_file() and is_shard_file(e.name))
+        except FileNotFoundError:
+            return
+        for name in names:
+            base = conflict_of(name)
+            if base is None or base == self.node():
+                continue  # the own shard's conflict copies are the store's to judge (a fork of this node)
+            with contextlib.suppress(OSError):
+                self._tidy_one(name, base, names)
+
+    def _tidy_one(self, name: str, base: str, names: list[str]) -> None:
+        path = self.log_dir / name
+        data = path.read_bytes()
+        data = data[: data.rfind(b"\n") + 1]
+        holders = [f"{base}.jsonl"] + [n for n in names if n.startswith(f"{base}~")]
+        for holder in holders:
+            with contextlib.suppress(OSError), open(self.log_dir / holder, "rb") as fh:
+                if fh.read(len(data)) == data:
+                    path.unlink()
+                    self.tidied.append(f"{name}: already in {holder}, deleted")
+                    return
+        branch = self.log_dir / f"{base}~{hashlib.sha256(data).hexdigest()[:12]}.jsonl"
+        if not branch.exists():
+            write_bytes(branch, data)
+        path.unlink()
+        self.tidied.append(f"{name}: another history of {base}, kept as {branch.name}")

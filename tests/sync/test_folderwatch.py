@@ -1,0 +1,140 @@
+"""The folder transport's status is earned, not assumed (issue: it used to say "ok" from the server's start, whatever
+happened): receipts from the other machines confirm what this one wrote, silence for a minute is a failure that says
+what to check, and a sync tool's conflict copies are tidied (deleted when held, kept as a branch when not) after they
+were read. Real files in one shared folder stand in for what a sync tool delivers; the clock is passed in."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx2
+
+from hivenote.server.app import create_app
+from hivenote.server.auth import Tokens
+from hivenote.server.model import Author
+from hivenote.server.notebook import Notebook
+from hivenote.server.serve import ServerThread, bind
+from hivenote.server.settings import Settings
+from hivenote.server.store import Store
+from hivenote.server.sync.folderwatch import FolderWatch
+
+ME = Author("cli")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_800_000_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def remember(store: Store, title: str) -> None:
+    Notebook(store).remember(kind="fact", title=title, by=ME)
+
+
+def test_what_this_machine_wrote_is_confirmed_by_another_machines_receipt(tmp_path: Path) -> None:
+    shared, clock = tmp_path / "Sync", Clock()
+    with Store(tmp_path / "a", log_dir=shared) as a, Store(tmp_path / "b", log_dir=shared) as b:
+        wa = FolderWatch(shared, lambda: a.node, clock)
+        wb = FolderWatch(shared, lambda: b.node, clock)
+        assert not wa.step().failing
+        remember(a, "hello")
+        assert not wa.step().failing
+        clock.ms += 5_000
+        wb.step()  # b holds a's shard now: its receipt says so
+        clock.ms += 120_000
+        health = wa.step()
+        assert not health.failing and health.detail["confirmed_by"] == [b.node]
+        assert health.detail["machines"] == {b.node: clock.ms - 120_000}
+
+
+def test_a_machine_alone_in_its_folder_is_told_within_a_minute(tmp_path: Path) -> None:
+    """Two machines syncing different folders by mistake, or a sync tool that is not running: nobody reads ours."""
+    clock = Clock()
+    with Store(tmp_path / "a", log_dir=tmp_path / "Sync") as a:
+        watch = FolderWatch(tmp_path / "Sync", lambda: a.node, clock)
+        watch.step()
+        remember(a, "hello")
+        watch.step()
+        clock.ms += 59_000
+        assert not watch.step().failing
+        clock.ms += 2_000
+        health = watch.step()
+        assert health.failing and "no other machine has read" in health.message
+        assert "sync tool runs here and on the other machines" in health.message
+
+
+def test_a_machine_that_stopped_receiving_is_noticed(tmp_path: Path) -> None:
+    shared, clock = tmp_path / "Sync", Clock()
+    with Store(tmp_path / "a", log_dir=shared) as a, Store(tmp_path / "b", log_dir=shared) as b:
+        wa, wb = FolderWatch(shared, lambda: a.node, clock), FolderWatch(shared, lambda: b.node, clock)
+        remember(a, "first")
+        wa.step()
+        wb.step()
+        remember(a, "second")  # b's sync tool is paused from here: its receipt stays where it was
+        wa.step()
+        clock.ms += 61_000
+        health = wa.step()
+        assert health.failing and f"the latest receipt, from {b.node}, is 61 s old" in health.message
+        wb.step()  # it caught up
+        assert not wa.step().failing
+
+
+def test_conflict_copies_are_read_then_tidied_deleted_when_held_kept_as_a_branch_when_not(tmp_path: Path) -> None:
+    shared, clock = tmp_path / "Sync", Clock()
+    with Store(tmp_path / "a", log_dir=shared) as a, Store(tmp_path / "b", log_dir=shared) as b:
+        remember(b, "one")
+        assert b.shard_path is not None
+        held = b.shard_path.read_bytes()
+        stale = shared / f"{b.node}.sync-conflict-20261201-101010-AAAAAAA.jsonl"
+        stale.write_bytes(held)  # a copy of what the shard holds
+        other = held.replace(b'"title":"one"', b'"title":"the other one"').replace(b'"id":"', b'"id":"X')
+        fork = shared / f"{b.node} (Ann's conflicted copy 2026-12-01).jsonl"
+        fork.write_bytes(other)
+        a.refresh()
+        watch = FolderWatch(shared, lambda: a.node, clock)
+        watch.step()
+        assert not stale.exists() and not fork.exists()
+        branches = list(shared.glob(f"{b.node}~*.jsonl"))
+        assert [p.read_bytes() for p in branches] == [other]
+        assert len(watch.tidied) == 2
+        a.refresh()
+        assert {n.title for n in a.state.iter_notes()} == {"one", "the other one"}
+    with Store(tmp_path / "c", readonly=True, log_dir=shared) as fresh:  # a machine that never saw the copies
+        assert {n.title for n in fresh.state.iter_notes()} == {"one", "the other one"}
+
+
+@contextlib.contextmanager
+def serving(data_dir: Path, log_dir: Path) -> Iterator[tuple[str, str, Store]]:
+    sock = bind("127.0.0.1", 0)
+    settings = replace(Settings(data_dir=data_dir, log_dir=str(log_dir)), port=sock.getsockname()[1])
+    settings.extra.update(folder_quiet_s=1, folder_check_s=0.2)
+    with Store(data_dir, log_dir=log_dir) as store:
+        server = ServerThread(create_app(settings, store), settings, sock)
+        server.start()
+        while not server.started and server.thread.is_alive():
+            server.thread.join(0.02)
+        assert server.started, server.error
+        try:
+            yield f"http://127.0.0.1:{server.port}", Tokens(data_dir / "tokens.json").default(), store
+        finally:
+            server.stop()
+
+
+def test_the_servers_folder_status_fails_when_no_machine_reads_what_it_wrote(tmp_path: Path) -> None:
+    with serving(tmp_path / "a", tmp_path / "Sync") as (url, token, store):
+        remember(store, "nobody reads this")
+        headers = {"Authorization": f"Bearer {token}"}
+        deadline, folder = time.monotonic() + 15, None
+        while time.monotonic() < deadline:
+            transports = httpx2.get(f"{url}/api/status", headers=headers).json()["sync"]["transports"]
+            folder = next(t for t in transports if t["name"] == "folder")
+            if folder["failing"]:
+                break
+        assert folder is not None and folder["failing"], folder
+        assert "no other machine has read" in folder["error"]
