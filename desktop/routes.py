@@ -76,7 +76,9 @@ def desktop_routes(
         return JSONResponse({"moving": path, **current}, status_code=202)
 
     async def tray_app(request: Request) -> Response:
-        if app is None:
+        if app is None:  # a supervisor without the tray (tests, embedding): nothing to show, nothing to drive
+            if request.method == "GET":
+                return JSONResponse({"tray": None})
             return error_response(404, "not_found", "this server is not the tray app's")
         if request.client is None or not is_loopback(request.client.host):
             return error_response(403, "forbidden", "only this machine's own dashboard may drive its tray app")
