@@ -158,6 +158,9 @@ def cmd_doctor(ctx: Context) -> int:
         skew = dict(store.clock.skew.ahead_ms)
         nodes = {n: {"ops": s.ops, "last_op": s.last_wall} for n, s in store.state.nodes.items()}
         node = store.node
+        lead = max(0, store.clock.wall - now_ms())
+        lead = lead if lead > store.clock.max_offset_ms else 0
+        forks = [fork.to_json() for fork in store.state.forks.values()]
     settings = load_settings(data_dir=ctx.data_dir)
     token_set = (ctx.data_dir / "tokens.json").is_file()
     url = running_server(ctx.data_dir)
@@ -171,6 +174,8 @@ def cmd_doctor(ctx: Context) -> int:
         "counts": counts,
         "nodes": nodes,
         "clock_skew_ms": skew,
+        "own_clock_behind_log_ms": lead,
+        "forks": forks,
         "shards": {
             name: {
                 "ops": h.ops,
@@ -200,6 +205,16 @@ def cmd_doctor(ctx: Context) -> int:
     now = now_ms()
     for other, ahead in skew.items():
         lines.append(f"clock skew: {other} writes stamps {ahead // 1000} s ahead of this machine's clock")
+    if lead:
+        lines.append(
+            f"clock skew: this machine wrote stamps {lead // 1000} s ahead of its clock now (its clock was ahead then, "
+            "or is behind now); set it right (network time: timedatectl set-ntp true)"
+        )
+    for fork in forks:
+        lines.append(
+            f"fork: two histories of {fork['node']} from seq {fork['first_seq']} ({fork['positions']} positions), both "
+            "kept: a copied data dir or a cloned machine wrote as one node (hivenote sync status)"
+        )
     for other, s in nodes.items():
         lines.append(f"node {other}: {s['ops']} ops, last {ago(s['last_op'], now)}")
     if any(h.bad for h in health.values()):

@@ -18,6 +18,7 @@ from typing import Any
 import filelock
 
 from .errors import ShardLocked
+from .ownshard import private_dir
 from .statefile import write_json
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,12 @@ def read_node(data_dir: Path) -> str:
     """The node id recorded in this data dir, or "" when nothing was ever written here."""
     node = read_record(data_dir).get("node")
     return node if isinstance(node, str) else ""
+
+
+def previous_nodes(data_dir: Path) -> list[str]:
+    """Earlier node ids of this install (their shards stay in the log as read-only copies)."""
+    previous = read_record(data_dir).get("previous")
+    return [p for p in previous if isinstance(p, str)] if isinstance(previous, list) else []
 
 
 def read_record(data_dir: Path) -> dict[str, Any]:
@@ -151,9 +158,12 @@ def record_shard(data_dir: Path, node: str, shard: Path, size: int = 0) -> None:
 
 
 def make_data_dir(data_dir: Path) -> None:
-    """Create the data folder for this user's eyes only: it holds every note, the tokens and the peer book (other
-    accounts on a shared machine must not read them). An existing folder keeps the mode it has."""
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create the data folder for this user's eyes only (0700): it holds every note, the tokens and the peer book
+    (other accounts on a shared machine must not read them). An existing folder open to other accounts (made by
+    hand, or by an older Hivenote under umask 022) is closed the same way, and the log says so; the folders above it
+    are not Hivenote's to close."""
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
 
 
 class ShardClaim:

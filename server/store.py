@@ -23,16 +23,33 @@ from .fold import State
 from .heap import collector_paused
 from .hlc import Clock
 from .model import Author, CorruptLine, Op, decode_op
-from .node import ShardClaim, claim_node, confirm_own, host_fingerprint, lock_holder, read_node, record_shard, succeed
+from .node import (
+    ShardClaim,
+    claim_node,
+    confirm_own,
+    host_fingerprint,
+    lock_holder,
+    make_data_dir,
+    previous_nodes,
+    read_node,
+    record_shard,
+    succeed,
+)
 from .ownshard import (
+    PRIVATE_DIR,
     DiskProblem,
     OwnShard,
     cannot_start,
     cut_torn_tail,
     disk_writable,
     fsync_dir,
+    lacks_space,
     log_missing,
+    private_dir,
     problem_from,
+    temp_beside,
+    write_all,
+    write_refused,
 )
 from .shards import BadLine, ShardHealth, Shards, is_shard_file
 
@@ -115,6 +132,8 @@ class Store:
         self._durable = 0
         self._failed: list[tuple[int, int, str]] = []
         self._own: OwnShard | None = None
+        self._opening = False  # a writer that opened on a full disk, waiting for room to finish opening
+        self._claimed = False  # the shard lock was taken (and its holder's pid written)
         self._seq = 0
         self._acked_seq = 0  # the last seq fsynced to the own shard
         self.problem: DiskProblem | None = None  # why writes fail right now (status, dashboard, tray)
@@ -132,35 +151,97 @@ class Store:
     # -- identity and lifecycle ---------------------------------------------------------------------
 
     def open(self) -> Store:
-        """Take the shard lock (writer), fold every shard, repair this node's torn tail. Returns self."""
+        """Take the shard lock (writer), fold every shard, repair this node's torn tail. Returns self.
+
+        A writer that finds the disk full (it records its claim on the shard in node.json at start) opens anyway,
+        read-only for now, with a `disk_full` problem: reads work, writes say why they are refused, and `watch` (or
+        the next write) finishes opening once there is room again."""
+        full: OSError | None = None
         if not self.readonly:
             try:
                 self._claim_writer()
             except BaseException as exc:
-                self._claim.release()
-                if isinstance(exc, OSError):
-                    raise cannot_start(exc, Path(exc.filename).parent if exc.filename else self.data_dir) from None
-                raise
+                if not (isinstance(exc, OSError) and lacks_space(exc)):
+                    self._claim.release()
+                    if isinstance(exc, OSError):
+                        raise cannot_start(exc, Path(exc.filename).parent if exc.filename else self.data_dir) from None
+                    raise
+                full = exc
+        self.clock.own_nodes = {self.node, *previous_nodes(self.data_dir)}
         self._fold_all()
         if not self.readonly:
-            assert self.shard_path is not None
-            mine = self.shards.cursors.get(self.shard_path.name)
-            self._seq = mine.ops[-1].seq if mine is not None and mine.ops else 0  # the last seq in its own file
-            try:
-                self._own = OwnShard(self.shard_path)
-                record_shard(self.data_dir, self.node, self.shard_path, self._own.size)
-            except OSError as exc:
-                self._claim.release()
-                raise cannot_start(exc, self.log_dir) from None
-            self._check_own_history()  # another file in the log already holds ops of this node it did not write?
+            if full is None:
+                try:
+                    self._open_own()
+                except OSError as exc:
+                    if not lacks_space(exc):
+                        self._claim.release()
+                        raise cannot_start(exc, self.log_dir) from None
+                    full = exc
+            if full is not None:
+                self._wait_for_room(full)
+            else:
+                self._check_own_history()  # another file in the log already holds ops of this node it did not write?
         return self
 
+    def _open_own(self) -> None:
+        """Open the own shard for appending (after the claim and a fold) and record the claim on it."""
+        assert self.shard_path is not None
+        mine = self.shards.cursors.get(self.shard_path.name)
+        self._seq = mine.ops[-1].seq if mine is not None and mine.ops else 0  # the last seq in its own file
+        own = OwnShard(self.shard_path)
+        try:
+            record_shard(self.data_dir, self.node, self.shard_path, own.size)
+        except BaseException:
+            own.close()
+            raise
+        self._own = own
+
+    def _wait_for_room(self, exc: OSError) -> None:
+        """The disk was full as the writer opened: stay open for reading and say so (`_finish_opening` tries again).
+        The shard lock stays held when it was taken, so no second writer starts meanwhile."""
+        self._opening = True
+        self.problem = DiskProblem(
+            "disk_full",
+            f"The disk holding {self.data_dir} is full, so Hivenote started read-only: reading and search work, new "
+            "notes are refused and nothing already saved is lost. Free some space; Hivenote starts writing by itself.",
+            self.now_ms(),
+        )
+        log.error("%s (%s)", self.problem.message, exc)
+
+    def _finish_opening(self) -> bool:
+        """Open the writer now if the disk has room again (called by `watch` under the flush and store locks).
+        Returns whether it did."""
+        if not disk_writable(self.data_dir):
+            return False
+        try:
+            if not self._claimed or self._claim.stale():
+                self._claim.release()
+                self._claim_writer()
+            self.state = State()  # the claim may have moved this install to a new node id: fold again
+            self._fold_all()
+            self._open_own()
+        except ShardLocked as exc:
+            self.problem = DiskProblem("lock_lost", f"{exc} It started while this one waited for room.", self.now_ms())
+            return False
+        except OSError as exc:
+            if not lacks_space(exc):
+                log.error("the writer still cannot open: %s", exc)
+            return False
+        self._opening = False
+        self.problem = None
+        log.info("the disk holding %s has room again: the notebook takes writes from now on", self.data_dir)
+        return True
+
     def _claim_writer(self) -> None:
-        (self.data_dir / "log").mkdir(parents=True, exist_ok=True)  # the lock stays here when log_dir is shared
+        self._claimed = False
+        make_data_dir(self.data_dir)
+        private_dir(self.data_dir / "log")  # the lock stays here when log_dir is shared
         self._claim.acquire()
+        self._claimed = True
         if self._log_dir_source is not None:
             self.log_dir = Path(self._log_dir_source())
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)  # a synced folder keeps its own mode
         self.shard_path = self.log_dir / f"{self.node}.jsonl"
         node, why = confirm_own(self.data_dir, self.node, self.shard_path, self.fingerprint(), self.now_ms())
         if node != self.node:
@@ -261,11 +342,9 @@ class Store:
             if own.missing() and own.size:
                 branch = self.log_dir / f"{old}~{own.digest()[:12]}.jsonl"
                 if not branch.exists():
-                    tmp = self.log_dir / f".{branch.name}.tmp"
-                    own.copy_to(tmp)
-                    os.replace(tmp, branch)
-                    fsync_dir(self.log_dir)
+                    own.copy_to(branch)  # through a temp file made exclusively, fsynced and renamed
             node = succeed(self.data_dir, self.fingerprint(), self.now_ms(), why)
+            self.clock.own_nodes.add(node)
             self._switch_claim(node)
             own.close()
             self.node, self.shard_path = node, self.log_dir / f"{node}.jsonl"
@@ -305,6 +384,10 @@ class Store:
         may raise to write nothing. Ops are applied to the state at once (later deciders see them) and
         acknowledged after the fsync of the group they were written with.
         """
+        if self._opening:  # opened on a full disk: room again?
+            self.watch()
+            if self._opening and self.problem is not None:
+                raise StoreWriteFailed(f"Nothing was saved: {self.problem.message}")
         if self.readonly or self._own is None:
             raise ReadOnlyStore("this store is open read-only; open it as the writer to change the notebook")
         if self._own.missing() or (self.problem is not None and self.problem.kind not in RETRIED_PROBLEMS):
@@ -395,7 +478,14 @@ class Store:
     def watch(self) -> None:
         """Keep the log where it belongs while running (the follow loop calls this twice a second): lock again and
         put the own shard back from its open handle if the log folder was deleted; clear a disk problem once the
-        disk takes writes again. Raises StoreWriteFailed while the log folder cannot be recreated."""
+        disk takes writes again, and finish opening a writer that started on a full disk. Raises StoreWriteFailed while
+        the log folder cannot be recreated."""
+        if self._opening and not self.readonly:
+            with self._flush_lock, self.lock:
+                opened = self._opening and self._finish_opening()
+            if opened:
+                self._check_own_history()
+            return
         if self.readonly or self._own is None:
             return
         if self.problem is None and not self._claim.stale() and not self._own.missing():
@@ -411,6 +501,10 @@ class Store:
             own = self._own
             if own is None:
                 return
+            if self.log_dir == self.data_dir / "log" or self._claim.stale():
+                with contextlib.suppress(OSError):  # deleted under us: made again for this user only (the lock's too)
+                    make_data_dir(self.data_dir)
+                    private_dir(self.data_dir / "log")
             try:
                 self._claim.renew()
             except ShardLocked as exc:
@@ -425,9 +519,10 @@ class Store:
             if own.missing():
                 try:
                     if self.log_dir == self.data_dir / "log":  # ours, even if the whole data dir was deleted
-                        self.log_dir.mkdir(parents=True, exist_ok=True)
+                        make_data_dir(self.data_dir)
+                        private_dir(self.log_dir)
                     elif self.log_dir.parent.is_dir():  # a synced folder: not where its drive is unplugged
-                        self.log_dir.mkdir(exist_ok=True)
+                        self.log_dir.mkdir(mode=PRIVATE_DIR, exist_ok=True)
                     if own.path_holds() == "same":
                         own.adopt()  # a sync tool wrote the very same bytes anew: append to that file from now on
                     else:
@@ -451,8 +546,9 @@ class Store:
         assert self._own is not None
         rescued = self.data_dir / "rescued" / f"{self.node}.jsonl"
         try:
-            rescued.parent.mkdir(parents=True, exist_ok=True)
-            self._own.copy_to(rescued)
+            make_data_dir(self.data_dir)
+            private_dir(rescued.parent)
+            self._own.copy_to(rescued)  # a temp file made exclusively, renamed: never through a link at its name
         except OSError as exc:
             log.error(
                 "closing with %s missing, and it could not be saved to %s either: %s", self.shard_path, rescued, exc
@@ -483,28 +579,29 @@ class Store:
             raw = self.shard_path.read_bytes()
             lines = raw.split(b"\n")[:-1]
             kept = lines_to_keep(lines, self.state, self.node)
-            tmp = self.shard_path.with_name(f".{self.shard_path.name}.compact.tmp")
             blob = b"".join(line + b"\n" for line in kept)
-            with open(tmp, "wb") as fh:
-                fh.write(blob)
-                fh.flush()
-                os.fsync(fh.fileno())
-            check = State()
-            for line in kept:
-                with contextlib.suppress(CorruptLine):
-                    check.apply(decode_op(line))
-            for name, cur in self.shards.cursors.items():
-                if name != self.shard_path.name:
-                    with open(cur.path, "rb") as other:
-                        for line in other.read(cur.offset).split(b"\n"):
-                            if line.strip():
-                                with contextlib.suppress(CorruptLine):
-                                    check.apply(decode_op(line))
-            if check.snapshot() != self.state.snapshot():
-                tmp.unlink()
-                raise StoreError("compaction would change the notebook; the shard was left as it was")
-            self._own.close()
-            os.replace(tmp, self.shard_path)
+            with contextlib.ExitStack() as cleanup:  # the temp file is removed whatever happens below
+                try:  # a random name made exclusively: never through a link planted in a synced log folder
+                    fd, tmp = cleanup.enter_context(temp_beside(self.shard_path))
+                    write_all(fd, blob)
+                    os.fsync(fd)
+                except OSError as exc:
+                    raise write_refused(exc, "the compacted shard", self.shard_path) from None
+                check = State()
+                for line in kept:
+                    with contextlib.suppress(CorruptLine):
+                        check.apply(decode_op(line))
+                for name, cur in self.shards.cursors.items():
+                    if name != self.shard_path.name:
+                        with open(cur.path, "rb") as other:
+                            for line in other.read(cur.offset).split(b"\n"):
+                                if line.strip():
+                                    with contextlib.suppress(CorruptLine):
+                                        check.apply(decode_op(line))
+                if check.snapshot() != self.state.snapshot():
+                    raise StoreError("compaction would change the notebook; the shard was left as it was")
+                self._own.close()
+                os.replace(tmp, self.shard_path)
             fsync_dir(self.log_dir)
             self._own = OwnShard(self.shard_path)
             record_shard(self.data_dir, self.node, self.shard_path, self._own.size)

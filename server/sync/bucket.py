@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import time
 from typing import Any
 
 from ..errors import HivenoteError
+from ..hlc import date_offset
 from ..settings import Settings
 
 
@@ -39,6 +41,7 @@ class Bucket:
         self.exc = botocore.exceptions
         self.name, self.endpoint = settings.s3_bucket, settings.s3_endpoint or "AWS S3"
         self.root = settings.s3_prefix.strip("/") + "/" if settings.s3_prefix.strip("/") else ""
+        self.clock_offset_ms: int | None = None  # the bucket's clock minus ours, from its last answer's Date
         config = Config(
             s3={"addressing_style": "path"} if settings.s3_endpoint else {},
             retries={"max_attempts": 3, "mode": "standard"},
@@ -69,13 +72,25 @@ class Bucket:
         return f"S3 {action} on {where} failed: {exc}"
 
     def call(self, action: str, *, ok: tuple[int, ...] = (), **params: Any) -> Any:
-        """client.<action>(Bucket=..., **params); an HTTP status in `ok` returns None instead of raising."""
+        """client.<action>(Bucket=..., **params); an HTTP status in `ok` returns None instead of raising. Each answer's
+        `Date` says how far the bucket's clock is from ours (`clock_offset_ms`)."""
+        sent = time.time_ns() // 1_000_000
         try:
-            return getattr(self.client, action)(Bucket=self.name, **params)
+            result = getattr(self.client, action)(Bucket=self.name, **params)
+            self._clock(result, sent)
+            return result
         except (self.exc.BotoCoreError, self.exc.ClientError) as exc:
+            self._clock(getattr(exc, "response", {}), sent)
             if getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode") in ok:
                 return None
             raise BucketError(self.explain(exc, action)) from None
+
+    def _clock(self, answer: Any, sent: int) -> None:
+        with contextlib.suppress(AttributeError, TypeError):
+            date = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+            offset = date_offset(date, sent, time.time_ns() // 1_000_000)
+            if offset is not None:
+                self.clock_offset_ms = offset
 
     def put(self, key: str, body: bytes, etag: str = "") -> str | None:
         """Create `key`, or replace it if it still has `etag`: the new ETag, or None when the condition failed."""

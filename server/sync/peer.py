@@ -55,7 +55,7 @@ async def run(services: Services) -> None:
     replicas = services.replicas  # shared with the other transports, and so are its per-shard locks
     following: dict[str, anyio.CancelScope] = {}
     async with httpx2.AsyncClient(timeout=TIMEOUT) as http, anyio.create_task_group() as tasks:
-        puller = Puller(data_dir, replicas, services.sync, http)
+        puller = Puller(data_dir, replicas, services.sync, http, clock=services.store.clock)
         while True:
             try:
                 puller.book = await anyio.to_thread.run_sync(load_peers, data_dir)

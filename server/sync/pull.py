@@ -22,6 +22,7 @@ import anyio
 import httpx2
 
 from ..errors import InvalidInput
+from ..hlc import Clock, date_offset
 from .peerbook import Peer, PeerBook, editing, normalize_url
 from .replica import Replicas, SyncRefused, same_node
 from .routes import MAX_LIMIT, Summary, valid_node
@@ -112,7 +113,9 @@ class Puller:
         status: SyncStatus,
         http: httpx2.AsyncClient,
         now_ms: Callable[[], int] = _wall_ms,
+        clock: Clock | None = None,
     ) -> None:
+        self.clock = clock  # told what the peers' clocks say (HTTP Date), to find this machine's own skew
         self.data_dir = data_dir
         self.replicas = replicas
         self.status = status
@@ -169,7 +172,12 @@ class Puller:
         headers = {"Authorization": f"Bearer {peer.token}"}
         for attempt in (1, 2):
             try:
+                sent = self.now_ms()
                 response = await self.http.get(f"{peer.url}{path}", params=params, headers=headers)
+                if self.clock is not None:
+                    offset = date_offset(response.headers.get("date"), sent, self.now_ms())
+                    if offset is not None:
+                        self.clock.note_offset(f"peer {peer.url}", offset)
                 break
             except (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError) as exc:
                 if attempt == 2:  # the first may have met a kept-alive connection the peer closed (it restarted)

@@ -42,7 +42,7 @@ async def watch_folder(services: Services) -> None:
 async def report_integrity(services: Services) -> None:
     """What happened to this install's identity and to the log's histories, as a sync status entry (`sync status`,
     the dashboard's settings, the tray's attention state): node-id changes and forks found, until cancelled."""
-    store, shown = services.store, ("", 0)
+    store, shown, clock_said = services.store, ("", 0), ""
     while True:
         with store.reading() as state:
             forks = [fork.to_json() for fork in state.forks.values()]
@@ -56,7 +56,44 @@ async def report_integrity(services: Services) -> None:
             ]
             services.sync.failed("integrity", "; ".join(parts), kind="log", target=store.node, forks=forks)
             shown = seen
+        clock_said = report_clock(services, clock_said)
         await anyio.sleep(INTEGRITY_CHECK_S)
+
+
+def report_clock(services: Services, said: str) -> str:
+    """This machine's own clock skew, said on this machine: measured against the peers' and the bucket's clocks
+    (HTTP Date), or seen in its own log (it wrote stamps further ahead than its clock is now). Returns what is said."""
+    clock, store = services.store.clock, services.store
+    skew, lead = clock.own_skew_ms(), clock.wall - clock.now()
+    fix = "Set this machine's clock right (turn on network time: `timedatectl set-ntp true`, or the OS's date settings)"
+    if skew:
+        sources = sorted(clock.offsets)
+        side = "ahead of" if skew > 0 else "behind"
+        effect = "win over" if skew > 0 else "lose to"
+        if len(sources) == 1 and sources[0] != "bucket":  # two clocks that differ: either may be the wrong one
+            other = sources[0].removeprefix("peer ")
+            message = (
+                f"this machine's clock is {abs(skew) // 1000} s {side} {other}'s: one of the two is wrong. While it "
+                f"lasts, the machine whose clock is ahead wins every edit made meanwhile on the other. {fix} on the "
+                "wrong one"
+            )
+        else:
+            message = (
+                f"this machine's clock is {abs(skew) // 1000} s {side} the others' (measured against "
+                f"{', '.join(sources)}): its edits {effect} edits made meanwhile elsewhere, whichever came last. {fix}"
+            )
+    elif lead > clock.max_offset_ms:
+        message = (
+            f"this machine wrote stamps {lead // 1000} s ahead of its clock now (its clock was ahead then, or is "
+            f"behind now): until then its edits keep winning over edits made elsewhere. {fix}"
+        )
+    else:
+        message = ""
+    if message and message != said:
+        services.sync.failed("clock", message, kind="clock", target=store.node, skew_ms=skew or lead)
+    elif said and not message:
+        services.sync.ok("clock", kind="clock", target=store.node, skew_ms=0)
+    return message
 
 
 async def run_transports(services: Services) -> None:

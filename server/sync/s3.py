@@ -23,7 +23,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import re
 import secrets
 import threading
@@ -35,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..errors import InvalidInput
+from ..ownshard import private_dir
 from ..settings import Settings, load_settings, save_setting
+from ..statefile import write_json
 from .bucket import BadObject, Bucket, BucketConflict, BucketError
 from .replica import Replicas, SyncRefused, check_node_name
 
@@ -106,13 +107,10 @@ class BucketSync:
         return own | {"pending": None}
 
     def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(self.state, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        """statefile's one durable, atomic write: a temp file made exclusively (never through a link at its name),
+        0600, fsynced, renamed; on failure (StateFileUnwritable, an OSError) nothing changed and no temp is left."""
+        private_dir(self.path.parent)
+        write_json(self.path, self.state)
 
     def _folder(self, node: str, gen: str = "") -> str:
         return f"{self.bucket.root}{node}/{gen + '/' if gen else ''}"
@@ -367,6 +365,8 @@ async def run(services: Services) -> None:
                     sync = await anyio.to_thread.run_sync(BucketSync.open, settings, services.replicas)
                 pull = time.monotonic() >= next_pull
                 contacted, problems = await anyio.to_thread.run_sync(sync.step, pull)
+                if sync.bucket.clock_offset_ms is not None:
+                    services.store.clock.note_offset("bucket", sync.bucket.clock_offset_ms)
                 next_pull = time.monotonic() + poll if pull else next_pull
                 if problems:
                     status.failed(NAME, "; ".join(problems), kind=KIND, target=target)

@@ -197,3 +197,28 @@ def test_a_fork_and_a_new_node_id_show_in_the_servers_sync_status(tmp_path: Path
                 break
         assert entry is not None and entry["failing"]
         assert f"two histories of {node} from seq 1" in entry["error"] and server.store.node != node
+
+
+def test_doctor_names_a_fork_and_a_log_stamped_ahead_of_this_clock(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    data = tmp_path / "data"
+    with Store(data) as store:
+        remember(store, "mine")
+        node = store.node
+    lines = (data / "log" / f"{node}.jsonl").read_bytes()
+    ahead = json.loads(lines)
+    ahead |= {"hlc": [ahead["hlc"][0] + 86_400_000, 0], "id": "X" + ahead["id"]}
+    (data / "log" / f"{node}.sync-conflict-20261201-000000-CLONE.jsonl").write_text(
+        json.dumps(ahead) + "\n", encoding="utf-8"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data), "doctor"],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=True,
+    ).stdout
+    assert f"fork: two histories of {node} from seq 1 (1 positions), both kept" in out
+    assert "clock skew: this machine wrote stamps 86" in out and "timedatectl set-ntp true" in out

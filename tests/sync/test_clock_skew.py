@@ -1,0 +1,90 @@
+"""Clock skew between real machines (issue: a machine a day ahead won every last-writer-wins for a day, even over its
+own later edits once its clock was fixed; it dragged the others' clocks an hour ahead; and only the machines whose
+clock was right said anything). Two real `hivenote serve` processes pulling from each other; one runs a day ahead
+under libfaketime, as a machine with a wrong clock does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hivenote.server.auth import new_token
+from hivenote.server.sync.peer import add_peer
+from tests.sync.peer_nodes import Node, running, wait_for
+
+DAY_MS = 86_400_000
+
+
+@dataclass
+class SkewedNode(Node):
+    """`hivenote serve` with its whole clock a day ahead (libfaketime: time(), clock_gettime, ...)."""
+
+    ahead: str = ""
+
+    def start(self) -> None:
+        if not self.ahead:
+            return super().start()
+        libraries = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
+        assert libraries, "libfaketime is missing: scripts/install-test-deps installs it (Debian package faketime)"
+        env = {**os.environ, "LD_PRELOAD": str(libraries[0]), "FAKETIME": self.ahead, "FAKETIME_DONT_RESET": "1"}
+        assert self.process is None, "already running"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.token  # noqa: B018 - created before the server starts
+        argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(self.data_dir), "serve"]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [*argv, "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            )
+        return None
+
+
+def transport(node: Node, name: str) -> dict[str, Any] | None:
+    transports = node.call("GET", "/api/status")["sync"]["transports"]
+    return next((t for t in transports if t["name"] == name), None)
+
+
+def note(node: Node, note_id: str) -> dict[str, Any]:
+    return dict(node.call("GET", f"/api/notes/{note_id}"))
+
+
+def test_a_machine_a_day_ahead_is_told_on_itself_drags_nobody_and_its_fixed_clock_still_wins_its_own_edits(
+    tmp_path: Path,
+) -> None:
+    a, b = SkewedNode(tmp_path / "a", ahead="+1d"), SkewedNode(tmp_path / "b")
+    token = new_token()
+    add_peer(a.data_dir, b.url, token)
+    add_peer(b.data_dir, a.url, token)
+    with running(a, b):
+        note_id = a.remember("written while a day ahead")
+        wait_for(lambda: "written while a day ahead" in b.titles(), "b holding a's note")
+
+        # The skewed machine says so itself (it measured b's clock through b's HTTP Date). With only two clocks,
+        # either may be the wrong one, and both say so; a third machine or the bucket settles which.
+        for node, side in ((a, "ahead of"), (b, "behind")):
+            wait_for(lambda n=node: (transport(n, "clock") or {}).get("failing") is True, lambda n=node: str(n))
+            clock = transport(node, "clock")
+            assert clock is not None and "this machine's clock is" in clock["error"] and side in clock["error"]
+            assert "one of the two is wrong" in clock["error"] and "timedatectl set-ntp true" in clock["error"]
+
+        # b saw a's stamp a day ahead and was not dragged: what b writes now is stamped with the real time.
+        b_note = note(b, b.remember("written on b afterwards"))
+        assert b_note["updated"] < time.time_ns() // 1_000_000 + 60_000
+        assert b.call("GET", "/api/status")["clock_skew_ms"][a.node] > DAY_MS - 120_000
+
+        assert a.stop() == 0
+        a.ahead = ""  # its clock is fixed
+        a.start()
+        a.wait_ready()
+        a.call("PATCH", f"/api/notes/{note_id}", {"title": "edited after the clock was fixed"})
+        # Its own later edit wins over its own earlier one (its stamps follow its own log), here and on b.
+        assert note(a, note_id)["title"] == "edited after the clock was fixed"
+        wait_for(lambda: note(b, note_id)["title"] == "edited after the clock was fixed", lambda: str(note(b, note_id)))
+        # And it still says its log runs ahead of its clock until real time catches up.
+        wait_for(lambda: (transport(a, "clock") or {}).get("failing") is True, lambda: str(transport(a, "clock")))
+        clock = transport(a, "clock")
+        assert clock is not None and "wrote stamps" in clock["error"]
