@@ -8,16 +8,15 @@ others.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import marshal
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .heap import collector_paused
 from .model import Op, author
+from .ownshard import private_dir, write_whole
 
 MAGIC = b"hivenote-opcache-2\n"
 
@@ -37,18 +36,13 @@ def _digest(payload: bytes | memoryview) -> bytes:
 
 
 def save(path: Path, entries: list[ShardEntry]) -> None:
-    """Write the cache atomically (a unique temp file renamed over, so concurrent writers cannot mix)."""
+    """Write the cache atomically: a temp file with a random name made exclusively beside it (never through a link
+    planted there; 0600), renamed over, so concurrent writers cannot mix; removed again when the write fails. The
+    cache folder is this user's only (it holds every note's text)."""
     with collector_paused():  # one tuple per op, beside a folded notebook that can be over a GB of objects
         payload = marshal.dumps(_rows(entries))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(MAGIC + _digest(payload) + payload)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    private_dir(path.parent)  # in the data dir, which must exist: a deleted one is not made again for a cache
+    write_whole(path, (MAGIC, _digest(payload), payload), durable=False)  # derived data: a lost one is re-read
 
 
 def _rows(entries: list[ShardEntry]) -> list[Any]:

@@ -1,27 +1,145 @@
 """This machine's own shard file as the store writes it: appends made durable with fsync, cut back after a failed
 write, and put back from the still-open handle when the file (or its whole folder) was deleted under a running
 server: the handle reaches every acknowledged byte until it is closed. Also says what a disk error means to a user.
+
+Files and folders here are this user's only (SECURITY.md, "Files on disk"): folders the store makes are 0700
+(`private_dir`), every file it writes is 0600, and a file written whole goes through a temp file created exclusively
+beside it (`temp_beside`: a random name, O_EXCL and O_NOFOLLOW, so a link planted in a synced folder is never written
+through), removed again when the write fails.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import logging
 import os
+import stat
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
-from .errors import StoreError
+from .errors import StoreError, StoreWriteFailed
 
 log = logging.getLogger(__name__)
 
 ProblemKind = Literal["disk_full", "read_only", "no_permission", "io_error", "write_failed", "log_missing", "lock_lost"]
 COPY_CHUNK = 1 << 20
 MIN_FREE_BYTES = 64 * 1024  # a disk with less than this free still counts as full
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none (and links there need privileges)
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def os_error(exc: BaseException) -> OSError | None:
+    """The OSError behind `exc` (statefile's StateFileUnwritable carries the write's own as `error`)."""
+    inner = getattr(exc, "error", None)
+    if isinstance(inner, OSError):
+        return inner
+    return exc if isinstance(exc, OSError) else None
+
+
+def lacks_space(exc: BaseException) -> bool:
+    """Whether `exc` is a write refused for want of space (a full disk or a used-up quota)."""
+    inner = os_error(exc)
+    return inner is not None and inner.errno in NO_SPACE
+
+
+def tighten(path: Path, fd: int | None = None) -> None:
+    """Take group and other permissions off `path` (this user's folder or file; through `fd` when it is open), saying
+    so in the log. A path owned by another account is left as it is (the log says so too): chmod cannot change it."""
+    if os.name == "nt":  # no POSIX modes; the user's profile folder is private already
+        return
+    try:
+        st = os.stat(path) if fd is None else os.fstat(fd)
+    except OSError:
+        return
+    if not st.st_mode & 0o077:
+        return
+    old = stat.S_IMODE(st.st_mode)
+    try:
+        if fd is None:
+            os.chmod(path, old & ~0o077)
+        else:
+            os.fchmod(fd, old & ~0o077)
+    except OSError as exc:
+        log.warning("%s is open to other accounts (mode %04o) and could not be closed (%s)", path, old, exc)
+        return
+    log.warning(
+        "%s was open to other accounts (mode %04o): it holds notes, so it is now %04o (this user only)",
+        path,
+        old,
+        old & ~0o077,
+    )
+
+
+def private_dir(path: Path) -> None:
+    """Make the folder `path` for this user only (0700; its parent must exist), or close an existing one. The mode is
+    set again after mkdir, which a umask could have narrowed or widened."""
+    try:
+        path.mkdir(mode=PRIVATE_DIR)
+    except FileExistsError:
+        if not path.is_dir():
+            raise
+    else:
+        with contextlib.suppress(OSError):
+            os.chmod(path, PRIVATE_DIR)
+        return
+    tighten(path)
+
+
+@contextlib.contextmanager
+def temp_beside(path: Path) -> Iterator[tuple[int, Path]]:
+    """A new empty file (fd, path) beside `path` with a random hidden name ending in `.tmp` (never folded, never
+    synced), created exclusively and without following links (mkstemp: O_EXCL, O_NOFOLLOW), 0600. The caller writes
+    it and renames it into place; whatever is left at the temp name when the block ends (a failure) is removed."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)
+    try:
+        yield fd, tmp
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_whole(path: Path, chunks: Iterable[bytes], *, durable: bool = True) -> None:
+    """Replace `path` with `chunks` in one step through `temp_beside` (fsynced, renamed, the folder fsynced): a link
+    at `path` is replaced, never written through. On failure nothing changed and no temp file is left."""
+    with temp_beside(path) as (fd, tmp):
+        for chunk in chunks:
+            write_all(fd, chunk)
+        if durable:
+            os.fsync(fd)
+        os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def write_refused(exc: OSError, what: str, path: Path) -> StoreWriteFailed:
+    """Why writing `what` at `path` failed, for a person: nothing changed, and what to do."""
+    inner = os_error(exc) or exc
+    reasons = {
+        errno.ENOSPC: "the disk is full. Free some space",
+        errno.EDQUOT: "the disk quota is used up. Free some space",
+        errno.EROFS: "the file system is read-only. Make it writable again",
+        errno.EACCES: "Hivenote may not write there. Give your user write permission on it",
+        errno.EPERM: "Hivenote may not write there. Give your user write permission on it",
+    }
+    why = reasons.get(inner.errno or 0, f"{inner.strerror or inner}. Check the folder and its disk")
+    return StoreWriteFailed(f"Could not write {what} in {path.parent}: {why}, then try again. Nothing was changed.")
 
 
 @dataclass(frozen=True)
@@ -38,7 +156,8 @@ class DiskProblem:
 
 def problem_from(exc: BaseException, folder: Path, now_ms: int) -> DiskProblem:
     """Name a failed write for a person: the condition, that nothing acknowledged was lost, and what to do."""
-    code = exc.errno if isinstance(exc, OSError) else None
+    inner = os_error(exc)
+    code = inner.errno if inner is not None else None
     refused = "new notes are refused and nothing already saved is lost"
     if code in (errno.ENOSPC, errno.EDQUOT):
         return DiskProblem(
@@ -81,6 +200,7 @@ def problem_from(exc: BaseException, folder: Path, now_ms: int) -> DiskProblem:
 def cannot_start(exc: OSError, folder: Path) -> StoreError:
     """Why the writer cannot open `folder` at start and what to do (reading works: the CLI opens it read-only)."""
     instead = "or choose another data folder (--data-dir)"
+    exc = os_error(exc) or exc
     if exc.errno == errno.EROFS:
         why = f"{folder} is on a read-only file system. Remount it read-write, {instead}"
     elif exc.errno in (errno.EACCES, errno.EPERM):
@@ -117,8 +237,7 @@ class OwnShard:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = open(path, "a+b", buffering=0)  # noqa: SIM115 - held for the store's lifetime; unbuffered, so a
-        # failed write leaves nothing behind in a buffer to be written later
+        self._file = open_shard(path)  # held for the store's lifetime
         self.size = os.fstat(self._file.fileno()).st_size
         self._cut_pending = False  # a failed write's bytes may still be at the end
 
@@ -208,36 +327,55 @@ class OwnShard:
 
     def adopt(self) -> None:
         """Append to the file now at the path (it holds exactly the acknowledged bytes)."""
-        old, self._file = self._file, open(self.path, "a+b", buffering=0)  # noqa: SIM115
+        old, self._file = self._file, open_shard(self.path)
         old.close()
         self._cut_pending = False
 
     def copy_to(self, target: Path) -> None:
-        """The acknowledged bytes, read through the handle (the file may be gone from its folder), written to
-        `target` (fsynced)."""
-        with open(target, "wb") as out:
-            for chunk in self._chunks():
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
+        """The acknowledged bytes, read through the handle (the file may be gone from its folder), put at `target` in
+        one step (`write_whole`: a temp file made exclusively, fsynced, renamed; a link at `target` is replaced, never
+        written through)."""
+        write_whole(target, self._chunks())
 
     def put_back(self) -> None:
         """Write the acknowledged bytes to the path again (its folder must exist) and append there from now on. An
         older copy found at the path (a prefix of them) is simply replaced; any other file found there is kept beside
         it (`.<name>.replaced-<ms>`): the store moves to a new node id rather than overwrite another history, so this
         happens only if one appears in between."""
-        tmp = self.path.with_name(f".{self.path.name}.restore.tmp")
-        self.copy_to(tmp)
-        if self.path_holds() == "other":
-            aside = self.path.with_name(f".{self.path.name}.replaced-{time.time_ns() // 1_000_000}")
-            os.replace(self.path, aside)
-            log.warning("%s was replaced by another file; kept that one as %s", self.path.name, aside.name)
-        os.replace(tmp, self.path)
+        with temp_beside(self.path) as (fd, tmp):
+            for chunk in self._chunks():
+                write_all(fd, chunk)
+            os.fsync(fd)
+            if self.path_holds() == "other":
+                aside = self.path.with_name(f".{self.path.name}.replaced-{time.time_ns() // 1_000_000}")
+                os.replace(self.path, aside)
+                log.warning("%s was replaced by another file; kept that one as %s", self.path.name, aside.name)
+            os.replace(tmp, self.path)
         fsync_dir(self.path.parent)
-        old, self._file = self._file, open(self.path, "a+b", buffering=0)  # noqa: SIM115
+        old, self._file = self._file, open_shard(self.path)
         old.close()
         self._cut_pending = False
         log.warning("put %s back from memory (%d bytes): it had been deleted or replaced", self.path, self.size)
+
+
+def open_shard(path: Path) -> BinaryIO:
+    """The own shard opened for appending, unbuffered (a failed write leaves nothing in a buffer to be written
+    later); created 0600, an older file open to other accounts closed, and never through a link planted at its name
+    (the log folder may be a synced one)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NO_FOLLOW, PRIVATE_FILE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            raise OSError(
+                errno.ELOOP, f"{path.name} is a symbolic link, not this machine's shard; remove it", str(path)
+            ) from None
+        raise
+    try:
+        tighten(path, fd)
+        return open(fd, "a+b", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def cut_torn_tail(path: Path) -> int:

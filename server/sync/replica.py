@@ -10,7 +10,6 @@ new one, and the old shard comes back as another node's); another history of it 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import HivenoteError
-from ..store import fsync_dir
+from ..ownshard import PRIVATE_DIR, PRIVATE_FILE, tighten, write_whole
 
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none (and links there need privileges)
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -212,14 +211,15 @@ class Replicas:
             if not whole:
                 return 0
             check_lines(node, whole)
-            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self.log_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
             try:  # never through a link planted in a synced folder: the bytes would land in the file it points to
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NO_FOLLOW, 0o666)
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NO_FOLLOW, PRIVATE_FILE)
             except OSError as exc:
                 if path.is_symlink():
                     raise SyncRefused(f"{path} is a symbolic link, not a shard; remove it to sync {node}") from None
                 raise exc
             with os.fdopen(fd, "ab") as fh:
+                tighten(path, fd)  # a replica an older Hivenote made 0644
                 if fh.tell() != held:
                     fh.truncate(held)  # a partial line someone left: ours continues at the boundary
                 fh.write(whole)
@@ -237,17 +237,8 @@ class Replicas:
         path = self.path(node)
         whole = data[: data.rfind(b"\n") + 1]
         check_lines(node, whole)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # hidden: never folded
+        self.log_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         with self._lock(node):
-            try:
-                with open(tmp, "wb") as fh:
-                    fh.write(whole)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, path)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
-            with contextlib.suppress(OSError):
-                fsync_dir(self.log_dir)
+            # A hidden temp file (never folded) with a random name, made exclusively (0600): never written through a
+            # link planted in a synced folder; removed on failure. A link at `path` itself is replaced, not followed.
+            write_whole(path, [whole])

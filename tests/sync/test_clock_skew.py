@@ -48,6 +48,10 @@ def transport(node: Node, name: str) -> dict[str, Any] | None:
     return next((t for t in transports if t["name"] == name), None)
 
 
+def clock_failing(node: Node) -> bool:
+    return (transport(node, "clock") or {}).get("failing") is True
+
+
 def note(node: Node, note_id: str) -> dict[str, Any]:
     return dict(node.call("GET", f"/api/notes/{note_id}"))
 
@@ -66,7 +70,7 @@ def test_a_machine_a_day_ahead_is_told_on_itself_drags_nobody_and_its_fixed_cloc
         # The skewed machine says so itself (it measured b's clock through b's HTTP Date). With only two clocks,
         # either may be the wrong one, and both say so; a third machine or the bucket settles which.
         for node, side in ((a, "ahead of"), (b, "behind")):
-            wait_for(lambda n=node: (transport(n, "clock") or {}).get("failing") is True, lambda n=node: str(n))
+            wait_for(lambda: clock_failing(node), lambda: str(transport(node, "clock")))  # noqa: B023 - waited here
             clock = transport(node, "clock")
             assert clock is not None and "this machine's clock is" in clock["error"] and side in clock["error"]
             assert "one of the two is wrong" in clock["error"] and "timedatectl set-ntp true" in clock["error"]
