@@ -50,6 +50,12 @@ def read_node(data_dir: Path) -> str:
     return node if isinstance(node, str) else ""
 
 
+def previous_nodes(data_dir: Path) -> list[str]:
+    """Earlier node ids of this install (their shards stay in the log as read-only copies)."""
+    previous = read_record(data_dir).get("previous")
+    return [p for p in previous if isinstance(p, str)] if isinstance(previous, list) else []
+
+
 def read_record(data_dir: Path) -> dict[str, Any]:
     """`node.json` as a dict ({} when missing or unreadable)."""
     with contextlib.suppress(OSError, ValueError):

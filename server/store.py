@@ -30,6 +30,7 @@ from .node import (
     host_fingerprint,
     lock_holder,
     make_data_dir,
+    previous_nodes,
     read_node,
     record_shard,
     succeed,
@@ -166,6 +167,7 @@ class Store:
                         raise cannot_start(exc, Path(exc.filename).parent if exc.filename else self.data_dir) from None
                     raise
                 full = exc
+        self.clock.own_nodes = {self.node, *previous_nodes(self.data_dir)}
         self._fold_all()
         if not self.readonly:
             if full is None:
@@ -342,6 +344,7 @@ class Store:
                 if not branch.exists():
                     own.copy_to(branch)  # through a temp file made exclusively, fsynced and renamed
             node = succeed(self.data_dir, self.fingerprint(), self.now_ms(), why)
+            self.clock.own_nodes.add(node)
             self._switch_claim(node)
             own.close()
             self.node, self.shard_path = node, self.log_dir / f"{node}.jsonl"

@@ -365,6 +365,8 @@ async def run(services: Services) -> None:
                     sync = await anyio.to_thread.run_sync(BucketSync.open, settings, services.replicas)
                 pull = time.monotonic() >= next_pull
                 contacted, problems = await anyio.to_thread.run_sync(sync.step, pull)
+                if sync.bucket.clock_offset_ms is not None:
+                    services.store.clock.note_offset("bucket", sync.bucket.clock_offset_ms)
                 next_pull = time.monotonic() + poll if pull else next_pull
                 if problems:
                     status.failed(NAME, "; ".join(problems), kind=KIND, target=target)
