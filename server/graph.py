@@ -48,12 +48,51 @@ def graph_json(entities: Iterable[Entity], relations: Iterable[Relation]) -> dic
     return {"entities": [e.to_json() for e in entities], "relations": [r.to_json() for r in relations]}
 
 
+# Sizes a graph write takes (UTF-8 bytes), in the graph tools, REST, the CLI and imports alike: an observation is a
+# fact, not a file (one import wrote a 50 MB line); names, types and relation types are labels.
+MAX_OBSERVATION_BYTES = 64 * 1024
+MAX_NAME_BYTES = 1024
+
+
 def _check_text(what: str, value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(f"{what} contains an unpaired surrogate; send valid Unicode text") from None
     return value
+
+
+def size_issue(what: str, value: str, limit: int) -> str | None:
+    """What is wrong with `value` as `what` if it is over `limit` UTF-8 bytes (None when it fits)."""
+    if len(value) * 4 <= limit:  # cannot be over: skip encoding
+        return None
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return None
+    advice = (
+        "keep one fact per observation and split longer text" if limit == MAX_OBSERVATION_BYTES else "use a short label"
+    )
+    return f"{what} is {size} bytes; the limit is {limit} bytes ({limit // 1024} KiB): {advice}"
+
+
+def entity_issue(e: Entity) -> str | None:
+    """The first size limit an entity breaks (its name, its type, one of its observations), or None."""
+    checks = [("entity name", e.name, MAX_NAME_BYTES), ("entity type", e.entityType, MAX_NAME_BYTES)]
+    checks += [
+        (f"observation {i} of {e.name[:80]!r}", o, MAX_OBSERVATION_BYTES) for i, o in enumerate(e.observations, 1)
+    ]
+    return next((issue for what, text, limit in checks if (issue := size_issue(what, text, limit))), None)
+
+
+def relation_issue(r: Relation) -> str | None:
+    """The first size limit a relation breaks (its ends are entity names, its type a label), or None."""
+    checks = (("relation 'from'", r.from_), ("relation 'to'", r.to), ("relation type", r.relationType))
+    return next((issue for what, text in checks if (issue := size_issue(what, text, MAX_NAME_BYTES))), None)
+
+
+def _refuse(issue: str | None) -> None:
+    if issue is not None:
+        raise InvalidInput(f"{issue}. Nothing was saved.")
 
 
 class Graph:
@@ -68,6 +107,7 @@ class Graph:
     def create_entities(self, entities: Sequence[Entity], *, by: Author | None = None) -> list[Entity]:
         for e in entities:
             _check_text("entity", "".join((e.name, e.entityType, *e.observations)))
+            _refuse(entity_issue(e))
         added: list[Entity] = []
 
         def decide(state: State) -> list[Payload]:
@@ -83,7 +123,7 @@ class Graph:
                 payloads.append(("entity.add", _with(k, "k", {"name": e.name, "type": e.entityType})))
                 seen = Counter[str]()
                 for text in e.observations:
-                    payloads.append(("obs.add", _obs(e.name, k, text, seen[text])))
+                    payloads.append(("obs.add", _obs(e.name, k, text, seen[text], state)))
                     seen[text] += 1
                 added.append(e)
             return payloads
@@ -94,6 +134,7 @@ class Graph:
     def create_relations(self, relations: Sequence[Relation], *, by: Author | None = None) -> list[Relation]:
         for r in relations:
             _check_text("relation", r.from_ + r.to + r.relationType)
+            _refuse(relation_issue(r))
         added: list[Relation] = []
 
         def decide(state: State) -> list[Payload]:
@@ -120,6 +161,8 @@ class Graph:
         """Returns (entityName, addedObservations) per request item. An unknown entity fails the whole call."""
         for name, contents in additions:
             _check_text("observation", name + "".join(contents))
+            for i, text in enumerate(contents, 1):
+                _refuse(size_issue(f"observation {i} of {name[:80]!r}", text, MAX_OBSERVATION_BYTES))
         results: list[tuple[str, list[str]]] = []
 
         def decide(state: State) -> list[Payload]:
@@ -135,7 +178,7 @@ class Graph:
                 fresh = [c for c in contents if c not in have]
                 counts = Counter(have)
                 for text in fresh:
-                    payloads.append(("obs.add", _obs(occ[0], occ[1], text, counts[text])))
+                    payloads.append(("obs.add", _obs(occ[0], occ[1], text, counts[text], state)))
                     counts[text] += 1
                 have.extend(fresh)
                 results.append((name, fresh))
@@ -231,10 +274,11 @@ def _with(value: int, key: str, data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _obs(entity: str, k: int, text: str, j: int) -> dict[str, Any]:
+def _obs(entity: str, k: int, text: str, j: int, state: State) -> dict[str, Any]:
     data: dict[str, Any] = {"entity": entity, "text": text}
     if k:
         data["k"] = k
     if j:
         data["j"] = j
+    data["since"] = state.entity_epoch(entity)  # the incarnation of the entity it belongs to (OPLOG.md)
     return data

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -48,9 +49,19 @@ class Remembered:
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # Unicode category Cc, and lone surrogates
 _CONTROL_IN_BODY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # tab, LF, CR allowed
+# Embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): a title, tag or project holding one displays in
+# another order than it is written ("invoice\u202efdp.exe" reads "invoiceexe.pdf"). Refused in those one-line fields;
+# the marks right-to-left text uses (LRM, RLM, ALM) are fine, and so is a body (it may quote such text).
+_DIRECTION = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def _reject_controls(name: str, text: str, pattern: re.Pattern[str] = _CONTROL) -> None:
+    if pattern is _CONTROL and (direction := _DIRECTION.search(text)) is not None:
+        ch = direction.group()
+        raise InvalidInput(
+            f"{name} contains U+{ord(ch):04X} ({unicodedata.name(ch)}), a direction control that makes the {name} "
+            f"display in another order than it is written; remove it (right-to-left text displays correctly without it)"
+        )
     found = pattern.search(text)
     if found is None:
         return

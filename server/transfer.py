@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from .errors import ImportRejected, InvalidInput
 from .fold import State
-from .graph import Graph
+from .graph import Graph, entity_issue, relation_issue
 from .model import Author, Entity, Relation
 from .notebook import Notebook, check_body, check_kind, check_project, check_tags, check_title
 from .store import Payload
@@ -85,12 +85,18 @@ def _graph_item(item: Any, kind: Any) -> Entity | Relation:
             raise ValueError("an entity needs string 'name' and 'entityType'")
         if not isinstance(obs, list) or not all(_text(o) for o in obs):
             raise ValueError("an entity's 'observations' must be a list of strings")
-        return Entity(name, etype, tuple(obs))
+        entity = Entity(name, etype, tuple(obs))
+        if issue := entity_issue(entity):  # the graph tools' limits: an import is no way around them
+            raise ValueError(issue)
+        return entity
     if kind == "relation":
         f, t, rtype = item.get("from"), item.get("to"), item.get("relationType")
         if not (_text(f) and _text(t) and _text(rtype)):
             raise ValueError("a relation needs string 'from', 'to' and 'relationType'")
-        return Relation(f, t, rtype)
+        relation = Relation(f, t, rtype)
+        if issue := relation_issue(relation):
+            raise ValueError(issue)
+        return relation
     raise ValueError(f'\'type\' must be "entity" or "relation" (got {kind!r})')
 
 
@@ -201,6 +207,7 @@ def _merge_entities(state: State, chunk: list[tuple[Entity, int]], summary: Impo
                 data["k"] = k
             if j:
                 data["j"] = j
+            data["since"] = state.entity_epoch(name)
             payloads.append(("obs.add", data))
             _count(summary.added, "observations")
     return payloads
