@@ -83,6 +83,7 @@ def _elements(op: Op, state: State) -> list[tuple[Any, ...]]:
     if kind == "obs.add":
         e, k = d["entity"], d.get("k", 0)
         alive = _after(op.stamp, state.ent_del.get(e), state.obs_del.get((e, k, d["text"])))
+        alive = alive and ("since" not in d or d["since"] == state.entity_epoch(e))  # its entity's incarnation
         return [("obs", e, k, d["text"], d.get("j", 0))] if alive else []
     if kind == "obs.del":
         return [("obs.del", d["entity"], d.get("k", 0), d["text"])]

@@ -16,8 +16,10 @@ from typing import Any
 from .model import PLACEHOLDER, Entity, Note, Op, Relation, Stamp, Version
 from .textindex import SubstringIndex
 
+_LEGACY: Any = object()  # an obs.add without `since` (written before incarnations were recorded)
 _NOTE_OPS = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
 _STAMP = operator.attrgetter("stamp")  # in C: a cold start sorts ops from several shards into each note's history
+Epoch = tuple[int, int, str, int] | None  # an entity's latest delete (or a note's latest purge) as seen by a writer
 OccKey = tuple[str, int]  # (entity name, occurrence k): the official server allows same-name entities in one batch
 RelKey = tuple[str, str, str]  # (from, to, relationType)
 
@@ -59,6 +61,17 @@ class NoteRecord:
                 self.trash = (stamp, op.kind == "note.trash")
         self.view = False
 
+    def _counts(self, op: Op) -> bool:
+        """Whether a `note.set` still decides a field: made after the latest purge, by a writer that had seen that
+        purge (an edit concurrent with a purge does not bring the note back as a stub: the purge wins)."""
+        purge = self.purge
+        if purge is None:
+            return True
+        if op.stamp < purge:
+            return False
+        since = op.data.get("since", _LEGACY)
+        return since is _LEGACY or since == (purge.wall, purge.counter, purge.node, purge.seq)
+
     def live_ops(self) -> list[Op]:
         """Ops after the latest purge (a purge erases everything before it)."""
         if self.purge is None:
@@ -70,7 +83,12 @@ class NoteRecord:
         if self.view is not False:
             return self.view if isinstance(self.view, Note) else None
         purge = self.purge
-        values = {k: op.data["fields"][k] for k, op in self.fields.items() if purge is None or op.stamp > purge}
+        values = {k: op.data["fields"][k] for k, op in self.fields.items() if self._counts(op)}
+        if len(values) < len(self.fields) and purge is not None:  # an edit that never saw the purge: purge wins
+            for op in reversed(self.live_ops()):
+                if op.kind == "note.set" and self._counts(op):
+                    for name, value in op.data["fields"].items():
+                        values.setdefault(name, value)
         view: Note | None = None
         if values:
             ops = self.live_ops()
@@ -134,6 +152,9 @@ class State:
     ent_ks: dict[str, set[int]] = field(default_factory=dict)
     ent_del: dict[str, Stamp] = field(default_factory=dict)
     obs_add: dict[OccKey, dict[tuple[str, int], Stamp]] = field(default_factory=dict)
+    # (entity, k, text, j) -> the entity incarnation (its latest delete, None: none) the latest add of it was made in;
+    # absent for adds written before incarnations were recorded (they follow the stamp rule alone)
+    obs_since: dict[tuple[str, int, str, int], Epoch] = field(default_factory=dict)
     obs_del: dict[tuple[str, int, str], Stamp] = field(default_factory=dict)
     rel_add: dict[tuple[str, str, str, int], Stamp] = field(default_factory=dict)
     rel_del: dict[RelKey, Stamp] = field(default_factory=dict)
@@ -232,7 +253,14 @@ class State:
         elif kind == "obs.add":
             occ = (data["entity"], data.get("k", 0))
             members = self.obs_add.setdefault(occ, {})
-            _max_into(members, (data["text"], data.get("j", 0)), stamp)
+            member = (data["text"], data.get("j", 0))
+            prior = members.get(member)
+            if prior is None or stamp > prior:
+                members[member] = stamp
+                if "since" in data:
+                    self.obs_since[(*occ, *member)] = data["since"]
+                else:
+                    self.obs_since.pop((*occ, *member), None)
             self._changed_entity(occ[0])
         elif kind == "obs.del":
             _max_into(self.obs_del, (data["entity"], data.get("k", 0), data["text"]), stamp)
@@ -343,14 +371,20 @@ class State:
         live.sort(key=lambda occ: self.ent_add[occ].stamp)
         return live
 
+    def entity_epoch(self, name: str) -> Epoch:
+        """The incarnation of an entity name: its latest delete (None when never deleted)."""
+        deleted = self.ent_del.get(name)
+        return None if deleted is None else (deleted.wall, deleted.counter, deleted.node, deleted.seq)
+
     def observations(self, occ: OccKey) -> list[str]:
         name, k = occ
-        ent_del = self.ent_del.get(name)
-        obs_del = self.obs_del
+        ent_del, obs_del, since = self.ent_del.get(name), self.obs_del, self.obs_since
+        epoch = self.entity_epoch(name)
         live = [
             (stamp, text)
-            for (text, _j), stamp in self.obs_add.get(occ, {}).items()
+            for (text, j), stamp in self.obs_add.get(occ, {}).items()
             if _newer(stamp, ent_del, obs_del.get((name, k, text)))
+            and since.get((name, k, text, j), _LEGACY) in (_LEGACY, epoch)
         ]
         live.sort()
         return [text for _, text in live]

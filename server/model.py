@@ -210,7 +210,10 @@ def _payload(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
             elif key == "kind":
                 value = sys.intern(value)
             clean[key] = value
-        return {"id": note_id, "fields": clean}
+        out: dict[str, Any] = {"id": note_id, "fields": clean}
+        if "since" in raw:
+            out["since"] = _since(raw["since"], kind)
+        return out
     required, optional = _PAYLOAD[kind]
     data: dict[str, Any] = {}
     for key in required:
@@ -225,7 +228,26 @@ def _payload(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
                 raise CorruptLine(f"{kind} {key!r} must be a non-negative integer")
             if value:
                 data[key] = value
+    if kind == "obs.add" and "since" in raw:
+        data["since"] = _since(raw["since"], kind)
     return data
+
+
+def _since(value: Any, kind: str) -> tuple[int, int, str, int] | None:
+    """The delete (obs.add: the entity's latest `entity.del`) or purge (note.set: the note's latest `note.purge`) the
+    writer had seen, as the first four fields of its stamp; None: it had seen none."""
+    if value is None:
+        return None
+    if (
+        type(value) is not list
+        or len(value) != 4
+        or type(value[0]) is not int
+        or type(value[1]) is not int
+        or type(value[2]) is not str
+        or type(value[3]) is not int
+    ):
+        raise CorruptLine(f"{kind} 'since' must be null or [wall_ms, counter, node, seq]")
+    return (value[0], value[1], sys.intern(value[2]), value[3])
 
 
 @dataclass(frozen=True, slots=True)

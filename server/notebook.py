@@ -263,7 +263,12 @@ class Notebook:
             resolved.append(note.id)
             current = note.to_json()
             changed = {k: v for k, v in wanted.items() if current[k] != v}
-            return [("note.set", {"id": note.id, "fields": changed})] if changed else []
+            if not changed:
+                return []
+            rec = state.notes[note.id]
+            seen = rec.purge and (rec.purge.wall, rec.purge.counter, rec.purge.node, rec.purge.seq)
+            # The purge this edit was made after: one made meanwhile elsewhere wins over it (OPLOG.md).
+            return [("note.set", {"id": note.id, "fields": changed, "since": seen or None})]
 
         self.store.write(decide, by or current_author.get())
         return self.get(resolved[0])

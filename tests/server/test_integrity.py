@@ -222,3 +222,47 @@ def test_doctor_names_a_fork_and_a_log_stamped_ahead_of_this_clock(tmp_path: Pat
     ).stdout
     assert f"fork: two histories of {node} from seq 1 (1 positions), both kept" in out
     assert "clock skew: this machine wrote stamps 86" in out and "timedatectl set-ntp true" in out
+
+
+def test_an_observation_added_while_another_machine_deleted_its_entity_stays_out_of_a_re_created_one(
+    tmp_path: Path,
+) -> None:
+    """A deletes E1 while B, not knowing yet, adds an observation to it. Once both have both: E1 is gone; and when E1
+    is created again it starts clean, as in the official memory server (it used to bring B's observation back)."""
+    from hivenote.server.graph import Graph
+    from hivenote.server.model import Entity
+
+    shared = tmp_path / "Sync"
+    with Store(tmp_path / "a", log_dir=shared) as a, Store(tmp_path / "b", log_dir=shared) as b:
+        Graph(a).create_entities([Entity("E1", "thing", ("first",))], by=ME)
+        b.refresh()
+        Graph(a).delete_entities(["E1"], by=ME)
+        assert Graph(b).add_observations([("E1", ["added on b meanwhile"])], by=ME) == [
+            ("E1", ["added on b meanwhile"])
+        ]
+        a.refresh()
+        b.refresh()
+        assert Graph(a).read_graph() == Graph(b).read_graph() == ([], [])
+        Graph(a).create_entities([Entity("E1", "thing", ())], by=ME)
+        b.refresh()
+        assert Graph(a).read_graph() == Graph(b).read_graph() == ([Entity("E1", "thing", ())], [])
+        Graph(b).add_observations([("E1", ["added after the re-creation"])], by=ME)
+        a.refresh()
+        assert Graph(a).read_graph()[0] == [Entity("E1", "thing", ("added after the re-creation",))]
+
+
+def test_an_edit_made_while_another_machine_purged_the_note_does_not_bring_back_a_stub(tmp_path: Path) -> None:
+    """The rule (OPLOG.md): a purge wins over an edit whose writer had not seen it."""
+    shared = tmp_path / "Sync"
+    later = Store(tmp_path / "b", log_dir=shared, now_ms=lambda: time.time_ns() // 1_000_000 + 1000)
+    with Store(tmp_path / "a", log_dir=shared) as a, later as b:  # b's edit is stamped after a's purge
+        note_id = remember(a, "to be purged", "the whole body")
+        b.refresh()
+        Notebook(a).forget(note_id, by=ME)
+        Notebook(a).purge(note_id, by=ME)
+        Notebook(b).update(note_id, title="edited on b meanwhile", by=ME)  # b has not seen the purge
+        a.refresh()
+        b.refresh()
+        for store in (a, b):
+            with store.reading() as state:
+                assert state.note(note_id) is None, state.note(note_id)
