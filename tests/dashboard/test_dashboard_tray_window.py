@@ -19,6 +19,7 @@ from hivenote.server.auth import Tokens
 from hivenote.server.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.store import Store
+from tests.server.live import wait_until
 
 WAIT_MS = 30_000
 STOPPED = "Hivenote's server is stopped"
@@ -95,7 +96,8 @@ def test_without_a_tray_icon_the_page_explains_and_offers_the_menu(
 
     bar.get_by_label("Start at login").check()
     expect(bar.get_by_label("Start at login")).to_be_checked(timeout=WAIT_MS)
-    assert app.login.is_enabled()
+    wait_until(app.login.is_enabled, WAIT_MS / 1000)  # the page shows it at once; the tray writes it a moment later
+    expect(bar.get_by_label("Start at login")).to_be_enabled(timeout=WAIT_MS)
 
     bar.get_by_role("button", name="Stop server").click()
     expect(page.get_by_role("heading", name=STOPPED)).to_be_visible(timeout=WAIT_MS)
