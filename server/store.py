@@ -332,14 +332,15 @@ class Store:
         self.reincarnate(f"{what} (a copied data dir or a cloned machine writes as this node)")
 
     def reincarnate(self, why: str) -> str:
-        """Stop writing as the current node id and go on as a fresh one (nothing held is lost: the old shard stays
-        in the log as a read-only copy, and if another file took its place, this install's bytes are kept beside it
-        as `<node>~<digest>.jsonl`, folded and synced like any shard). Returns the new node id."""
+        """Stop writing as the current node id and go on as a fresh one. Nothing held is lost: what this install wrote
+        as the old id is kept as `<node>~<digest>.jsonl` too (folded and synced like any shard, under a name no other
+        history can take: a transport that keeps the other history under `<node>` still carries this one), and the
+        old shard stays in the log as a read-only copy unless another file took its place. Returns the new id."""
         with self._flush_lock, self.lock:
             own, old = self._own, self.node
             if own is None or self.shard_path is None:
                 raise ReadOnlyStore("only the writer has a node id to change")
-            if own.missing() and own.size:
+            if own.size:
                 branch = self.log_dir / f"{old}~{own.digest()[:12]}.jsonl"
                 if not branch.exists():
                     own.copy_to(branch)  # through a temp file made exclusively, fsynced and renamed

@@ -7,9 +7,7 @@ reported to the status and marks the peer up or down in peers.json; the peers a 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import logging
 import socket
 import time
@@ -91,16 +89,6 @@ def parse_listing(url: str, raw: Any) -> Listing:
         return Listing(node, {str(k): Summary.from_json(v) for k, v in shards.items()}, [str(p) for p in peers])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PeerFailed(f"{url} is not a Hivenote peer (its /sync/shards answer is unusable: {exc})") from None
-
-
-def _lines_by_seq(data: bytes) -> dict[int, bytes]:
-    found: dict[int, bytes] = {}
-    for line in data.splitlines():
-        with contextlib.suppress(ValueError, RecursionError, AttributeError):
-            seq = json.loads(line).get("seq")
-            if type(seq) is int:
-                found[seq] = line
-    return found
 
 
 class Puller:
@@ -247,7 +235,7 @@ class Puller:
         data = await self.fetch_whole(peer, node, theirs)
         if data is None:
             return 0, theirs.size
-        await anyio.to_thread.run_sync(self._settle, node, data)
+        await anyio.to_thread.run_sync(self.replicas.settle, node, data)
         return len(data), 0
 
     async def _range(
@@ -299,29 +287,6 @@ class Puller:
             data += whole
             proof.update(whole)
         return data
-
-    def _settle(self, node: str, data: bytes) -> None:
-        """A whole copy that does not continue ours: a compaction of ours replaces it (every op it keeps up to our
-        last seq is the very line we hold, and it goes at least as far); an older generation than ours is the peer
-        being behind; anything else (of this install's own node, or one that differs) is another history of the
-        node, kept beside ours as a branch, so both are folded and nothing held here or there is lost."""
-        try:
-            held = _lines_by_seq(self.replicas.path(node).read_bytes())
-        except FileNotFoundError:
-            held = {}
-        got = _lines_by_seq(data)
-        if not same_node(node, self.replicas.own_node):
-            if not held:
-                self.replicas.replace(node, data)
-                return
-            last, theirs_last = max(held), max(got, default=0)
-            if theirs_last >= last and all(held.get(seq) == line for seq, line in got.items() if seq <= last):
-                self.replicas.replace(node, data)
-                return
-            if theirs_last <= last and all(got.get(seq) == line for seq, line in held.items() if seq <= theirs_last):
-                return  # ours is a compaction of theirs, or ahead of it: the peer is behind
-        name = self.replicas.add_branch(node, data)
-        log.warning("%s's shard from a peer is another history of %s: kept as %s.jsonl", node, node, name)
 
     async def _learn(self, peer: Peer, urls: list[str]) -> None:
         """Gossip: peers a peer knows become ours, tried with the token of the one that told us."""

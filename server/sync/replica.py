@@ -10,8 +10,10 @@ new one, and the old shard comes back as another node's); another history of it 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -21,6 +23,8 @@ from typing import IO, Any
 
 from ..errors import HivenoteError
 from ..ownshard import PRIVATE_DIR, PRIVATE_FILE, tighten, write_whole
+
+log = logging.getLogger(__name__)
 
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none (and links there need privileges)
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -139,6 +143,16 @@ def complete_size(path: Path) -> int:
         return 0
 
 
+def _lines_by_seq(data: bytes) -> dict[int, bytes]:
+    found: dict[int, bytes] = {}
+    for line in data.splitlines():
+        with contextlib.suppress(ValueError, RecursionError, AttributeError):
+            seq = json.loads(line).get("seq")
+            if type(seq) is int:
+                found[seq] = line
+    return found
+
+
 class Replicas:
     def __init__(self, log_dir: Path, own_node: str | Callable[[], str]) -> None:
         self.log_dir = log_dir
@@ -155,6 +169,31 @@ class Replicas:
         """SHA-256 (hex) of the first `offset` bytes held of a shard (the proof a puller sends to resume there)."""
         with open(self.path(node), "rb") as fh:
             return self.digests.hexdigest(fh, offset)
+
+    def settle(self, node: str, data: bytes) -> str:
+        """A whole copy of a shard that does not continue the one held: a compaction of ours replaces it (every op it
+        keeps up to our last seq is the very line we hold, and it goes at least as far); an older generation than
+        ours is a peer or bucket being behind; anything else (of this install's own node, or one that differs) is
+        another history of the node, kept beside ours as a branch, so both are folded and nothing held here or
+        there is lost. Returns what was done: "replaced", "behind" or the branch's shard name."""
+        try:
+            held = _lines_by_seq(self.path(node).read_bytes())
+        except FileNotFoundError:
+            held = {}
+        got = _lines_by_seq(data)
+        if not same_node(node, self.own_node):
+            if not held:
+                self.replace(node, data)
+                return "replaced"
+            last, theirs_last = max(held), max(got, default=0)
+            if theirs_last >= last and all(held.get(seq) == line for seq, line in got.items() if seq <= last):
+                self.replace(node, data)
+                return "replaced"
+            if theirs_last <= last and all(got.get(seq) == line for seq, line in held.items() if seq <= theirs_last):
+                return "behind"
+        name = self.add_branch(node, data)
+        log.warning("a copy of %s's shard is another history of it: kept as %s.jsonl", node, name)
+        return name
 
     def add_branch(self, node: str, data: bytes) -> str:
         """Keep another history of a shard beside the one held (`<node>~<12 hex>.jsonl`, named by its bytes, so

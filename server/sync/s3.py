@@ -162,7 +162,35 @@ class BucketSync:
                 contacted = self.upload()
             except BucketConflict as exc:
                 contacted, problems = False, [str(exc)]
+            contacted = self._upload_branches() or contacted
             return contacted or pull, problems + (self.download() if pull else [])
+
+    def _upload_branches(self) -> bool:
+        """Another history of a node kept here (`<node>~<hex>.jsonl`, named by its bytes) goes up once, as a shard of
+        its own name: the only way the writes of an install that found its node forked reach machines that share
+        nothing but the bucket. Returns whether the bucket was contacted."""
+        done = self.state.setdefault("branches", [])
+        contacted = False
+        for path in sorted(self.replicas.log_dir.glob("*~*.jsonl")):
+            name = path.name.removesuffix(".jsonl")
+            if name in done or self.replicas.size(name) == 0:
+                continue
+            check_node_name(name)
+            contacted = True
+            if self._read_head(name) is None:
+                size = self.replicas.size(name)
+                gen = f"000001-{hashlib.sha256(self.replicas.read(name)).hexdigest()[:8]}"
+                start = 0
+                while start < size:
+                    piece = self.replicas.read(name, start, CHUNK_BYTES)
+                    if self.bucket.put(f"{self._folder(name, gen)}{start:015d}.jsonl", piece) is not None:
+                        self.bytes_out += len(piece)
+                    start += len(piece)
+                body = json.dumps({"v": 1, "node": name, "generation": gen}).encode()
+                self.bucket.put(self._folder(name) + "HEAD", body)
+            done.append(name)
+            self._save()
+        return contacted
 
     # -- up -----------------------------------------------------------------------------------------
 
@@ -341,12 +369,8 @@ class BucketSync:
             return
         blob, last = got
         end = len(blob)
-        if not self._merge(node, 0, blob):
-            held = self.replicas.size(node)
-            if _last_seq(blob) >= _last_seq(self.replicas.read(node, max(0, held - TAIL))):
-                self.replicas.replace(node, blob)
-            else:
-                end = -1  # the replica is ahead in an older generation: replaced once this one catches up
+        if not self._merge(node, 0, blob) and self.replicas.settle(node, blob) != "replaced":
+            end = -1  # behind ours, or another history kept as a branch: looked at again when the generation grows
         st.update(gen=gen, after=last, end=end)
 
 

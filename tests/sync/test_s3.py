@@ -355,3 +355,38 @@ def test_a_generation_swap_whose_answer_was_lost_is_recognised_as_ours(tmp_path:
         assert "generation " + swapped in after_compaction(settings, store)  # no conflict: it was our own swap
         assert bucket_shard(client, bucket, store.node) == replicas.read(store.node)
         assert not [k for k in objects(client, bucket, f"hivenote/{store.node}/") if f"/{first}/" in k]
+
+
+def test_two_cloned_installs_on_one_bucket_keep_both_histories_and_every_machine_gets_them(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """A clone faithful down to its inode claims (a cloned VM): both write as one node to one bucket. The one that
+    loses the HEAD race keeps the bucket's history as a branch, moves to a new node id and uploads its own history
+    as a branch; the winner sees the fork the same way. A third machine that shares only the bucket gets it all."""
+    one, two, third = tmp_path / "one", tmp_path / "two", tmp_path / "third"
+    with Store(one) as store:
+        Notebook(store).remember(kind="fact", title="before the clone")
+    shutil.copytree(one, two, ignore=shutil.ignore_patterns("*.lock"))
+    node = read_node(one)
+    record_shard(two, node, two / "log" / f"{node}.jsonl", (two / "log" / f"{node}.jsonl").stat().st_size)
+
+    def sync(store: Store) -> None:
+        replicas = Replicas(store.log_dir, lambda: store.node)
+        with contextlib.closing(BucketSync.open(s3_settings(store.data_dir, moto, bucket), replicas)) as it:
+            it.step(pull=True)
+        store.refresh()
+
+    with Store(one) as first, Store(two) as second:
+        assert first.node == second.node == node
+        Notebook(first).remember(kind="fact", title="on the first")
+        Notebook(second).remember(kind="fact", title="on the second")
+        for _ in range(3):
+            for store in (first, second):
+                sync(store)
+        assert first.node != node and second.node != node  # both found the fork and moved on
+        everything = {"before the clone", "on the first", "on the second"}
+        for store in (first, second):
+            assert everything <= {n.title for n in store.state.iter_notes()}
+    with Store(third) as store:
+        sync(store)
+        assert {n.title for n in store.state.iter_notes()} == everything
