@@ -133,7 +133,7 @@ class Store:
         self._failed: list[tuple[int, int, str]] = []
         self._own: OwnShard | None = None
         self._opening = False  # a writer that opened on a full disk, waiting for room to finish opening
-        self._claimed = False  # the shard lock was taken (and its holder's pid written)
+        self._claimed = False  # the writer's claim is done: the shard lock held and the node id proven (confirm_own)
         self._seq = 0
         self._acked_seq = 0  # the last seq fsynced to the own shard
         self.problem: DiskProblem | None = None  # why writes fail right now (status, dashboard, tray)
@@ -238,7 +238,6 @@ class Store:
         make_data_dir(self.data_dir)
         private_dir(self.data_dir / "log")  # the lock stays here when log_dir is shared
         self._claim.acquire()
-        self._claimed = True
         if self._log_dir_source is not None:
             self.log_dir = Path(self._log_dir_source())
         self.log_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)  # a synced folder keeps its own mode
@@ -249,6 +248,7 @@ class Store:
             self._incident(f"{why}: this machine now writes as {node}; {self.shard_path.name} stays a read-only copy")
             self.node, self.shard_path = node, self.log_dir / f"{node}.jsonl"
         self._repair_own_tail()
+        self._claimed = True
 
     def _switch_claim(self, node: str) -> None:
         """Hold the lock of `node` (a fresh id nobody else holds) instead of the current one."""

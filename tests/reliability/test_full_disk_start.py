@@ -92,6 +92,34 @@ def test_a_store_opened_on_a_full_disk_reads_refuses_writes_with_the_reason_and_
     assert titles(data) == {"kept", "before the crash", "after"}
 
 
+def test_a_claim_that_fails_on_a_full_disk_is_made_again_once_there_is_room(disk: Path) -> None:
+    """The shard is shorter than node.json says this install wrote (restored from an older copy): a new node id is
+    due, which the full disk cannot record. Once there is room the writer claims one; it never writes as the old id."""
+    data = disk / "data"
+    with Store(data) as store:
+        remember(store, "kept")
+        old = store.node
+    record = json.loads((data / "node.json").read_text(encoding="utf-8"))
+    record["claim"]["size"] += 1000
+    (data / "node.json").write_text(json.dumps(record), encoding="utf-8")
+    before = (data / "log" / f"{old}.jsonl").read_bytes()
+    filler = fill(disk)
+    try:
+        store = Store(data).open()
+    except BaseException:
+        filler.unlink()
+        raise
+    try:
+        assert store.problem is not None and store.problem.kind == "disk_full"
+        filler.unlink()
+        remember(store, "after")
+        assert store.node != old
+    finally:
+        store.close()
+    assert (data / "log" / f"{old}.jsonl").read_bytes() == before
+    assert titles(data) == {"kept", "after"}
+
+
 def test_a_new_data_dir_on_a_full_disk_says_the_disk_is_full(disk: Path) -> None:
     """Nothing to read yet and no node id recorded: this one does not start, and says why."""
     filler = fill(disk)
