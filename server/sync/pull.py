@@ -249,6 +249,11 @@ class Puller:
         response = await self._get(peer, f"/sync/shards/{node}", params)
         if response.status_code == 409:
             raise Replaced
+        if response.status_code == 400 and "unknown parameter 'prefix'" in _error_message(response):
+            raise PeerUnreachable(
+                f"{peer.url} runs an older Hivenote, which cannot prove that a copy holds the very same bytes: update "
+                "Hivenote on that machine (nothing is pulled from it until then, so nothing can be spliced)"
+            )
         if response.status_code != 200:
             raise PeerFailed(
                 f"{peer.url} answered {response.status_code} for {node}'s shard: {_error_message(response)}"

@@ -266,3 +266,27 @@ def test_an_edit_made_while_another_machine_purged_the_note_does_not_bring_back_
         for store in (a, b):
             with store.reading() as state:
                 assert state.note(note_id) is None, state.note(note_id)
+
+
+def test_a_data_dir_from_before_claims_keeps_every_note_and_claims_once(tmp_path: Path) -> None:
+    """Migration: node.json as earlier Hivenotes wrote it (no claim), a shard, an op cache of the old format. It
+    cannot prove the shard is its own, so it writes under a new node id once; then that id is kept."""
+    from hivenote.server.node import host_fingerprint, read_record
+
+    data = tmp_path / "data"
+    with Store(data) as store:
+        remember(store, "from the old version")
+        node = store.node
+    (data / "node.json").write_text(
+        json.dumps({"node": node, "host": host_fingerprint(), "created": 1}, indent=2) + "\n", encoding="utf-8"
+    )
+    (data / "cache" / "oplog.bin").parent.mkdir(exist_ok=True)
+    (data / "cache" / "oplog.bin").write_bytes(b"hivenote-opcache-1\n" + b"\0" * 64)  # the old format: ignored
+    with Store(data) as store:
+        assert store.node != node and "older Hivenote" in store.incidents[0].message
+        remember(store, "after the upgrade")
+        migrated = store.node
+    with Store(data) as store:
+        assert store.node == migrated and not store.incidents
+        assert {n.title for n in store.state.iter_notes()} == {"from the old version", "after the upgrade"}
+    assert read_record(data)["previous"] == [node]

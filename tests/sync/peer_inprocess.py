@@ -64,6 +64,7 @@ class Hostile:
     cut: Callable[[str, int, bytes], bytes] = lambda node, offset, body: body
     listing: Any = None  # when set, answered as is instead of the listing made from `shards`
     requests: list[str] = field(default_factory=list)
+    older: bool = False  # answers as a Hivenote from before the prefix proof did (head/tail only)
 
 
 def _handler(peer: Hostile) -> type[BaseHTTPRequestHandler]:
@@ -89,6 +90,10 @@ def _handler(peer: Hostile) -> type[BaseHTTPRequestHandler]:
                 self._send(200, listing if isinstance(listing, bytes) else json.dumps(listing).encode())
                 return
             node = parts.path.removeprefix("/sync/shards/")
+            if peer.older and "prefix" in parse_qs(parts.query):
+                message = "unknown parameter 'prefix'; use offset, limit, head and tail"
+                self._send(400, json.dumps({"error": {"code": "invalid", "message": message}}).encode())
+                return
             offset = int(parse_qs(parts.query).get("offset", ["0"])[0])
             data = peer.shards.get(node, b"")
             self._send(200, peer.cut(node, offset, data[offset:]), "application/octet-stream")

@@ -375,6 +375,22 @@ def test_a_peer_learned_by_gossip_that_takes_another_token_is_not_an_error(tmp_p
         assert not any(name.startswith(f"peer {c.url}") for name in puller.status.problems())
 
 
+def test_a_peer_running_an_older_hivenote_is_told_to_update_and_nothing_is_spliced(tmp_path: Path) -> None:
+    """Mixed versions refuse clearly: an older server knows no prefix proof, so nothing past offset 0 is taken."""
+    puller = Harness(tmp_path / "puller")
+    line = lambda n: json.dumps({"v": 1, "node": "old-0001", "seq": n, "hlc": [n, 0], "op": "entity.del", "name": "x"})  # noqa: E731
+    shard = (line(1) + "\n").encode()
+    peer = Hostile(node="old-0001", shards={"old-0001": shard}, older=True)
+    with hostile_peer(peer):
+        add_peer(puller.data_dir, peer.url, new_token())
+        assert puller.exchange(peer.url) and puller.copy("old-0001") == shard  # from 0 no proof is needed
+        peer.shards["old-0001"] = shard + (line(2) + "\n").encode()
+        assert not puller.exchange(peer.url)
+        assert "runs an older Hivenote" in puller.state(peer.url)["error"]
+        assert "update Hivenote on that machine" in puller.state(peer.url)["error"]
+        assert puller.copy("old-0001") == shard
+
+
 def test_gossip_learns_peers_with_the_announcers_token_but_not_removed_ones_or_itself(tmp_path: Path) -> None:
     puller = Harness(tmp_path / "puller")
     x, y, z = (f"http://127.0.0.1:{free_port()}" for _ in range(3))
