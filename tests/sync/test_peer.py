@@ -378,7 +378,10 @@ def test_a_peer_learned_by_gossip_that_takes_another_token_is_not_an_error(tmp_p
 def test_a_peer_running_an_older_hivenote_is_told_to_update_and_nothing_is_spliced(tmp_path: Path) -> None:
     """Mixed versions refuse clearly: an older server knows no prefix proof, so nothing past offset 0 is taken."""
     puller = Harness(tmp_path / "puller")
-    line = lambda n: json.dumps({"v": 1, "node": "old-0001", "seq": n, "hlc": [n, 0], "op": "entity.del", "name": "x"})  # noqa: E731
+
+    def line(n: int) -> str:
+        return json.dumps({"v": 1, "node": "old-0001", "seq": n, "hlc": [n, 0], "op": "entity.del", "name": "x"})
+
     shard = (line(1) + "\n").encode()
     peer = Hostile(node="old-0001", shards={"old-0001": shard}, older=True)
     with hostile_peer(peer):
