@@ -5,6 +5,7 @@ server owns the data dir. Reads stay local: a read-only fold sees every acknowle
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from .errors import Forbidden, HivenoteError, InvalidInput, NotFound, StoreError
 from .model import Note
 from .node import lock_holder
 from .notebook import UNSET, Remembered
+
+log = logging.getLogger(__name__)
 
 SERVER_FILE = "server.json"
 _ERRORS: dict[str, type[HivenoteError]] = {
@@ -30,8 +33,13 @@ _ERRORS: dict[str, type[HivenoteError]] = {
 def announce(data_dir: Path, url: str) -> None:
     """Written by the server once it answers: where to reach it."""
     path = data_dir / SERVER_FILE
-    with statefile.locked(path):
-        statefile.write_json(path, {"url": url, "pid": os.getpid()})
+    try:
+        with statefile.locked(path):
+            statefile.write_json(path, {"url": url, "pid": os.getpid()})
+    except (OSError, HivenoteError) as exc:  # a full disk: the server still serves (read-only), say what is missing
+        log.warning(
+            "could not write %s (%s): commands find this server by its port only until it is written", path, exc
+        )
 
 
 def withdraw(data_dir: Path) -> None:

@@ -247,6 +247,7 @@ class Store:
             self._switch_claim(node)
             self._incident(f"{why}: this machine now writes as {node}; {self.shard_path.name} stays a read-only copy")
             self.node, self.shard_path = node, self.log_dir / f"{node}.jsonl"
+        self.clock.own_nodes.add(self.node)
         self._repair_own_tail()
         self._claimed = True
 

@@ -139,12 +139,6 @@ def post_note(port: int, token: str, title: str) -> tuple[int, dict[str, object]
     return status, body
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the store opens read-only on a full disk, but `hivenote serve` then stops at server/client.py announce(): "
-    "writing server.json fails (No space left on device) and the app's startup fails with it; announce is outside "
-    "this change (issue 14 item 8). Strict: remove this mark once announce tolerates a full disk.",
-)
 def test_hivenote_serve_starts_on_a_full_disk_and_serves_reads(disk: Path) -> None:
     data = disk / "data"
     port = free_port()
@@ -163,7 +157,7 @@ def test_hivenote_serve_starts_on_a_full_disk_and_serves_reads(disk: Path) -> No
         wait_until(lambda: health(port) == 200 or server.poll() is not None, WAIT_S)
         assert server.poll() is None, server.communicate(timeout=WAIT_S)[1]
         notes = json.loads(call(port, token, "GET", "/api/notes"))
-        assert [n["title"] for n in notes["notes"]] == ["kept"]
+        assert [n["title"] for n in notes["results"]] == ["kept"]
         storage = json.loads(call(port, token, "GET", "/api/status"))["storage"]
         assert storage["ok"] is False and storage["problem"]["kind"] == "disk_full", storage
         status, body = post_note(port, token, "refused")
