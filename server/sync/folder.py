@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput, ShardLocked, StoreError
-from ..node import ShardClaim, claim_node, host_fingerprint, record_shard
+from ..node import ShardClaim, claim_node, host_fingerprint, make_data_dir, record_shard
+from ..ownshard import private_dir, temp_beside
 from ..settings import load_settings, save_setting
 from ..shards import is_shard_file
 from ..store import fsync_dir, lock_holder
@@ -135,7 +136,8 @@ def _move(data_dir: Path, target: Path, setting: str | None, environ: Mapping[st
     if holder is not None:
         raise ServerRunning(data_dir, holder)
     node = claim_node(data_dir, host_fingerprint(), time.time_ns() // 1_000_000)
-    (data_dir / "log").mkdir(parents=True, exist_ok=True)
+    make_data_dir(data_dir)
+    private_dir(data_dir / "log")
     claim = ShardClaim(data_dir, node)  # the writer's lock: no server or CLI writes while the shards move
     try:
         claim.acquire()
@@ -297,10 +299,9 @@ def _make_folder(target: Path) -> list[Path]:
 
 
 def _check_writable(target: Path) -> None:
-    probe = target / f".hivenote-write-check.{os.getpid()}.tmp"
     try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        probe.unlink()
+        with temp_beside(target / ".hivenote-write-check"):
+            pass  # made exclusively under a random name, removed again
     except OSError as exc:
         raise FolderRefused(
             f"cannot write to {target}: {exc.strerror or exc}; choose a folder you can write to, or fix its "
@@ -309,24 +310,21 @@ def _check_writable(target: Path) -> None:
 
 
 def _copy_verified(src: Path, dest: Path, *, overwrite: bool) -> None:
-    """Copy `src` to `dest` through a hidden temp file that is fsynced and compared before it is renamed in."""
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.hivenote.tmp")  # hidden and .tmp: never folded
-    try:
-        with open(src, "rb") as fin, open(tmp, "xb") as fout:
-            shutil.copyfileobj(fin, fout, CHUNK)
-            fout.flush()
-            st = os.fstat(fin.fileno())
-            # Sync tools settle a clash by modification time: a copy must not look newer than the original.
-            os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-            os.fsync(fout.fileno())
+    """Copy `src` to `dest` through a hidden temp file (random name, made exclusively, 0600) that is fsynced and
+    compared before it is renamed in."""
+    with temp_beside(dest) as (fd, tmp), open(src, "rb") as fin, os.fdopen(os.dup(fd), "wb") as fout:
+        shutil.copyfileobj(fin, fout, CHUNK)
+        fout.flush()
+        st = os.fstat(fin.fileno())
+        # Sync tools settle a clash by modification time: a copy must not look newer than the original.
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.fsync(fout.fileno())
         if not _same_bytes(src, tmp):
             raise FolderRefused(f"the copy of {src} in {dest.parent} does not match it; nothing was moved")
         if overwrite:
             os.replace(tmp, dest)
         else:
             _place_new(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _place_new(tmp: Path, dest: Path) -> None:

@@ -317,3 +317,19 @@ def test_a_server_started_after_the_move_writes_into_the_folder_and_follows_it(t
             5,
             "the new shard folded",
         )
+
+
+def test_a_file_planted_at_the_old_predictable_temp_name_neither_stops_the_move_nor_is_written(tmp_path: Path) -> None:
+    """Temp files have random names, made exclusively (a name someone can guess could block the move, or, without
+    O_EXCL, be a link the copy writes through)."""
+    data, target = tmp_path / "data", tmp_path / "Sync"
+    node = write(data, "mine")
+    target.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"untouched")
+    planted = target / f".{node}.jsonl.{os.getpid()}.hivenote.tmp"
+    planted.symlink_to(victim)
+    use_folder(data, target)
+    assert victim.read_bytes() == b"untouched" and planted.is_symlink()
+    assert titles(data) == {"mine"}
+    assert (data / "log").stat().st_mode & 0o777 == 0o700
