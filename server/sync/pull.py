@@ -258,6 +258,14 @@ class Puller:
             raise PeerFailed(
                 f"{peer.url} answered {response.status_code} for {node}'s shard: {_error_message(response)}"
             )
+        said = response.headers.get("x-shard-prefix")
+        if offset and said is None:
+            raise PeerUnreachable(
+                f"{peer.url} does not say what its copy of {node}'s shard holds before byte {offset} (an older "
+                "Hivenote?): update Hivenote on that machine (nothing past the start is taken from it until then)"
+            )
+        if offset and said != prefix:
+            raise Replaced  # checked here too: whatever the peer did, ours is not the start of its copy
         return response
 
     async def _continue(self, peer: Peer, node: str, offset: int, theirs: Summary) -> int:

@@ -276,6 +276,8 @@ class Replicas:
         path = self.path(node)
         whole = data[: data.rfind(b"\n") + 1]
         check_lines(node, whole)
+        if path.is_symlink():  # a link planted in a synced folder: not a shard, whatever it points to
+            raise SyncRefused(f"{path} is a symbolic link, not a shard; remove it to sync {node}")
         self.log_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         with self._lock(node):
             # A hidden temp file (never folded) with a random name, made exclusively (0600): never written through a

@@ -6,7 +6,9 @@ summaries both sides compare. Read-only; every request needs a bearer token (the
              first line>, "seq": <seq of the last line, or null>}}, "peers": [<known peer URLs, never tokens>]}
     GET /sync/shards/{node}?offset=N[&limit=M][&head=H&tail=T]
         200 application/octet-stream: complete lines from byte N, at most M bytes (default and cap 4 MiB) but at
-            least one line; headers X-Shard-Size, X-Shard-Head, X-Shard-Seq describe the whole shard.
+            least one line; headers X-Shard-Size, X-Shard-Head, X-Shard-Seq describe the whole shard, and
+            X-Shard-Prefix is the sha256 of its bytes before N (the puller checks it too: a server that does not
+            check the proof cannot make it splice).
         From N > 0 the puller proves its copy holds the very same bytes: P = the sha256 (hex) of every byte of its
         copy before N (`prefix=P`). A mismatch is 409 `shard_replaced` (the owner compacted it, or it is another
         history of the node: a fork): fetch it again from 0. N may equal the size: an empty answer then confirms
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 
 MAX_LIMIT = 4 << 20  # bytes per range response
 LINE_SCAN = 1 << 20  # longest first/last line looked at (a note is at most 64 KiB)
-HEADERS = ("x-shard-size", "x-shard-head", "x-shard-seq")
+HEADERS = ("x-shard-size", "x-shard-head", "x-shard-seq", "x-shard-prefix")
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,8 @@ class ShardServer:
                     f"offset {offset} is beyond {node}'s shard ({size} bytes here); "
                     "fetch from a smaller offset, or from 0 if your copy is longer",
                 )
-            if offset > 0 and prefix != self.replicas.digests.hexdigest(fh, offset):
+            held = self.replicas.digests.hexdigest(fh, offset)  # of the bytes before the offset (also said back)
+            if offset > 0 and prefix != held:
                 return self.error(
                     409,
                     "shard_replaced",
@@ -265,10 +268,8 @@ class ShardServer:
                     "or right after a newline (a copy holds complete lines only)",
                 )
             data = read_lines(fh, offset, size, limit) if offset < size else b""
-            if offset == 0:
-                self.replicas.digests.hexdigest(fh, 0)  # the start of a chain of checkpoints
             self.replicas.digests.served(fh, offset, data)
-        values = (str(summary.size), summary.head, "" if summary.seq is None else str(summary.seq))
+        values = (str(summary.size), summary.head, "" if summary.seq is None else str(summary.seq), held)
         return Response(data, media_type="application/octet-stream", headers=dict(zip(HEADERS, values, strict=True)))
 
 

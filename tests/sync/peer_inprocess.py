@@ -72,9 +72,11 @@ def _handler(peer: Hostile) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet: the test reads `requests`
             pass
 
-        def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+        def _send(self, status: int, body: bytes, kind: str = "application/json", prefix: str = "") -> None:
             self.send_response(status)
             self.send_header("Content-Type", kind)
+            if prefix:
+                self.send_header("X-Shard-Prefix", prefix)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -96,7 +98,9 @@ def _handler(peer: Hostile) -> type[BaseHTTPRequestHandler]:
                 return
             offset = int(parse_qs(parts.query).get("offset", ["0"])[0])
             data = peer.shards.get(node, b"")
-            self._send(200, peer.cut(node, offset, data[offset:]), "application/octet-stream")
+            # Honest about its bytes (the prefix it says is its own), but it checks no proof: the puller must.
+            prefix = hashlib.sha256(data[:offset]).hexdigest()
+            self._send(200, peer.cut(node, offset, data[offset:]), "application/octet-stream", prefix)
 
     return Handler
 

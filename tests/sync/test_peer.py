@@ -461,3 +461,30 @@ def test_adopting_a_token_is_idempotent_and_refuses_a_second_token_under_the_sam
     with pytest.raises(InvalidInput, match="token name"):
         tokens.adopt("", shared)
     assert tokens.owner(shared) == "peers"
+
+
+def test_a_puller_never_resumes_inside_a_compacted_shard_whose_line_ends_where_its_copy_did(tmp_path: Path) -> None:
+    """The owner compacted and wrote on until a line ended at the size the puller holds, with the same last 64 bytes
+    (ops from one client share a long suffix): resuming there skipped the ops before it for good. The whole prefix
+    is proven now, so the puller takes the new generation whole and misses nothing."""
+
+    def mk(seq: int, title: str, pad: int) -> bytes:
+        line = {"v": 1, "node": "w-0001", "seq": seq, "hlc": [1000 + seq, 0], "op": "note.set", "id": f"N{seq:04d}"}
+        line["fields"] = {"kind": "fact", "title": title, "body": "x" * pad}
+        return json.dumps(line, separators=(",", ":")).encode() + b"\n"
+
+    first = mk(1, "one", 10) + mk(2, "two", 10) + mk(3, "three", 10)
+    last = mk(3, "three", 10)
+    pad = len(first) - len(last) - len(mk(1, "one", 10) + mk(4, "four", 5))
+    compacted = mk(1, "one", 10) + mk(4, "four", 5 + pad) + last + mk(5, "five", 10)
+    assert compacted[len(first) - 64 : len(first)] == first[-64:]
+    puller = Harness(tmp_path / "puller")
+    peer = Hostile(node="w-0001", shards={"w-0001": first})
+    with hostile_peer(peer):
+        add_peer(puller.data_dir, peer.url, new_token())
+        assert puller.exchange(peer.url) and puller.copy("w-0001") == first
+        peer.shards["w-0001"] = compacted
+        puller.exchange(peer.url)
+        assert puller.copy("w-0001") == compacted  # taken whole, as a new generation: nothing skipped
+    with Store(puller.data_dir, readonly=True) as reader:
+        assert {"one", "three", "four", "five"} <= {n.title for n in reader.state.iter_notes()}
