@@ -98,8 +98,8 @@ class Tray:
         # libayatana's AppIndicator (pystray's appindicator backend) can do more than pystray asks of it.
         self._indicator: Any = getattr(self.icon, "_appindicator", None)
         self._status = status
-        self._pystray_update_menu = self.icon._update_menu
         if self._indicator is not None:  # pystray rebuilds the menu after every click: in place too
+            self._pystray_update_menu = self.icon._update_menu
             self.icon._update_menu = self._update_menu
 
     def _menu_items(self) -> Iterator[Any]:
@@ -202,11 +202,12 @@ class Tray:
 
     def notify(self, message: str, title: str = "Hivenote") -> None:
         """A desktop notification where the backend and the desktop have one; never fails the caller. On Linux
-        it is sent here rather than by pystray, whose notifications carry no application name."""
+        (pystray's GTK backends) it is sent here rather than by pystray, whose notifications carry no application
+        name."""
         if not getattr(self.icon, "HAS_NOTIFICATION", False):
             return
         try:
-            if sys.platform == "linux":
+            if sys.platform == "linux" and hasattr(self.icon, "_notifier"):  # pystray's GTK backends
                 _freedesktop_notify(plain(title, HEADING_MAX), plain(message, MESSAGE_MAX))
             else:
                 self.icon.notify(plain(message, MESSAGE_MAX), plain(title, HEADING_MAX))
