@@ -388,7 +388,7 @@ def _opencode(t: _Target) -> Snippet:
 def _junie(t: _Target) -> Snippet:
     return Snippet(
         "junie",
-        "Junie",
+        "JetBrains Junie",
         "json",
         _json({"mcpServers": {t.name: t.bridge}}),
         _home(".junie/mcp/mcp.json"),

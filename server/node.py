@@ -232,6 +232,8 @@ def lock_holder(data_dir: Path) -> int | None:
     probe = filelock.FileLock(lock_path)
     try:
         probe.acquire(timeout=0)
+    except PermissionError:  # a log folder this user may not write: none of this user's processes writes it either
+        return None
     except filelock.Timeout:
         with contextlib.suppress(OSError, ValueError):
             return int(lock_path.read_text(encoding="utf-8").strip() or "0")

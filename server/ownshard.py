@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import getpass
 import hashlib
 import logging
 import os
+import shlex
 import stat
 import tempfile
 import time
@@ -204,7 +206,11 @@ def cannot_start(exc: OSError, folder: Path) -> StoreError:
     if exc.errno == errno.EROFS:
         why = f"{folder} is on a read-only file system. Remount it read-write, {instead}"
     elif exc.errno in (errno.EACCES, errno.EPERM):
-        why = f"Hivenote may not write in {folder}. Give your user write permission on it, {instead}"
+        fix = "give your user write permission on it"
+        if os.name != "nt":  # most often made by running Hivenote as another user (sudo hivenote)
+            owner, where = shlex.quote(getpass.getuser()), shlex.quote(str(folder))
+            fix = f"give it back to your account (sudo chown -R {owner}: {where})"
+        why = f"Hivenote may not write in {folder}. To fix it, {fix}, {instead}"
     elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
         why = f"The disk holding {folder} is full. Free some space, {instead}"
     else:
