@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from .heap import collector_paused
 from .model import Op, author
 from .ownshard import private_dir, write_whole
 
-MAGIC = b"hivenote-opcache-2\n"
+MAGIC = b"hivenote-opcache-3\n"
 
 
 @dataclass
@@ -53,10 +54,8 @@ def _rows(entries: list[ShardEntry]) -> list[Any]:
             e.line_no,
             e.digest,
             e.health,
-            [
-                (o.node, o.seq, o.wall, o.counter, o.kind, o.data, o.by.agent, o.by.client, o.by.person, o.digest)
-                for o in e.ops
-            ],
+            [(o.node, o.seq, o.wall, o.counter, o.kind, o.data, o.by.agent, o.by.client, o.by.person) for o in e.ops],
+            array("Q", [o.digest for o in e.ops]).tobytes(),  # one bytes object: quicker to save and load than ints
         )
         for e in entries
     ]
@@ -75,14 +74,21 @@ def load(path: Path) -> dict[str, ShardEntry]:
     try:
         rows: Any = marshal.loads(payload)
         entries = {}
-        for name, offset, line_no, digest, health, ops in rows:
+        for name, offset, line_no, digest, health, ops, digests in rows:
+            hashes = array("Q")
+            hashes.frombytes(digests)
+            if len(hashes) != len(ops):
+                return {}
             entries[name] = ShardEntry(
                 name,
                 offset,
                 line_no,
                 digest,
                 (health[0], health[1], health[2], [(line, reason) for line, reason in health[3]]),
-                [Op(n, s, w, c, k, d, author(a, cl, p), h) for n, s, w, c, k, d, a, cl, p, h in ops],
+                [
+                    Op(n, s, w, c, k, d, author(a, cl, p), h)
+                    for (n, s, w, c, k, d, a, cl, p), h in zip(ops, hashes, strict=True)
+                ],
             )
         return entries
     except (ValueError, TypeError, EOFError, IndexError):
