@@ -8,6 +8,7 @@ before acknowledging (group commit when writers wait), repairs its own torn tail
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import threading
@@ -50,6 +51,7 @@ from .ownshard import (
     temp_beside,
     write_all,
     write_refused,
+    write_whole,
 )
 from .shards import BadLine, ShardHealth, Shards, is_shard_file
 
@@ -245,11 +247,27 @@ class Store:
         node, why = confirm_own(self.data_dir, self.node, self.shard_path, self.fingerprint(), self.now_ms())
         if node != self.node:
             self._switch_claim(node)
+            self._keep_as_branch(self.shard_path)
             self._incident(f"{why}: this machine now writes as {node}; {self.shard_path.name} stays a read-only copy")
             self.node, self.shard_path = node, self.log_dir / f"{node}.jsonl"
         self.clock.own_nodes.add(self.node)
         self._repair_own_tail()
         self._claimed = True
+
+    def _keep_as_branch(self, shard: Path) -> None:
+        """The shard of a node id this install leaves, kept as `<node>~<digest>.jsonl` too: a copy of a data dir may
+        hold acknowledged ops of that node nothing else carries yet (written while the bucket was down), and a
+        transport that carries only each install's own shard (S3) carries branches."""
+        try:
+            data = shard.read_bytes()
+        except FileNotFoundError:
+            return
+        data = data[: data.rfind(b"\n") + 1]
+        if not data:
+            return
+        branch = shard.with_name(f"{shard.stem}~{hashlib.sha256(data).hexdigest()[:12]}.jsonl")
+        if not branch.exists():
+            write_whole(branch, [data])
 
     def _switch_claim(self, node: str) -> None:
         """Hold the lock of `node` (a fresh id nobody else holds) instead of the current one."""

@@ -390,3 +390,35 @@ def test_two_cloned_installs_on_one_bucket_keep_both_histories_and_every_machine
     with Store(third) as store:
         sync(store)
         assert {n.title for n in store.state.iter_notes()} == everything
+
+
+def test_a_note_only_a_copied_data_dir_holds_reaches_the_bucket(tmp_path: Path, moto: Moto, bucket: str) -> None:
+    """b writes while the bucket is out of reach, then its data dir is copied to d and b's own shard is lost. d
+    cannot write as b's node, and S3 carries each install's own shard only: what d holds of b's node goes up as a
+    branch, so the note b acknowledged reaches every machine."""
+    b, d, a = tmp_path / "b", tmp_path / "d", tmp_path / "a"
+
+    def sync(store: Store) -> None:
+        replicas = Replicas(store.log_dir, lambda: store.node)
+        with contextlib.closing(BucketSync.open(s3_settings(store.data_dir, moto, bucket), replicas)) as it:
+            it.step(pull=True)
+        store.refresh()
+
+    with Store(b) as store:
+        Notebook(store).remember(kind="fact", title="uploaded")
+        sync(store)
+        Notebook(store).remember(kind="fact", title="acknowledged while the bucket was out of reach")
+        old = store.node
+    shutil.copytree(b, d, ignore=shutil.ignore_patterns("*.lock"))
+    (b / "log" / f"{old}.jsonl").unlink()
+    with Store(b) as first, Store(d) as copy:
+        assert old not in (first.node, copy.node)
+        for _ in range(2):
+            for store in (first, copy):
+                sync(store)
+    with Store(a) as store:
+        sync(store)
+        assert {n.title for n in store.state.iter_notes()} == {
+            "uploaded",
+            "acknowledged while the bucket was out of reach",
+        }
