@@ -134,7 +134,7 @@ def test_a_copied_data_dir_joins_the_folder_as_a_node_of_its_own_and_nothing_cla
     shutil.copytree(data, twin)
     twin_node = write(twin, "the twin's")
     assert twin_node != node
-    assert set(use_folder(twin, target).moved) == {f"{node}.jsonl", f"{twin_node}.jsonl"}
+    assert {f"{node}.jsonl", f"{twin_node}.jsonl"} <= set(use_folder(twin, target).moved)  # and a branch of node
     write(data, "mine again")
     use_folder(data, target)  # our shard there is an older copy of ours (the twin's copy): brought up to date
     assert titles(data) == titles(twin) == {"mine", "the twin's", "mine again"}
