@@ -34,11 +34,11 @@ from hivenote.server.sync.peer import add_peer
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.sync.live_faults import Cluster, Install, reported, run_checks
-    from tests.sync.s3env import Moto, bucket_shard, objects, read
+    from tests.sync.s3env import Moto, objects, read
     from tests.sync.syncthing import START_S, Syncthing, syncthing_pair, wait_for
 else:
     from live_faults import Cluster, Install, reported, run_checks
-    from s3env import Moto, bucket_shard, objects, read
+    from s3env import Moto, objects, read
     from syncthing import START_S, Syncthing, syncthing_pair, wait_for
 
 STEPS = 26  # half of them faults: about a minute per transport on a 2-core machine
@@ -109,31 +109,13 @@ class Bucket(Cluster):
         settings = {"s3_bucket": self.bucket, "s3_endpoint": self.moto.endpoint, "s3_region": "us-east-1"}
         (install.data_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
 
-    def before_copy(self, source: Install) -> None:
-        """The bucket holds the source's whole shard before its data dir is copied. The bucket carries each install's
-        own shard only: a note that only the copy's read-only file of the source's old shard holds (the source wrote
-        it while the bucket was down, then lost its shard) stays on the copy and never reaches the others (reported
-        separately, with its reproduction; OPLOG.md says as much of a branch: "not yet through the bucket alone")."""
-        if not source.running:
-            self.start(source)
-        node = read_node(source.data_dir)
-        shard = source.data_dir / "log" / f"{node}.jsonl"
-
-        def uploaded() -> bool:
-            held = shard.read_bytes() if shard.exists() else b""
-            with self.moto.client() as client, contextlib.suppress(Exception):  # no HEAD yet: nothing uploaded
-                return not held or bucket_shard(client, self.bucket, node) == held
-            return False
-
-        wait_for(uploaded, START_S, f"the bucket holding {source.name}'s shard {node}")
-
     def copies_elsewhere(self, victim: Install) -> list[bytes]:
         with self.moto.client() as client:
             held = [read(client, self.bucket, key) for key in objects(client, self.bucket)]
         return super().copies_elsewhere(victim) + held
 
     def faults(self) -> list[str]:
-        return [*super().faults(), "lose", "lose-offline"]
+        return [*super().faults(), "vm-clone", "lose", "lose-offline"]
 
     def cut_off(self, victim: Install) -> list[Install]:
         self.moto.stop()

@@ -422,3 +422,33 @@ def test_a_note_only_a_copied_data_dir_holds_reaches_the_bucket(tmp_path: Path, 
             "uploaded",
             "acknowledged while the bucket was out of reach",
         }
+
+
+def test_a_clone_that_extends_this_nodes_shard_in_the_bucket_is_noticed_by_the_original(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """Only the clone writes after the cloning: nothing of the original's ever clashes in the bucket, yet the bucket
+    holds bytes of its node it did not write. It takes them as another history and moves to a new node id."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    with Store(one) as store:
+        Notebook(store).remember(kind="fact", title="before the clone")
+    shutil.copytree(one, two, ignore=shutil.ignore_patterns("*.lock"))
+    node = read_node(one)
+    record_shard(two, node, two / "log" / f"{node}.jsonl", (two / "log" / f"{node}.jsonl").stat().st_size)
+
+    def sync(store: Store) -> None:
+        replicas = Replicas(store.log_dir, lambda: store.node)
+        with contextlib.closing(BucketSync.open(s3_settings(store.data_dir, moto, bucket), replicas)) as it:
+            it.step(pull=True)
+        store.refresh()
+
+    with Store(one) as first:
+        sync(first)
+        (two / "sync").mkdir(exist_ok=True)
+        shutil.copy(one / "sync" / "s3-state.json", two / "sync" / "s3-state.json")  # what was sent, cloned too
+        with Store(two) as second:
+            Notebook(second).remember(kind="fact", title="on the clone")
+            sync(second)
+        sync(first)
+        assert first.node != node
+        assert {n.title for n in first.state.iter_notes()} == {"before the clone", "on the clone"}
