@@ -77,7 +77,7 @@ class FolderWatch:
         sizes = self._sizes()
         own = f"{node}.jsonl"
         if sizes.get(own, 0) != self._own_size:
-            if self._own_size >= 0 and sizes.get(own, 0) > self._own_size:
+            if sizes.get(own, 0) > max(self._own_size, 0):  # grew, or held writes when first looked at
                 self.own_grew_at = now
             self._own_size = sizes.get(own, 0)
         self._leave_receipt(node, sizes, now)

@@ -77,7 +77,9 @@ def zombies(parent: int) -> list[int]:
     found = []
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
-            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+            fields = dict(
+                line.split(":\t", 1) for line in status.read_text(encoding="utf-8").splitlines() if ":\t" in line
+            )
         except OSError:
             continue
         if fields.get("PPid", "").strip() == str(parent) and fields.get("State", "").startswith("Z"):

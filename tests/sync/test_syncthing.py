@@ -102,6 +102,11 @@ def shards(server: Hivenote) -> dict[str, Any]:
     return found
 
 
+def folder_transport(server: Hivenote) -> dict[str, Any]:
+    transports = server.call("GET", "/api/status")["sync"]["transports"]
+    return dict(next(t for t in transports if t["name"] == "folder"))
+
+
 def op_counts(server: Hivenote) -> dict[str, int]:
     return {node: seen["ops"] for node, seen in server.call("GET", "/api/status")["nodes"].items()}
 
@@ -190,8 +195,8 @@ def test_two_servers_syncing_through_syncthing_converge_and_a_conflict_copy_chan
         # An MCP graph subscriber on b hears about a's new entity.
         subscriber_s = anyio.run(graph_change_reaches_subscriber, a, b)
 
-        # A sync-conflict copy (an older version of a's shard, its last line cut) appears in b's folder, and
-        # Syncthing carries it to a: both read it, and nothing changes.
+        # A sync-conflict copy (an older version of a's shard, its last line cut) appears in b's folder: it is read,
+        # then tidied away (a's shard holds every line of it), Syncthing carries the deletion, and nothing changes.
         state, ops = a.state(), op_counts(a)
         conflict = folder_b / f"{a.node}.sync-conflict-20261130-101010-ABCDEFG.jsonl"
         shard = (folder_b / f"{a.node}.jsonl").read_bytes()
@@ -200,12 +205,16 @@ def test_two_servers_syncing_through_syncthing_converge_and_a_conflict_copy_chan
         temp.write_bytes(older + b'{"v":1,"node":"')
         temp.rename(conflict)
 
-        def conflict_folded(server: Hivenote) -> bool:
-            return bool(shards(server).get(conflict.name, {}).get("ops") == older.count(b"\n"))
+        def tidied_everywhere() -> bool:
+            return not conflict.exists() and not (folder_a / conflict.name).exists()
 
+        wait_for(tidied_everywhere, SYNC_S, "the conflict copy tidied away in both folders")
+        said = [t for server in (a, b) for t in folder_transport(server)["detail"].get("tidied", [])]
+        assert [t for t in said if t.startswith(conflict.name)] == [
+            f"{conflict.name}: already in {a.node}.jsonl, deleted"
+        ]
         for server in (b, a):
-            wait_for(functools.partial(conflict_folded, server), SYNC_S, f"the conflict copy folded on {server.node}")
-            assert set(shards(server)) == {f"{a.node}.jsonl", f"{b.node}.jsonl", conflict.name}
+            assert set(shards(server)) <= {f"{a.node}.jsonl", f"{b.node}.jsonl", conflict.name}
         assert a.state() == b.state() == state and op_counts(a) == op_counts(b) == ops  # each op counted once
 
     arrived, served = [t for t, _ in times], [t for _, t in times]
