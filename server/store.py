@@ -8,7 +8,6 @@ before acknowledging (group commit when writers wait), repairs its own torn tail
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import threading
@@ -51,7 +50,6 @@ from .ownshard import (
     temp_beside,
     write_all,
     write_refused,
-    write_whole,
 )
 from .shards import BadLine, ShardHealth, Shards, is_shard_file
 
@@ -247,27 +245,11 @@ class Store:
         node, why = confirm_own(self.data_dir, self.node, self.shard_path, self.fingerprint(), self.now_ms())
         if node != self.node:
             self._switch_claim(node)
-            self._keep_as_branch(self.shard_path)
             self._incident(f"{why}: this machine now writes as {node}; {self.shard_path.name} stays a read-only copy")
             self.node, self.shard_path = node, self.log_dir / f"{node}.jsonl"
         self.clock.own_nodes.add(self.node)
         self._repair_own_tail()
         self._claimed = True
-
-    def _keep_as_branch(self, shard: Path) -> None:
-        """The shard of a node id this install leaves, kept as `<node>~<digest>.jsonl` too: a copy of a data dir may
-        hold acknowledged ops of that node nothing else carries yet (written while the bucket was down), and a
-        transport that carries only each install's own shard (S3) carries branches."""
-        try:
-            data = shard.read_bytes()
-        except FileNotFoundError:
-            return
-        data = data[: data.rfind(b"\n") + 1]
-        if not data:
-            return
-        branch = shard.with_name(f"{shard.stem}~{hashlib.sha256(data).hexdigest()[:12]}.jsonl")
-        if not branch.exists():
-            write_whole(branch, [data])
 
     def _switch_claim(self, node: str) -> None:
         """Hold the lock of `node` (a fresh id nobody else holds) instead of the current one."""
@@ -351,15 +333,15 @@ class Store:
         self.reincarnate(f"{what} (a copied data dir or a cloned machine writes as this node)")
 
     def reincarnate(self, why: str) -> str:
-        """Stop writing as the current node id and go on as a fresh one. Nothing held is lost: what this install wrote
-        as the old id is kept as `<node>~<digest>.jsonl` too (folded and synced like any shard, under a name no other
-        history can take: a transport that keeps the other history under `<node>` still carries this one), and the
-        old shard stays in the log as a read-only copy unless another file took its place. Returns the new id."""
+        """Stop writing as the current node id and go on as a fresh one. Nothing held is lost: the old shard stays in
+        the log as a read-only copy (other machines holding another history of it keep this one as a branch), and if
+        another file took its place, this install's bytes are kept beside it as `<node>~<digest>.jsonl`, folded and
+        synced like any shard. Returns the new node id."""
         with self._flush_lock, self.lock:
             own, old = self._own, self.node
             if own is None or self.shard_path is None:
                 raise ReadOnlyStore("only the writer has a node id to change")
-            if own.size:
+            if own.missing() and own.size:  # another file took its place: this install's bytes live on beside it
                 branch = self.log_dir / f"{old}~{own.digest()[:12]}.jsonl"
                 if not branch.exists():
                     own.copy_to(branch)  # through a temp file made exclusively, fsynced and renamed

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..errors import InvalidInput
+from ..node import previous_nodes
 from ..ownshard import private_dir
 from ..settings import Settings, load_settings, save_setting
 from ..statefile import write_json
@@ -75,7 +76,7 @@ class BucketSync:
     """One data dir's exchange with the bucket. Blocking: the server runs `step()` in a worker thread."""
 
     def __init__(self, settings: Settings, replicas: Replicas, bucket: Bucket) -> None:
-        self.replicas, self.bucket = replicas, bucket
+        self.replicas, self.bucket, self.data_dir = replicas, bucket, settings.data_dir
         self.path = settings.data_dir / "sync" / "s3-state.json"
         self.target = f"{settings.s3_endpoint}|{settings.s3_bucket}|{bucket.root}"
         self.state = self._load()
@@ -380,8 +381,13 @@ class BucketSync:
             return
         blob, last = got
         end = len(blob)
+        # A node this install wrote as before (it moved to a new id: a fork, a lost shard, a copied data dir) may hold
+        # ops here the bucket lacks, and only this install's own shard and branches go up: those go up as a branch.
+        mine = self.replicas.read(node) if node in previous_nodes(self.data_dir) and self.replicas.size(node) else b""
         if not self._merge(node, 0, blob) and self.replicas.settle(node, blob) != "replaced":
-            end = -1  # behind ours, or another history kept as a branch: looked at again when the generation grows
+            end = -1  # behind ours, or another history kept as a branch: looked at again when it grows
+        if mine and not blob.startswith(mine):
+            self.replicas.add_branch(node, mine)
         st.update(gen=gen, after=last, end=end)
 
 

@@ -380,7 +380,7 @@ def test_two_cloned_installs_on_one_bucket_keep_both_histories_and_every_machine
         assert first.node == second.node == node
         Notebook(first).remember(kind="fact", title="on the first")
         Notebook(second).remember(kind="fact", title="on the second")
-        for _ in range(3):
+        for _ in range(4):  # a conflict, a move to a new id, the branch found and uploaded, then seen by the other
             for store in (first, second):
                 sync(store)
         assert first.node != node and second.node != node  # both found the fork and moved on
