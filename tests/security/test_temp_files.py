@@ -128,21 +128,11 @@ def test_the_op_cache_is_not_written_through_a_link_at_its_temp_name(tmp_path: P
 
 @pytest.fixture
 def moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Moto]:
-    from tests.sync.s3env import Moto
+    """The S3 server on loopback, in an AWS environment that reaches nothing else."""
+    from tests.sync.s3env import moto_sandbox
 
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    server = Moto()
-    server.start()
-    try:
+    with moto_sandbox(monkeypatch, tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_the_bucket_state_is_not_written_through_a_link_at_its_temp_name(

@@ -71,6 +71,25 @@ class Moto:
             client.close()
 
 
+@contextlib.contextmanager
+def moto_sandbox(environ: Any, home: Path) -> Iterator[Moto]:
+    """The S3 server, and an AWS environment (inherited by child processes) that reaches nothing else: test keys, no
+    profile, no metadata probe. `environ` is pytest's monkeypatch; `home` a folder for the absent AWS files."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        environ.delenv(name, raising=False)
+    environ.setenv("AWS_ACCESS_KEY_ID", "testing")
+    environ.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    environ.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    environ.setenv("AWS_CONFIG_FILE", str(home / "no-aws-config"))
+    environ.setenv("AWS_SHARED_CREDENTIALS_FILE", str(home / "no-aws-credentials"))
+    server = Moto()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def s3_settings(data_dir: Path, moto: Moto, bucket: str, **changes: Any) -> Settings:
     base = Settings(data_dir=data_dir, s3_bucket=bucket, s3_endpoint=moto.endpoint, s3_region="us-east-1")
     return replace(base, **({"extra": dict(FAST)} | changes))

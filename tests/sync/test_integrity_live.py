@@ -34,11 +34,11 @@ from hivenote.server.sync.peer import add_peer
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.sync.live_faults import Cluster, Install, reported, run_checks
-    from tests.sync.s3env import Moto, objects, read
+    from tests.sync.s3env import Moto, moto_sandbox, objects, read
     from tests.sync.syncthing import START_S, Syncthing, syncthing_pair, wait_for
 else:
     from live_faults import Cluster, Install, reported, run_checks
-    from s3env import Moto, objects, read
+    from s3env import Moto, moto_sandbox, objects, read
     from syncthing import START_S, Syncthing, syncthing_pair, wait_for
 
 STEPS = 26  # half of them faults: about a minute per transport on a 2-core machine
@@ -142,20 +142,9 @@ class Bucket(Cluster):
 
 @pytest.fixture
 def moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Moto]:
-    """The S3 server, and an AWS environment (inherited by the servers) that reaches nothing else."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    server = Moto()
-    server.start()
-    try:
+    """The S3 server on loopback, in an AWS environment (inherited by the servers) that reaches nothing else."""
+    with moto_sandbox(monkeypatch, tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.mark.parametrize("seed", seeds(12))

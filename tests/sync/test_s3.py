@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts thi
         bucket_fold,
         bucket_shard,
         generation,
+        moto_sandbox,
         objects,
         read,
         running,
@@ -47,25 +48,26 @@ if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts thi
         wait_until,
     )
 else:
-    from s3env import Moto, Node, bucket_fold, bucket_shard, generation, objects, read, running, s3_settings, wait_until
+    from s3env import (
+        Moto,
+        Node,
+        bucket_fold,
+        bucket_shard,
+        generation,
+        moto_sandbox,
+        objects,
+        read,
+        running,
+        s3_settings,
+        wait_until,
+    )
 
 
 @pytest.fixture
 def moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Moto]:
-    """The S3 server, and an AWS environment that reaches nothing else: test keys, no profile, no metadata probe."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    server = Moto()
-    server.start()
-    try:
+    """The S3 server on loopback, in an AWS environment that reaches nothing else."""
+    with moto_sandbox(monkeypatch, tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -370,25 +372,19 @@ def test_two_cloned_installs_on_one_bucket_keep_both_histories_and_every_machine
     node = read_node(one)
     record_shard(two, node, two / "log" / f"{node}.jsonl", (two / "log" / f"{node}.jsonl").stat().st_size)
 
-    def sync(store: Store) -> None:
-        replicas = Replicas(store.log_dir, lambda: store.node)
-        with contextlib.closing(BucketSync.open(s3_settings(store.data_dir, moto, bucket), replicas)) as it:
-            it.step(pull=True)
-        store.refresh()
-
     with Store(one) as first, Store(two) as second:
         assert first.node == second.node == node
         Notebook(first).remember(kind="fact", title="on the first")
         Notebook(second).remember(kind="fact", title="on the second")
         for _ in range(4):  # a conflict, a move to a new id, the branch found and uploaded, then seen by the other
             for store in (first, second):
-                sync(store)
+                sync_bucket(store, moto, bucket)
         assert first.node != node and second.node != node  # both found the fork and moved on
         everything = {"before the clone", "on the first", "on the second"}
         for store in (first, second):
             assert everything <= {n.title for n in store.state.iter_notes()}
     with Store(third) as store:
-        sync(store)
+        sync_bucket(store, moto, bucket)
         assert {n.title for n in store.state.iter_notes()} == everything
 
 
@@ -398,15 +394,9 @@ def test_a_note_only_a_copied_data_dir_holds_reaches_the_bucket(tmp_path: Path, 
     branch, so the note b acknowledged reaches every machine."""
     b, d, a = tmp_path / "b", tmp_path / "d", tmp_path / "a"
 
-    def sync(store: Store) -> None:
-        replicas = Replicas(store.log_dir, lambda: store.node)
-        with contextlib.closing(BucketSync.open(s3_settings(store.data_dir, moto, bucket), replicas)) as it:
-            it.step(pull=True)
-        store.refresh()
-
     with Store(b) as store:
         Notebook(store).remember(kind="fact", title="uploaded")
-        sync(store)
+        sync_bucket(store, moto, bucket)
         Notebook(store).remember(kind="fact", title="acknowledged while the bucket was out of reach")
         old = store.node
     shutil.copytree(b, d, ignore=shutil.ignore_patterns("*.lock"))
@@ -415,9 +405,9 @@ def test_a_note_only_a_copied_data_dir_holds_reaches_the_bucket(tmp_path: Path, 
         assert old not in (first.node, copy.node)
         for _ in range(2):
             for store in (first, copy):
-                sync(store)
+                sync_bucket(store, moto, bucket)
     with Store(a) as store:
-        sync(store)
+        sync_bucket(store, moto, bucket)
         assert {n.title for n in store.state.iter_notes()} == {
             "uploaded",
             "acknowledged while the bucket was out of reach",
@@ -436,19 +426,21 @@ def test_a_clone_that_extends_this_nodes_shard_in_the_bucket_is_noticed_by_the_o
     node = read_node(one)
     record_shard(two, node, two / "log" / f"{node}.jsonl", (two / "log" / f"{node}.jsonl").stat().st_size)
 
-    def sync(store: Store) -> None:
-        replicas = Replicas(store.log_dir, lambda: store.node)
-        with contextlib.closing(BucketSync.open(s3_settings(store.data_dir, moto, bucket), replicas)) as it:
-            it.step(pull=True)
-        store.refresh()
-
     with Store(one) as first:
-        sync(first)
+        sync_bucket(first, moto, bucket)
         (two / "sync").mkdir(exist_ok=True)
         shutil.copy(one / "sync" / "s3-state.json", two / "sync" / "s3-state.json")  # what was sent, cloned too
         with Store(two) as second:
             Notebook(second).remember(kind="fact", title="on the clone")
-            sync(second)
-        sync(first)
+            sync_bucket(second, moto, bucket)
+        sync_bucket(first, moto, bucket)
         assert first.node != node
         assert {n.title for n in first.state.iter_notes()} == {"before the clone", "on the clone"}
+
+
+def sync_bucket(store: Store, moto: Moto, bucket: str) -> None:
+    """One exchange of `store` with the bucket (up, then down), then the store folds what arrived."""
+    replicas = Replicas(store.log_dir, lambda: store.node)
+    with contextlib.closing(BucketSync.open(s3_settings(store.data_dir, moto, bucket), replicas)) as it:
+        it.step(pull=True)
+    store.refresh()
