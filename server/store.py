@@ -341,6 +341,8 @@ class Store:
             own, old = self._own, self.node
             if own is None or self.shard_path is None:
                 raise ReadOnlyStore("only the writer has a node id to change")
+            if self._durable < self._enqueued:  # ops of the old id decided but not written yet: into its shard first
+                self._write_pending()
             if own.missing() and own.size:  # another file took its place: this install's bytes live on beside it
                 branch = self.log_dir / f"{old}~{own.digest()[:12]}.jsonl"
                 if not branch.exists():
@@ -418,30 +420,34 @@ class Store:
     def _flush(self, ticket: int) -> None:
         with self._flush_lock:
             if self._durable < ticket and not self._failed_ticket(ticket):
-                with self.lock:
-                    batch = b"".join(self._pending)
-                    batch_ops = self._pending_ops
-                    self._pending.clear()
-                    self._pending_ops = []
-                    upto = self._enqueued
-                own = self._own
-                assert own is not None and self.shard_path is not None
-                try:
-                    own.append(batch)
-                except OSError as exc:
-                    self._roll_back(exc)
-                else:
-                    self.fsyncs += 1
-                    self._durable = upto
-                    self._acked_seq = max(self._acked_seq, batch_ops[-1].seq) if batch_ops else self._acked_seq
-                    with self.lock:
-                        self.shards.wrote(self.shard_path.name, own.fileno(), batch, batch_ops)
-                    if self.problem is not None:
-                        log.info("writing the notebook log works again")
-                        self.problem = None
+                self._write_pending()
             failure = self._failed_ticket(ticket)
             if failure:
                 raise StoreWriteFailed(f"Nothing was saved: {failure}")
+
+    def _write_pending(self) -> None:
+        """Append and fsync every op enqueued so far (the caller holds the flush lock)."""
+        with self.lock:
+            batch = b"".join(self._pending)
+            batch_ops = self._pending_ops
+            self._pending.clear()
+            self._pending_ops = []
+            upto = self._enqueued
+        own = self._own
+        assert own is not None and self.shard_path is not None
+        try:
+            own.append(batch)
+        except OSError as exc:
+            self._roll_back(exc)
+        else:
+            self.fsyncs += 1
+            self._durable = upto
+            self._acked_seq = max(self._acked_seq, batch_ops[-1].seq) if batch_ops else self._acked_seq
+            with self.lock:
+                self.shards.wrote(self.shard_path.name, own.fileno(), batch, batch_ops)
+            if self.problem is not None:
+                log.info("writing the notebook log works again")
+                self.problem = None
 
     def _failed_ticket(self, ticket: int) -> str | None:
         for lo, hi, reason in self._failed:

@@ -290,3 +290,31 @@ def test_a_data_dir_from_before_claims_keeps_every_note_and_claims_once(tmp_path
         assert store.node == migrated and not store.incidents
         assert {n.title for n in store.state.iter_notes()} == {"from the old version", "after the upgrade"}
     assert read_record(data)["previous"] == [node]
+
+
+def test_ops_decided_as_the_old_node_before_a_move_are_written_to_its_shard_not_the_new_one(tmp_path: Path) -> None:
+    """A write decided (and given its seq) as node N waits for the fsync while the store moves to a new node id: it
+    must land in N's shard, never in the new node's (a line there naming N would be refused by every reader)."""
+    import threading
+
+    entered, go = threading.Event(), threading.Event()
+
+    class Paused(Store):
+        def _flush(self, ticket: int) -> None:
+            entered.set()
+            go.wait(10)
+            super()._flush(ticket)
+
+    data = tmp_path / "data"
+    with Paused(data) as store:
+        old = store.node
+        writer = threading.Thread(target=remember, args=(store, "decided as the old node"))
+        writer.start()
+        assert entered.wait(10)  # decided and enqueued as `old`, not yet written
+        new = store.reincarnate("a test moves it")
+        go.set()
+        writer.join(10)
+        remember(store, "after the move")
+        assert {op.node for op in ops(store.log_dir / f"{new}.jsonl")} == {new}
+        assert [op.data["fields"]["title"] for op in ops(store.log_dir / f"{old}.jsonl")] == ["decided as the old node"]
+    assert titles(data) == {"decided as the old node", "after the move"}
