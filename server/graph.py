@@ -1,4 +1,4 @@
-"""The knowledge-graph use-cases with the official memory server's exact semantics (mcp.md section 2):
+"""The knowledge-graph use-cases with the official memory server's exact semantics (its KnowledgeGraphManager):
 create_entities skips existing names but not in-batch duplicates, add_observations fails on an unknown entity
 and changes nothing, relations to missing entities are accepted, deletes cascade.
 

@@ -3,7 +3,8 @@ knowledge graph: the tools (their wire format, checks and texts are `memory_wire
 `memory://knowledge-graph` resource and the `notifications/resources/updated` its subscribers get.
 
 Built on the lowlevel MCP `Server` because only that serves a foreign tool list unchanged. The graph semantics live in
-`graph.Graph`; this module only adapts (mcp.md section 2 and Appendix A).
+`graph.Graph`; this module only adapts (the official tool list is official_memory_tools.json; its answer texts
+and argument checks are in memory_wire.py).
 """
 
 from __future__ import annotations

@@ -357,7 +357,7 @@ def test_a_page_refuses_a_limit_below_one_or_a_negative_offset(store: Store, lim
 
 @dataclass
 class OfficialModel:
-    """The official server's KnowledgeGraphManager (server-memory 2026.8.31, mcp.md section 2) in Python:
+    """The official server's KnowledgeGraphManager (server-memory 2026.8.31) in Python:
     one list of entities, one list of relations, every tool a filter or a push."""
 
     entities: list[dict[str, Any]] = field(default_factory=list)

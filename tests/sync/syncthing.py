@@ -1,6 +1,7 @@
-"""Two real Syncthing instances (Debian's `syncthing`) sharing one folder on 127.0.0.1, for tests. Follows
-/work/shared/reference/sync.md: the config is edited before the first start (loopback only; discovery, relays, NAT,
-crash and usage reporting, upgrades off), only one side dials the other, and readiness is polled with deadlines."""
+"""Two real Syncthing instances (Debian's `syncthing`) sharing one folder on 127.0.0.1, for tests. The config is
+edited before the first start (loopback only; discovery, relays, NAT, crash and usage reporting, upgrades off: a
+test must reach nothing beyond this machine), only one side dials the other, and readiness is polled with
+deadlines."""
 
 from __future__ import annotations
 
