@@ -18,7 +18,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def _gtk_dialog(title: str, text: str) -> bool:
 
 def _notification(title: str, text: str) -> bool:
     """A freedesktop notification (when GTK is missing but a notification daemon runs)."""
-    from gi.repository import Gio, GLib
+    from gi.repository import Gio
 
     address = os.environ.get("DBUS_SESSION_BUS_ADDRESS")
     if not address:
@@ -158,18 +158,26 @@ def _notification(title: str, text: str) -> bool:
     flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
     bus = Gio.DBusConnection.new_for_address_sync(address, flags, None, None)
     try:
-        args = GLib.Variant("(susssasa{sv}i)", ("Hivenote", 0, "dialog-error", title, text, [], {}, 0))
-        bus.call_sync(
-            "org.freedesktop.Notifications",
-            "/org/freedesktop/Notifications",
-            "org.freedesktop.Notifications",
-            "Notify",
-            args,
-            GLib.VariantType("(u)"),
-            Gio.DBusCallFlags.NONE,
-            5000,
-            None,
-        )
+        notify(bus, title, text, icon="dialog-error", expire_ms=0)
     finally:
         bus.close_sync(None)
     return True
+
+
+def notify(bus: Any, title: str, body: str, *, icon: str, expire_ms: int) -> None:
+    """One desktop notification through org.freedesktop.Notifications on `bus` (a Gio.DBusConnection), named as
+    Hivenote's; `expire_ms` 0 keeps it until dismissed, -1 lets the server decide."""
+    from gi.repository import Gio, GLib
+
+    args = GLib.Variant("(susssasa{sv}i)", ("Hivenote", 0, icon, title, body, [], {}, expire_ms))
+    bus.call_sync(
+        "org.freedesktop.Notifications",
+        "/org/freedesktop/Notifications",
+        "org.freedesktop.Notifications",
+        "Notify",
+        args,
+        GLib.VariantType("(u)"),
+        Gio.DBusCallFlags.NONE,
+        5000,
+        None,
+    )

@@ -11,6 +11,7 @@ from typing import Any
 
 from . import icons
 from .menu import Item
+from .problems import notify
 from .supervisor import Status
 
 log = logging.getLogger(__name__)
@@ -51,21 +52,9 @@ def _on_glib(func: Callable[[], None]) -> None:
 
 
 def _freedesktop_notify(title: str, body: str) -> None:
-    from gi.repository import Gio, GLib
+    from gi.repository import Gio
 
-    bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
-    args = GLib.Variant("(susssasa{sv}i)", ("Hivenote", 0, "hivenote", title, body, [], {}, -1))
-    bus.call_sync(
-        "org.freedesktop.Notifications",
-        "/org/freedesktop/Notifications",
-        "org.freedesktop.Notifications",
-        "Notify",
-        args,
-        GLib.VariantType("(u)"),
-        Gio.DBusCallFlags.NONE,
-        5000,
-        None,
-    )
+    notify(Gio.bus_get_sync(Gio.BusType.SESSION, None), title, body, icon="hivenote", expire_ms=-1)
 
 
 def _on_gui_thread(func: Callable[[], None], platform: str = sys.platform) -> None:
