@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from . import opcache
 from .fold import State
@@ -63,18 +63,24 @@ def is_shard_file(name: str) -> bool:
     return name.endswith(".jsonl") and not name.startswith(".") and ".tmp" not in name
 
 
-def hash_prefix(fh: BinaryIO, offset: int) -> Any:
+def hash_prefix(fh: IO[bytes], offset: int) -> Any:
     """SHA-256 of a file's first `offset` bytes (fewer if it is shorter), as a hash object that can go on."""
     h = hashlib.sha256()
-    fh.seek(0)
-    left = offset
-    while left > 0:
-        chunk = fh.read(min(READ_BLOCK, left))
+    hash_range(h, fh, 0, offset)
+    return h
+
+
+def hash_range(h: Any, fh: IO[bytes], start: int, end: int) -> int:
+    """Feed bytes `start`..`end` of an open file to the hash object `h`; returns where the bytes ended (`end`, or
+    less when the file is shorter)."""
+    fh.seek(start)
+    while start < end:
+        chunk = fh.read(min(READ_BLOCK, end - start))
         if not chunk:
             break
         h.update(chunk)
-        left -= len(chunk)
-    return h
+        start += len(chunk)
+    return start
 
 
 class Shards:

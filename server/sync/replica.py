@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from ..errors import HivenoteError
 from ..ownshard import PRIVATE_DIR, PRIVATE_FILE, tighten, write_whole
+from ..shards import hash_range
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +69,8 @@ class PrefixDigests:
         st = os.fstat(fh.fileno())
         key = (st.st_dev, st.st_ino)
         start, h = self._start(key, offset)
-        fh.seek(start)
-        left = offset - start
-        while left > 0:
-            chunk = fh.read(min(1 << 20, left))
-            if not chunk:
-                raise SyncRefused(f"the shard ended before byte {offset}")
-            h.update(chunk)
-            left -= len(chunk)
+        if hash_range(h, fh, start, offset) < offset:
+            raise SyncRefused(f"the shard ended before byte {offset}")
         self._remember(key, offset, h.copy())
         return str(h.hexdigest())
 
