@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
-from hivenote.server.model import Author, Op
+from hivenote.server.core.model import Author, Op
+from hivenote.server.core.search import fold_text, refresh_note_index, search_notes
 from hivenote.server.notebook import Notebook
-from hivenote.server.search import fold_text, refresh_note_index, search_notes
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 
 RND = random.Random(7)
 VOCAB = ["".join(RND.choice("abcdefghijklmnoprstuvwy") for _ in range(RND.randint(3, 10))) for _ in range(5000)]
@@ -139,7 +139,7 @@ def bench_search(data_dir: Path, n_queries: int) -> tuple[list[float], list[floa
 COLD = """
 import resource, sys, time
 t = time.perf_counter()
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 with Store(sys.argv[1], readonly=True) as store:
     elapsed = time.perf_counter() - t
     n = len(store.state.notes)

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hivenote.server.auth import Tokens
+from hivenote.server.web.auth import Tokens
 
 if TYPE_CHECKING:  # run as a script, this folder (and the tests' helpers) are put on sys.path
     from bench.bench_core import write_log

@@ -34,8 +34,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
-from hivenote.server.auth import Tokens
-from hivenote.server.serve import bind
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.serve import bind
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFICIAL = ROOT / "tests" / "tools" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from hivenote.server.auth import Tokens
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web.auth import Tokens
 
 if TYPE_CHECKING:  # run as a script (or imported by the tests), the project root is put on sys.path
     from bench.bench_core import WORDS, note_fields, write_log

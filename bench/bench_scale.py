@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hivenote.server.model import Author, Op
-from hivenote.server.search import refresh_note_index, search_notes
-from hivenote.server.store import Store
+from hivenote.server.core.model import Author, Op
+from hivenote.server.core.search import refresh_note_index, search_notes
+from hivenote.server.storage.store import Store
 
 if TYPE_CHECKING:  # run as a script, the project root is put on sys.path
     from bench.bench_core import WORDS, bench_append, bench_cold, note_fields, pct, queries, write_log

@@ -25,11 +25,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
-from hivenote.server.app import create_app
-from hivenote.server.search import refresh_note_index
-from hivenote.server.serve import ServerThread, bind
+from hivenote.server.core.search import refresh_note_index
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web.app import create_app
+from hivenote.server.web.serve import ServerThread, bind
 
 if TYPE_CHECKING:  # mypy resolves bench/ from the project root; run as a script, this folder is on sys.path
     from bench.bench_core import WORDS, note_fields, write_log

@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hivenote.server.auth import Tokens
-from hivenote.server.node import read_node
+from hivenote.server.storage.identity import read_node
 from hivenote.server.sync.replica import Replicas, complete_size
+from hivenote.server.web.auth import Tokens
 
 COPY_EVERY_S = 0.2
 

@@ -1,4 +1,4 @@
-"""Benchmark of hivenote.server.textindex.SubstringIndex against a naive scan; prints a plain table.
+"""Benchmark of hivenote.server.core.textindex.SubstringIndex against a naive scan; prints a plain table.
 
 Run: python bench/bench_textindex.py [doc counts...]   (default: 10000 100000). Not a test.
 """
@@ -14,7 +14,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Sequence
 
-from hivenote.server.textindex import SubstringIndex
+from hivenote.server.core.textindex import SubstringIndex
 
 SEED = 20240601
 WORDS_PER_DOC = 40

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hivenote.server.errors import HivenoteError
+from hivenote.server.core.errors import HivenoteError
 
 from . import clipboard, problems
 from .autostart import Autostart, autostart, launcher_command
@@ -190,9 +190,9 @@ class DesktopApp:
         self.window.open(f"http://127.0.0.1:{settings.port}/")  # this machine's user: the window needs no token
 
     def copy_snippet(self, client: str) -> None:
-        from hivenote.server.auth import Tokens
         from hivenote.server.connect import TOKEN_ENV, snippet
         from hivenote.server.settings import load_settings
+        from hivenote.server.web.auth import Tokens
 
         settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
         token = Tokens(self.data_dir / "tokens.json").default() if settings.auth else None

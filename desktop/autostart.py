@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Protocol
 from xml.parsers.expat import ExpatError
 
-from hivenote.server import statefile
-from hivenote.server.errors import HivenoteError
+from hivenote.server.core.errors import HivenoteError
+from hivenote.server.storage import statefile
 
 APP_ID = "hivenote"
 LABEL = "com.hivenote.app"  # the LaunchAgent's label and file name

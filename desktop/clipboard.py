@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from hivenote.server.errors import HivenoteError
+from hivenote.server.core.errors import HivenoteError
 
 GTK_WAIT_S = 5.0
 _gtk_loop = threading.Event()  # set while a GTK/GLib main loop runs in this process

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from hivenote.server import statefile
-from hivenote.server.errors import HivenoteError
-from hivenote.server.node import make_data_dir
+from hivenote.server.core.errors import HivenoteError
+from hivenote.server.storage import statefile
+from hivenote.server.storage.identity import make_data_dir
 
 ANSWER_WAIT_S = 10.0
 

@@ -1,6 +1,6 @@
 """The `hivenote` launcher: no command starts the tray app; `tray`, `quit`, `autostart`, `install-desktop` and
 `uninstall-desktop` are the desktop's own commands, `doctor` gains desktop checks, everything else is the
-server's command line (hivenote.server.cli).
+server's command line (hivenote.server.cli.main).
 
 Frozen builds (PyInstaller) have no `python -m`, so the dashboard window process is started as
 `hivenote --window URL` and dispatched here before any argument parsing.
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hivenote.server import cli
-from hivenote.server.cli import AddCommand, Context
+from hivenote.server.cli import main as cli
+from hivenote.server.cli.main import AddCommand, Context
 
 
 def cmd_tray(ctx: Context) -> int:

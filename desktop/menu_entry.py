@@ -18,7 +18,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from hivenote.server.errors import HivenoteError
+from hivenote.server.core.errors import HivenoteError
 
 from .autostart import APP_ID, AutostartFailed, _write_atomically, exec_quote, launcher_command
 from .icons import app_icon

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 log = logging.getLogger(__name__)
 
-EXIT_STORE = 5  # the command line's "storage error" (hivenote.server.cli, README "Exit codes")
+EXIT_STORE = 5  # the command line's "storage error" (hivenote.server.cli.main, README "Exit codes")
 CANNOT_WRITE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 

@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from hivenote.server.app import error_response
-from hivenote.server.errors import HivenoteError
+from hivenote.server.core.errors import HivenoteError
 from hivenote.server.settings import is_loopback
+from hivenote.server.web.app import error_response
 
 if TYPE_CHECKING:
     from .app import DesktopApp

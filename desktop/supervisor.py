@@ -21,12 +21,12 @@ from typing import Any, Literal
 from starlette.routing import BaseRoute
 
 from hivenote.server.agents import PEOPLE_NOT_AGENTS, AgentTracker
-from hivenote.server.errors import HivenoteError, ShardLocked
+from hivenote.server.core.errors import HivenoteError, ShardLocked
 from hivenote.server.render import AGENT_NAMES, ago
-from hivenote.server.serve import PortInUse, ServerThread, bind
 from hivenote.server.settings import Settings, is_loopback, load_settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from hivenote.server.sync.status import SyncStatus
+from hivenote.server.web.serve import PortInUse, ServerThread, bind
 
 from . import problems
 
@@ -279,7 +279,7 @@ class Supervisor:
             except BaseException:
                 sock.close()
                 raise
-            from hivenote.server.app import create_app  # the server's imports load once the tray is up
+            from hivenote.server.web.app import create_app  # the server's imports load once the tray is up
 
             app = create_app(settings, store, tracker=self.tracker, extra_routes=self.extra_routes())
             server = ServerThread(app, settings, sock)
@@ -299,7 +299,7 @@ class Supervisor:
             )
             return
         except ShardLocked as exc:  # `hivenote serve` (or another tray) has the data dir: point at it, and wait
-            from hivenote.server.client import running_server
+            from hivenote.server.cli.remote import running_server
 
             self._retry_later(elsewhere=running_server(self.data_dir) or "")
             where = f" at {self._elsewhere}" if self._elsewhere else ""

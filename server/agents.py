@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .model import Author
+from .core.model import Author
 
 ONLINE_MS = 120_000
 MAX_TRACKED = 500  # clients remembered at once; past it, the one seen longest ago is forgotten

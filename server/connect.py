@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import InvalidInput
+from .core.errors import InvalidInput
 
 TOKEN_ENV = "HIVENOTE_TOKEN"  # the variable Codex reads the token from (`bearer_token_env_var`)
 VSCODE_INPUT = "hivenote-token"

@@ -13,12 +13,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import EntityNotFound, InvalidInput
-from .fold import State
-from .graphsearch import open_graph, search_graph
-from .model import Author, Entity, Relation
+from .core.errors import EntityNotFound, InvalidInput
+from .core.fold import State
+from .core.graphsearch import open_graph, search_graph
+from .core.model import Author, Entity, Relation
 from .provenance import current_author
-from .store import Payload, Store
+from .storage.store import Payload, Store
 
 
 @dataclass(frozen=True, slots=True)

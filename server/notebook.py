@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .errors import InvalidInput, NoteNotFound
-from .fold import State
-from .ids import new_ulid
-from .listing import NO_FILTERS, Filters, list_notes
-from .model import NOTE_KINDS, Author, Note, Version
+from .core.errors import InvalidInput, NoteNotFound
+from .core.fold import State
+from .core.ids import new_ulid
+from .core.listing import NO_FILTERS, Filters, list_notes
+from .core.model import NOTE_KINDS, Author, Note, Version
+from .core.search import SearchResult, search_notes, similar_notes
 from .provenance import current_author
-from .search import SearchResult, search_notes, similar_notes
-from .store import Payload, Store
+from .storage.store import Payload, Store
 
 MAX_TITLE = 200
 MAX_BODY_BYTES = 64 * 1024

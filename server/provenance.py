@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from .model import Author
+from .core.model import Author
 
 DEFAULT_AUTHOR = Author(agent="cli", client="hivenote")
 current_author: ContextVar[Author] = ContextVar("current_author", default=DEFAULT_AUTHOR)

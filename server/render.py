@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .model import Author, Note
+from .core.model import Author, Note
 
 AGENT_NAMES = {
     "cursor": "Cursor",

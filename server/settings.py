@@ -15,9 +15,9 @@ from typing import Any
 
 import platformdirs
 
-from . import statefile
-from .errors import InvalidInput
-from .node import make_data_dir
+from .core.errors import InvalidInput
+from .storage import statefile
+from .storage.identity import make_data_dir
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7788  # fixed, so connect snippets pasted into agents' configs stay valid

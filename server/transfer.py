@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .errors import ImportRejected, InvalidInput
-from .fold import State
+from .core.errors import ImportRejected, InvalidInput
+from .core.fold import State
+from .core.model import Author, Entity, Relation
 from .graph import Graph, entity_issue, relation_issue
-from .model import Author, Entity, Relation
 from .notebook import Notebook, check_body, check_kind, check_project, check_tags, check_title
-from .store import Payload
+from .storage.store import Payload
 
 NOTEBOOK_FORMAT: Final = "hivenote-notebook"
 BATCH = 500  # items per write, so a big import never holds the store for long

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 
 os.environ.setdefault("PYTHONWARNDEFAULTENCODING", "1")
 

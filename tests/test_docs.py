@@ -29,7 +29,7 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 
 def test_every_cli_command_appears_in_the_readme() -> None:
     from hivenote.desktop.main import desktop_commands
-    from hivenote.server.cli import build_parser
+    from hivenote.server.cli.main import build_parser
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     parser = build_parser(desktop_commands)  # the `hivenote` launcher's whole command line

@@ -14,18 +14,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from . import __version__, statefile
-from .cli_notes import now_ms
-from .client import RemoteNotebook, running_server
-from .errors import HivenoteError, InvalidInput
-from .graph import Graph
-from .model import Author
-from .notebook import Notebook
-from .provenance import acting_as
-from .render import ago
-from .settings import load_settings
-from .store import Store, lock_holder
-from .transfer import (
+from .. import __version__
+from ..core.errors import HivenoteError, InvalidInput
+from ..core.model import Author
+from ..graph import Graph
+from ..notebook import Notebook
+from ..provenance import acting_as
+from ..render import ago
+from ..settings import load_settings
+from ..storage import statefile
+from ..storage.store import Store, lock_holder
+from ..transfer import (
     ImportSummary,
     detect_format,
     export_memory_jsonl,
@@ -35,9 +34,11 @@ from .transfer import (
     parse_memory_jsonl,
     parse_notebook,
 )
+from .notes import now_ms
+from .remote import RemoteNotebook, running_server
 
 if TYPE_CHECKING:
-    from .cli import Context
+    from .main import Context
 
 
 def cmd_status(ctx: Context) -> int:
@@ -138,8 +139,8 @@ def cmd_compact(ctx: Context) -> int:
     with ctx.store(write=True) as store:
         before, after = store.compact()
         if settings.s3_bucket and not settings.log_dir:  # the bucket gets the new generation now
-            from .sync.bucket import BucketError
-            from .sync.s3 import after_compaction
+            from ..sync.bucket import BucketError
+            from ..sync.s3 import after_compaction
 
             try:
                 published = after_compaction(settings, store)
@@ -228,8 +229,8 @@ def cmd_doctor(ctx: Context) -> int:
 
 
 def cmd_serve(ctx: Context) -> int:
-    from .app import create_app  # the server's dependencies load only for the commands that need them
-    from .serve import ServerThread, bind, run_until_stopped
+    from ..web.app import create_app  # the server's dependencies load only for the commands that need them
+    from ..web.serve import ServerThread, bind, run_until_stopped
 
     a = ctx.args
     settings = load_settings(
@@ -300,7 +301,7 @@ def cmd_stop(ctx: Context) -> int:
 
 
 def cmd_token(ctx: Context) -> int:
-    from .auth import Tokens
+    from ..web.auth import Tokens
 
     a = ctx.args
     tokens = Tokens(ctx.data_dir / "tokens.json")
@@ -326,8 +327,8 @@ def cmd_token(ctx: Context) -> int:
 
 
 def cmd_connect(ctx: Context) -> int:
-    from .auth import Tokens
-    from .connect import CLIENTS, snippet, stdio_command
+    from ..connect import CLIENTS, snippet, stdio_command
+    from ..web.auth import Tokens
 
     a = ctx.args
     if not a.client:
@@ -346,8 +347,8 @@ def cmd_connect(ctx: Context) -> int:
 
 
 def cmd_stdio(ctx: Context) -> int:
-    from .auth import Tokens
-    from .bridge import NotOurServer, ensure_server, refuse_all, run_bridge
+    from ..mcp.stdio import NotOurServer, ensure_server, refuse_all, run_bridge
+    from ..web.auth import Tokens
 
     a = ctx.args
     settings = load_settings({"port": a.port}, data_dir=ctx.data_dir)

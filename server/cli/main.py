@@ -15,17 +15,16 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__
-from . import cli_admin as admin
-from . import cli_notes as notes
-from .cli_sync import cmd_sync
-from .client import RemoteNotebook, running_server
-from .errors import HivenoteError, NotFound
-from .model import NOTE_KINDS, Author
-from .notebook import Notebook
-from .provenance import acting_as
-from .settings import load_settings, resolve_data_dir
-from .store import ShardLocked, Store, StoreError
+from .. import __version__
+from ..core.errors import HivenoteError, NotFound
+from ..core.model import NOTE_KINDS, Author
+from ..notebook import Notebook
+from ..provenance import acting_as
+from ..settings import load_settings, resolve_data_dir
+from ..storage.store import ShardLocked, Store, StoreError
+from . import admin, notes
+from .remote import RemoteNotebook, running_server
+from .sync import cmd_sync
 
 EXIT_INVALID, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_LOCKED, EXIT_STORE = 1, 2, 3, 4, 5
 LOCK_WAIT_S = 5.0  # another CLI command may hold the data dir for a moment
@@ -60,7 +59,7 @@ class Context:
         """Where the notebook's writes go: the running server when one holds the data dir, else the store."""
         url = running_server(self.data_dir)
         if url is not None:
-            from .auth import Tokens
+            from ..web.auth import Tokens
 
             remote = RemoteNotebook(url, Tokens(self.data_dir / "tokens.json").default())
             try:

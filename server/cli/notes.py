@@ -11,13 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .graph import Graph, graph_json
-from .listing import Filters
-from .notebook import UNSET, Notebook
-from .render import ago, note_line, note_text
+from ..core.listing import Filters
+from ..graph import Graph, graph_json
+from ..notebook import UNSET, Notebook
+from ..render import ago, note_line, note_text
 
 if TYPE_CHECKING:
-    from .cli import Context
+    from .main import Context
 
 
 def now_ms() -> int:

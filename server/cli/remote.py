@@ -12,11 +12,12 @@ from typing import Any
 
 import httpx2
 
-from . import __version__, statefile
-from .errors import Forbidden, HivenoteError, InvalidInput, NotFound, StoreError
-from .model import Note
-from .node import lock_holder
-from .notebook import UNSET, Remembered
+from .. import __version__
+from ..core.errors import Forbidden, HivenoteError, InvalidInput, NotFound, StoreError
+from ..core.model import Note
+from ..notebook import UNSET, Remembered
+from ..storage import statefile
+from ..storage.identity import lock_holder
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cli_notes import now_ms
-from .client import RemoteNotebook, running_server
-from .errors import InvalidInput
-from .render import ago
-from .settings import load_settings, save_setting
+from ..core.errors import InvalidInput
+from ..render import ago
+from ..settings import load_settings, save_setting
+from .notes import now_ms
+from .remote import RemoteNotebook, running_server
 
 if TYPE_CHECKING:
-    from .cli import Context
+    from .main import Context
 
 
 def _token_from_file(where: str) -> str:
@@ -55,7 +55,7 @@ def sync_status(ctx: Context) -> int:
         "peers": _peers(ctx),
     }
     if url is not None:
-        from .auth import Tokens
+        from ..web.auth import Tokens
 
         remote = RemoteNotebook(url, Tokens(ctx.data_dir / "tokens.json").default())
         try:
@@ -96,7 +96,7 @@ def _describe(report: dict[str, Any]) -> str:
 
 
 def _peers(ctx: Context) -> list[dict[str, Any]]:
-    from .sync.peer import list_peers
+    from ..sync.peer import list_peers
 
     return [p.public() for p in list_peers(ctx.data_dir)]
 
@@ -106,7 +106,7 @@ ONE_WAY = "Use one way to sync: a synced folder already carries every shard, so 
 
 
 def sync_folder(ctx: Context) -> int:
-    from .sync.folder import use_default_folder, use_folder
+    from ..sync.folder import use_default_folder, use_folder
 
     a = ctx.args
     if a.default == bool(a.path):
@@ -134,7 +134,7 @@ def sync_s3(ctx: Context) -> int:
         raise InvalidInput("give the bucket's name (and --endpoint for R2, MinIO, ...), or --off")
     if load_settings(data_dir=ctx.data_dir).log_dir:
         raise InvalidInput(ONE_WAY.format(other="a bucket") + BACK)
-    from .sync.s3 import configure
+    from ..sync.s3 import configure
 
     message = configure(ctx.data_dir, a.bucket, endpoint=a.endpoint, prefix=a.prefix, region=a.region)
     ctx.emit({"bucket": a.bucket, "endpoint": a.endpoint, "prefix": a.prefix}, message)
@@ -142,7 +142,7 @@ def sync_s3(ctx: Context) -> int:
 
 
 def sync_peer(ctx: Context) -> int:
-    from .sync.peer import add_peer, remove_peer
+    from ..sync.peer import add_peer, remove_peer
 
     a = ctx.args
     if a.peer_command == "list":

@@ -10,8 +10,8 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-from .agents import AgentTracker, author_for
-from .model import Author
+from ..agents import AgentTracker, author_for
+from ..core.model import Author
 
 log = logging.getLogger(__name__)
 

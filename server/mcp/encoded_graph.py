@@ -12,10 +12,10 @@ from typing import Final, Generic, TypeVar
 
 import pydantic_core
 
-from .fold import State
-from .memory_wire import array_layout, entity_text, graph_layout, relation_text
-from .model import Entity, Relation
-from .store import Store
+from ..core.fold import State
+from ..core.model import Entity, Relation
+from ..storage.store import Store
+from .wire import array_layout, entity_text, graph_layout, relation_text
 
 # Past this, a graph is encoded for each read and nothing is kept: the answer, its arrays and their items would be
 # held three times over between reads, too much memory for the time it saves.

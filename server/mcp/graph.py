@@ -41,13 +41,13 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from . import __version__
+from .. import __version__
+from ..core.errors import HivenoteError
+from ..core.model import Author, Entity, Relation
+from ..graph import Graph, graph_json
 from .encoded_graph import EncodedGraph
-from .errors import HivenoteError
-from .graph import Graph, graph_json
-from .memory_wire import EXTRA_INPUTS, PAGED_TOOLS, graph_text, js_stringify, official_tools, schema_issues, with_paging
-from .model import Author, Entity, Relation
 from .splice import Splices, Splicing, splices_of
+from .wire import EXTRA_INPUTS, PAGED_TOOLS, graph_text, js_stringify, official_tools, schema_issues, with_paging
 
 log = logging.getLogger(__name__)
 

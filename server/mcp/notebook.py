@@ -12,12 +12,12 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from . import __version__
-from .errors import HivenoteError
-from .listing import Filters
-from .model import Author, Note
-from .notebook import UNSET, Notebook
-from .render import ago, note_line, note_text
+from .. import __version__
+from ..core.errors import HivenoteError
+from ..core.listing import Filters
+from ..core.model import Author, Note
+from ..notebook import UNSET, Notebook
+from ..render import ago, note_line, note_text
 
 Identify = Callable[[Any, str], Author]  # (MCP request context, tool name) -> who is calling (mcp_common.identify)
 

@@ -25,10 +25,10 @@ import anyio.abc
 import h11
 import httpx2
 
-from . import __version__
-from .auth import identity_proof
-from .errors import HivenoteError
-from .node import make_data_dir
+from .. import __version__
+from ..core.errors import HivenoteError
+from ..storage.identity import make_data_dir
+from ..web.auth import identity_proof
 
 SERVER_START_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 30.0
@@ -115,7 +115,16 @@ def ensure_server(base_url: str, data_dir: Path, port: int, token: str) -> None:
     make_data_dir(data_dir)
     with open(log_path, "ab") as log:
         subprocess.Popen(
-            [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data_dir), "serve", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "hivenote.server.cli",
+                "--data-dir",
+                str(data_dir),
+                "serve",
+                "--port",
+                str(port),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

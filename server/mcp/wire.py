@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from json.encoder import encode_basestring as _quote  # C; the escapes of json.dumps(ensure_ascii=False)
 from typing import Any, AnyStr, Final
 
-from .model import Entity, Relation
+from ..core.model import Entity, Relation
 
 TOOLS_FILE: Final = "official_memory_tools.json"
 EXTRA_INPUTS: Final[dict[str, dict[str, Any]]] = {
@@ -28,7 +28,7 @@ PAGED_TOOLS: Final = ("read_graph", "search_nodes")
 
 def official_tools() -> list[dict[str, Any]]:
     """The official `tools/list` result's tools, as recorded from the real server (shipped as package data)."""
-    assert __package__, "imported as hivenote.server.memory_wire"
+    assert __package__, "imported as hivenote.server.mcp.wire"
     text = importlib.resources.files(__package__).joinpath(TOOLS_FILE).read_text(encoding="utf-8")
     tools: list[dict[str, Any]] = json.loads(text)["tools"]
     return tools

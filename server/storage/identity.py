@@ -17,7 +17,7 @@ from typing import Any
 
 import filelock
 
-from .errors import ShardLocked
+from ..core.errors import ShardLocked
 from .ownshard import private_dir
 from .statefile import write_json
 

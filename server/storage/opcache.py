@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .heap import collector_paused
-from .model import Op, author
+from ..core.model import Op, author
+from .gcpause import collector_paused
 from .ownshard import private_dir, write_whole
 
 MAGIC = b"hivenote-opcache-3\n"

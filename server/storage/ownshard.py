@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from .errors import StoreError, StoreWriteFailed
+from ..core.errors import StoreError, StoreWriteFailed
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
+from ..core.fold import State
+from ..core.hlc import Clock
+from ..core.model import CorruptLine, Op, UnknownOp, decode_op
 from . import opcache
-from .fold import State
-from .heap import collector_paused
-from .hlc import Clock
-from .model import CorruptLine, Op, UnknownOp, decode_op
+from .gcpause import collector_paused
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import filelock
 
-from .errors import InvalidInput, StoreError
+from ..core.errors import InvalidInput, StoreError
 
 LOCK_WAIT_S = 10.0
 T = TypeVar("T")

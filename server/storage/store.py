@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import ReadOnlyStore, ShardLocked, StoreError, StoreWriteFailed
+from ..core.fold import State
+from ..core.hlc import Clock
+from ..core.model import Author, CorruptLine, Op, decode_op
 from . import opcache
-from .errors import ReadOnlyStore, ShardLocked, StoreError, StoreWriteFailed
-from .fold import State
-from .heap import collector_paused
-from .hlc import Clock
-from .model import Author, CorruptLine, Op, decode_op
-from .node import (
+from .gcpause import collector_paused
+from .identity import (
     ShardClaim,
     claim_node,
     confirm_own,
@@ -580,7 +580,7 @@ class Store:
         """
         if self.readonly or self._own is None or self.shard_path is None:
             raise ReadOnlyStore("compaction needs the writer; stop the running Hivenote or use it to compact")
-        from .compaction import lines_to_keep  # local: only compaction needs it
+        from ..core.compaction import lines_to_keep  # local: only compaction needs it
 
         with self._flush_lock, self.lock:
             self.refresh()

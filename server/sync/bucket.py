@@ -9,8 +9,8 @@ import secrets
 import time
 from typing import Any
 
-from ..errors import HivenoteError
-from ..hlc import date_offset
+from ..core.errors import HivenoteError
+from ..core.hlc import date_offset
 from ..settings import Settings
 
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInput, ShardLocked, StoreError
-from ..node import ShardClaim, claim_node, host_fingerprint, make_data_dir, record_shard
-from ..ownshard import private_dir, temp_beside
+from ..core.errors import InvalidInput, ShardLocked, StoreError
 from ..settings import load_settings, save_setting
-from ..shards import is_shard_file
-from ..store import fsync_dir, lock_holder
+from ..storage.identity import ShardClaim, claim_node, host_fingerprint, make_data_dir, record_shard
+from ..storage.ownshard import private_dir, temp_beside
+from ..storage.shards import is_shard_file
+from ..storage.store import fsync_dir, lock_holder
 
 CHUNK = 1 << 20
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..shards import is_shard_file
-from ..statefile import write_bytes, write_json
+from ..storage.shards import is_shard_file
+from ..storage.statefile import write_bytes, write_json
 from .replica import CONFLICT, complete_size, writer_of
 
 RECEIPTS = "hivenote-receipts"

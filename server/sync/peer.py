@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 import anyio
 import httpx2
 
-from ..errors import InvalidInput
+from ..core.errors import InvalidInput
 from .peerbook import PEERS_FILE, Peer, add_peer, list_peers, load_peers, remove_peer
 from .pull import Puller
 
 if TYPE_CHECKING:
-    from ..app import Services
+    from ..web.app import Services
 
 __all__ = ["Peer", "add_peer", "list_peers", "remove_peer", "run"]
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .. import statefile
-from ..auth import PEER_PREFIX, Tokens
-from ..errors import InvalidInput, NotFound
-from ..node import make_data_dir
+from ..core.errors import InvalidInput, NotFound
+from ..storage import statefile
+from ..storage.identity import make_data_dir
+from ..web.auth import PEER_PREFIX, Tokens
 
 PEERS_FILE = "peers.json"
 

@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 import httpx2
 
-from ..errors import InvalidInput
-from ..hlc import Clock, date_offset
+from ..core.errors import InvalidInput
+from ..core.hlc import Clock, date_offset
 from .peerbook import Peer, PeerBook, editing, normalize_url
 from .replica import Replicas, SyncRefused, same_node
 from .routes import MAX_LIMIT, Summary, valid_node

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import HivenoteError
-from ..ownshard import PRIVATE_DIR, PRIVATE_FILE, tighten, write_whole
-from ..shards import hash_range
+from ..core.errors import HivenoteError
+from ..storage.ownshard import PRIVATE_DIR, PRIVATE_FILE, tighten, write_whole
+from ..storage.shards import hash_range
 
 log = logging.getLogger(__name__)
 

@@ -37,12 +37,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..shards import is_shard_file
+from ..storage.shards import is_shard_file
 from .peerbook import announced_peers
 from .replica import NO_FOLLOW, NODE_NAME, SHARD_NAME, writer_of
 
 if TYPE_CHECKING:
-    from ..app import Services
+    from ..web.app import Services
 
 MAX_LIMIT = 4 << 20  # bytes per range response
 LINE_SCAN = 1 << 20  # longest first/last line looked at (a note is at most 64 KiB)
@@ -155,7 +155,7 @@ class ShardServer:
     """Answers `/sync` from the log folder. The own shard is capped at what the store has acknowledged."""
 
     def __init__(self, services: Services) -> None:
-        from ..app import error_response  # app.py imports this module
+        from ..web.app import error_response  # app.py imports this module
 
         self.services = services
         self.error = error_response

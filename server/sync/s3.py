@@ -33,17 +33,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import InvalidInput
-from ..node import previous_nodes
-from ..ownshard import private_dir
+from ..core.errors import InvalidInput
 from ..settings import Settings, load_settings, save_setting
-from ..statefile import write_json
+from ..storage.identity import previous_nodes
+from ..storage.ownshard import private_dir
+from ..storage.statefile import write_json
 from .bucket import BadObject, Bucket, BucketConflict, BucketError
 from .replica import Replicas, SyncRefused, check_node_name
 
 if TYPE_CHECKING:
-    from ..app import Services
-    from ..store import Store
+    from ..storage.store import Store
+    from ..web.app import Services
 
 __all__ = ["BucketConflict", "BucketError", "BucketSync", "after_compaction", "configure", "run"]
 

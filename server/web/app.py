@@ -23,26 +23,27 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from . import __version__, mcp_common
-from .agents import AgentTracker
+from .. import __version__
+from ..agents import AgentTracker
+from ..cli.remote import announce, withdraw
+from ..core.errors import HivenoteError
+from ..core.search import refresh_note_index
+from ..graph import Graph
+from ..mcp import common as mcp_common
+from ..mcp.common import identify, limit_sessions, tracking_middleware
+from ..mcp.graph import GraphMCP
+from ..mcp.notebook import build_notebook_server
+from ..notebook import Notebook
+from ..settings import Settings
+from ..storage.gcpause import collector_paused
+from ..storage.store import Store, StoreWriteFailed
+from ..sync.replica import Replicas
+from ..sync.routes import sync_routes
+from ..sync.run import run_transports
+from ..sync.status import SyncStatus
 from .auth import IDENTITY_CHALLENGE, Guard, Tokens, identity_proof, request_limit
-from .client import announce, withdraw
-from .errors import HivenoteError
-from .graph import Graph
-from .heap import collector_paused
-from .mcp_common import identify, limit_sessions, tracking_middleware
-from .mcp_graph import GraphMCP
-from .mcp_notebook import build_notebook_server
-from .notebook import Notebook
+from .dashboard import web_routes
 from .rest import rest_routes
-from .search import refresh_note_index
-from .settings import Settings
-from .store import Store, StoreWriteFailed
-from .sync.replica import Replicas
-from .sync.routes import sync_routes
-from .sync.run import run_transports
-from .sync.status import SyncStatus
-from .web import web_routes
 
 log = logging.getLogger(__name__)
 

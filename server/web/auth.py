@@ -26,10 +26,10 @@ from urllib.parse import urlsplit
 
 from starlette.requests import ClientDisconnect
 
-from . import statefile
-from .errors import HivenoteError, InvalidInput, NotFound
-from .node import make_data_dir
-from .settings import Settings
+from ..core.errors import HivenoteError, InvalidInput, NotFound
+from ..settings import Settings
+from ..storage import statefile
+from ..storage.identity import make_data_dir
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from . import __version__
+from .. import __version__
 
 ASSET_PREFIX = "/ui/"
 # No inline script or style anywhere, nothing from another origin, and no framing (clickjacking).

@@ -17,12 +17,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from . import __version__, transfer
-from .connect import CLIENTS, all_snippets, snippet, stdio_command
-from .errors import EntityNotFound, Forbidden, ImportRejected, InvalidInput, NotFound
-from .graph import GraphPage, graph_json
-from .listing import DEFAULT_LIMIT, MAX_LIMIT, Filters
-from .model import Entity, Note, Relation
+from .. import __version__, transfer
+from ..connect import CLIENTS, all_snippets, snippet, stdio_command
+from ..core.errors import EntityNotFound, Forbidden, ImportRejected, InvalidInput, NotFound
+from ..core.listing import DEFAULT_LIMIT, MAX_LIMIT, Filters
+from ..core.model import Entity, Note, Relation
+from ..graph import GraphPage, graph_json
+from ..settings import SETTINGS_HELP, save_settings
 from .rest_schema import (
     CLIENT_HEADER,
     NOTE,
@@ -37,7 +38,6 @@ from .rest_schema import (
     ref,
     route,
 )
-from .settings import SETTINGS_HELP, save_settings
 
 if TYPE_CHECKING:
     from .app import Services

@@ -17,13 +17,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .agents import PEOPLE_NOT_AGENTS, AgentTracker, author_for
+from ..agents import PEOPLE_NOT_AGENTS, AgentTracker, author_for
+from ..core.errors import Forbidden, InvalidInput
+from ..core.listing import MAX_LIMIT
+from ..core.model import NOTE_KINDS, Author
+from ..notebook import MAX_PROJECT, MAX_QUERY, MAX_TAG, MAX_TITLE
+from ..settings import SETTINGS_HELP, SYNC_SETTINGS, Settings
 from .auth import _NAME as _TOKEN_NAME  # the one rule for a person's name (Tokens.add checks it)
-from .errors import Forbidden, InvalidInput
-from .listing import MAX_LIMIT
-from .model import NOTE_KINDS, Author
-from .notebook import MAX_PROJECT, MAX_QUERY, MAX_TAG, MAX_TITLE
-from .settings import SETTINGS_HELP, SYNC_SETTINGS, Settings
 
 if TYPE_CHECKING:
     from .app import Services

@@ -25,8 +25,8 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .errors import HivenoteError
-from .settings import Settings
+from ..core.errors import HivenoteError
+from ..settings import Settings
 
 log = logging.getLogger(__name__)
 

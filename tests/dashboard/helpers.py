@@ -10,7 +10,7 @@ from typing import Any
 
 from playwright.sync_api import Page
 
-from hivenote.server.model import Author, Op
+from hivenote.server.core.model import Author, Op
 from hivenote.server.notebook import Notebook
 from tests.server.live import Running
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from playwright.sync_api import Dialog, Page, Route, expect
 
-from hivenote.server.model import Op
+from hivenote.server.core.model import Op
 from hivenote.server.notebook import Notebook
 from tests.dashboard.conftest import Pages
 from tests.dashboard.helpers import CURSOR, api, card_ids, screenshot, seed, write_log

@@ -10,7 +10,7 @@ import shutil
 from PIL import Image
 from playwright.sync_api import Page, Route, expect
 
-from hivenote.server.model import Author
+from hivenote.server.core.model import Author
 from tests.dashboard.conftest import Pages, Scheme
 from tests.dashboard.helpers import CURSOR, api, screenshot, seed
 from tests.server.live import Running

@@ -15,10 +15,10 @@ from playwright.sync_api import Page, expect
 
 from hivenote.desktop.app import DesktopApp
 from hivenote.desktop.autostart import autostart
-from hivenote.server.auth import Tokens
-from hivenote.server.model import Author
+from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web.auth import Tokens
 from tests.server.live import wait_until
 
 WAIT_MS = 30_000

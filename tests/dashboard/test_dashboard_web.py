@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 import pytest
 
-from hivenote.server.app import create_app
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
-from hivenote.server.web import CSP
+from hivenote.server.storage.store import Store
+from hivenote.server.web.app import create_app
+from hivenote.server.web.dashboard import CSP
 from tests.dashboard.helpers import CLIENT, api
 from tests.server.live import Running, exchange, fetch
 

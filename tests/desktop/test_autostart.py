@@ -21,7 +21,7 @@ from hivenote.desktop.autostart import (
     exec_quote,
     launcher_command,
 )
-from hivenote.server.errors import HivenoteError
+from hivenote.server.core.errors import HivenoteError
 from tests.privileges import without_root_powers
 
 # Every character the Desktop Entry spec reserves, plus `%` (field codes) and a slash.

@@ -13,12 +13,12 @@ import pytest
 
 from hivenote.desktop.main import cmd_tray, desktop_commands, doctor_desktop
 from hivenote.desktop.routes import desktop_routes
-from hivenote.server import cli
-from hivenote.server.auth import Tokens
-from hivenote.server.errors import HivenoteError
-from hivenote.server.serve import ServerThread, bind
+from hivenote.server.cli import main as cli
+from hivenote.server.core.errors import HivenoteError
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.serve import ServerThread, bind
 from tests.server.live import exchange
 
 
@@ -97,7 +97,7 @@ class Board:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, str, Board]]:
-    from hivenote.server.app import create_app
+    from hivenote.server.web.app import create_app
 
     board = Board()
     sock = bind("127.0.0.1", 0)

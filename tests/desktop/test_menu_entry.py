@@ -26,7 +26,7 @@ from hivenote.desktop.menu_entry import (
     uninstall,
     where,
 )
-from hivenote.server.errors import HivenoteError
+from hivenote.server.core.errors import HivenoteError
 from tests.privileges import without_root_powers
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path

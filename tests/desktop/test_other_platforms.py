@@ -17,7 +17,7 @@ from hivenote.desktop import problems
 from hivenote.desktop.app import login_command, open_path
 from hivenote.desktop.tray import _on_gui_thread
 from hivenote.desktop.window import DARK_BG, LIGHT_BG, prefers_dark
-from hivenote.server.errors import HivenoteError
+from hivenote.server.core.errors import HivenoteError
 from hivenote.server.settings import default_data_dir
 
 HOSTILE = "She said \"hi\" \\ $HOME `id` 'quoted'\nsecond line"

@@ -14,8 +14,8 @@ import pytest
 
 from hivenote.desktop.supervisor import Status, Supervisor, agents_online
 from hivenote.server.agents import AgentTracker
-from hivenote.server.model import Author
-from hivenote.server.store import Store, lock_holder
+from hivenote.server.core.model import Author
+from hivenote.server.storage.store import Store, lock_holder
 from tests.server.live import free_port, health, wait_until
 
 WAIT_S = 30

@@ -22,8 +22,8 @@ import pytest
 from PIL import Image, ImageChops
 
 from hivenote.desktop.icons import tray_icon
-from hivenote.server.auth import Tokens
-from hivenote.server.store import lock_holder
+from hivenote.server.storage.store import lock_holder
+from hivenote.server.web.auth import Tokens
 from tests.disks import fill, tmpfs
 from tests.server.live import call, free_port, health, mcp_session
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hivenote.server.store import lock_holder
+from hivenote.server.storage.store import lock_holder
 from tests.server.live import free_port, health
 
 if TYPE_CHECKING:

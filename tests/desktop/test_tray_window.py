@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from PIL import Image
 
-from hivenote.server.auth import Tokens
+from hivenote.server.web.auth import Tokens
 from tests.server.live import free_port, health
 
 if TYPE_CHECKING:

@@ -20,14 +20,14 @@ from mcp import Client
 from mcp.server import MCPServer, Server
 from mcp.types import CallToolResult, TextContent
 
+from hivenote.server.core.model import Entity, Relation
 from hivenote.server.graph import Graph
-from hivenote.server.mcp_common import identify
-from hivenote.server.mcp_graph import GraphMCP
-from hivenote.server.mcp_notebook import build_notebook_server
-from hivenote.server.memory_wire import official_tools
-from hivenote.server.model import Entity, Relation
+from hivenote.server.mcp.common import identify
+from hivenote.server.mcp.graph import GraphMCP
+from hivenote.server.mcp.notebook import build_notebook_server
+from hivenote.server.mcp.wire import official_tools
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from tests.server.live import serve
 
 # Per tool and mode: about half a minute for the module. A deeper hunt, by hand: HIVENOTE_FUZZ_EXAMPLES=1000.

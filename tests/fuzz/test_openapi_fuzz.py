@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
 from hivenote.server import __version__
-from hivenote.server.rest import ENDPOINTS
-from hivenote.server.rest_schema import openapi_document
+from hivenote.server.web.rest import ENDPOINTS
+from hivenote.server.web.rest_schema import openapi_document
 from tests.server.live import Running, call, serve
 
 with warnings.catch_warnings():

@@ -29,8 +29,8 @@ from mcp.types import Implementation
 
 import hivenote.desktop
 from hivenote.server import __version__
-from hivenote.server.auth import Tokens
-from hivenote.server.web import load_assets
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.dashboard import load_assets
 
 SPEC = Path(__file__).resolve().parents[2] / "packaging" / "hivenote.spec"
 BUILD_TIMEOUT_S = 600  # 55-100 s on 2 cores; the limit only stops a hung build

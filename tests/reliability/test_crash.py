@@ -18,8 +18,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from hivenote.server.auth import Tokens
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web.auth import Tokens
 from tests.server.live import free_port
 
 ROUNDS = 20

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from hivenote.desktop.supervisor import Supervisor
-from hivenote.server.errors import ShardLocked, StoreError, StoreWriteFailed
-from hivenote.server.model import Author
+from hivenote.server.core.errors import ShardLocked, StoreError, StoreWriteFailed
+from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from tests.disks import ext4, fill, run, tmpfs, trigger_error
 from tests.server.live import call, exchange, free_port, serve, wait_until
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from hivenote.server import serve
-from hivenote.server.app import create_app
-from hivenote.server.auth import Tokens
-from hivenote.server.errors import HivenoteError
+from hivenote.server.core.errors import HivenoteError
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web import serve
+from hivenote.server.web.app import create_app
+from hivenote.server.web.auth import Tokens
 from tests.server.live import free_port, health, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

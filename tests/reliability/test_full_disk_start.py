@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from hivenote.server.errors import StoreError, StoreWriteFailed
-from hivenote.server.model import Author
+from hivenote.server.core.errors import StoreError, StoreWriteFailed
+from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from tests.disks import fill, tmpfs
 from tests.server.live import call, exchange, free_port, health, wait_until
 
@@ -45,9 +45,9 @@ def crashed_writer(data: Path) -> None:
     so the next writer records the claim again, which needs the disk."""
     script = (
         "import os, sys\n"
-        "from hivenote.server.store import Store\n"
+        "from hivenote.server.storage.store import Store\n"
         "from hivenote.server.notebook import Notebook\n"
-        "from hivenote.server.model import Author\n"
+        "from hivenote.server.core.model import Author\n"
         "store = Store(sys.argv[1]).open()\n"
         "Notebook(store).remember(kind='fact', title='before the crash', body='', by=Author('cli', 'cli', ''))\n"
         "print('written', flush=True)\n"

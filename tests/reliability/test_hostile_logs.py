@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 
 
 def good_line(node: str, seq: int, title: str) -> bytes:

@@ -56,7 +56,7 @@ def test_no_proxy_header_changes_the_peer_on_any_route(tmp_path: Path) -> None:
 
 def test_every_uvicorn_server_ignores_proxy_headers() -> None:
     """serve, the tray's embedded server and every test server build uvicorn's config in one place."""
-    from hivenote.server.serve import uvicorn_config
+    from hivenote.server.web.serve import uvicorn_config
 
     config = uvicorn_config(object())
     assert config.proxy_headers is False
@@ -103,7 +103,7 @@ def test_a_damaged_token_file_shuts_every_door_with_a_reason_and_is_never_replac
 
 def test_an_export_never_writes_through_a_link_planted_at_its_temp_name(tmp_path: Path) -> None:
     """Issue 14 item 12: `hivenote export FILE` wrote `.FILE.tmp` without O_EXCL, following a link planted there."""
-    from hivenote.server.cli import main
+    from hivenote.server.cli.main import main
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n", encoding="utf-8")

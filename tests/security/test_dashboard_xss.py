@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Dialog, Page, expect
 
-from hivenote.server.model import Author, Op
+from hivenote.server.core.model import Author, Op
 from hivenote.server.notebook import Notebook
 from tests.server.live import Running, serve
 

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from hivenote.desktop.instance import Instance
-from hivenote.server.auth import Tokens
-from hivenote.server.model import Author
+from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.settings import save_setting
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from hivenote.server.sync.peerbook import editing
 from hivenote.server.sync.replica import Replicas
+from hivenote.server.web.auth import Tokens
 
 ME = Author("cli", "hivenote-cli", "")
 

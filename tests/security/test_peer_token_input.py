@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hivenote.server.auth import Tokens
 from hivenote.server.sync.peerbook import list_peers, peer_token_name
+from hivenote.server.web.auth import Tokens
 
 TOKEN = "hn_peer_" + "s" * 32
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from hivenote.server import opcache
-from hivenote.server.errors import StoreError
-from hivenote.server.model import Author
+from hivenote.server.core.errors import StoreError
+from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage import opcache
+from hivenote.server.storage.store import Store
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import BucketSync
 from tests.disks import fill, tmpfs

@@ -12,11 +12,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hivenote.server.errors import ImportRejected, InvalidInput
+from hivenote.server.core.errors import ImportRejected, InvalidInput
+from hivenote.server.core.model import Author, Entity, Relation
 from hivenote.server.graph import MAX_NAME_BYTES, MAX_OBSERVATION_BYTES, Graph
-from hivenote.server.model import Author, Entity, Relation
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from hivenote.server.transfer import parse_memory_jsonl, parse_notebook
 from tests.server.live import mcp_client, serve
 

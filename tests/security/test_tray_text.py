@@ -13,7 +13,7 @@ import pytest
 from hivenote.desktop.supervisor import Status, agents_online
 from hivenote.desktop.tray import HEADING_MAX, MESSAGE_MAX, TITLE_MAX, Tray, plain
 from hivenote.server.agents import AgentTracker
-from hivenote.server.model import Author
+from hivenote.server.core.model import Author
 
 HOSTILE = "<img src='http://203.0.113.9/x.png'/><a href='file:///etc/passwd'>Cursor</a>\x1b[31m\r\n<b>"
 

@@ -21,11 +21,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import EmptyResult, Implementation, ResourceUpdatedNotification, SubscribeRequest, SubscribeRequestParams
 
 from hivenote.server.agents import AgentTracker
-from hivenote.server.app import create_app
-from hivenote.server.auth import Tokens
-from hivenote.server.serve import ServerThread, bind
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web.app import create_app
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.serve import ServerThread, bind
 
 
 class Clock:

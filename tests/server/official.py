@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hivenote.server.core.model import Entity, Relation
 from hivenote.server.graph import Graph, graph_json
-from hivenote.server.model import Entity, Relation
 
 TRANSCRIPT_NAME = "official-memory-transcript.txt"
 _CANDIDATES = (

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 
 from hivenote.server.agents import AgentTracker
-from hivenote.server.model import Author
+from hivenote.server.core.model import Author
 from tests.server.live import exchange, mcp_session, serve
 
 

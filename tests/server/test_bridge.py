@@ -19,13 +19,13 @@ from mcp import Client, StdioServerParameters
 from mcp.types import Implementation, TextContent
 
 from hivenote.server import __version__
-from hivenote.server.app import create_app
-from hivenote.server.auth import Tokens
-from hivenote.server.bridge import Bridge, Pool, event_data, read_body
-from hivenote.server.node import lock_holder
-from hivenote.server.serve import ServerThread, bind
+from hivenote.server.mcp.stdio import Bridge, Pool, event_data, read_body
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.storage.identity import lock_holder
+from hivenote.server.storage.store import Store
+from hivenote.server.web.app import create_app
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.serve import ServerThread, bind
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.server.live import GRAPH_URI, Inbox, Running, call, free_port, subscribe, wait_until
@@ -148,8 +148,8 @@ def test_without_a_port_the_bridge_finds_the_running_server_where_it_announced_i
 
 def test_read_graph_of_more_than_a_megabyte_crosses_the_bridge(running: Running) -> None:
     """One answer past httpx2's 1 MiB per-event default: the whole graph of a big notebook."""
+    from hivenote.server.core.model import Entity
     from hivenote.server.graph import Graph
-    from hivenote.server.model import Entity
 
     port = int(running.url.rsplit(":", 1)[1])
     entities = [Entity(f"entity {i}", "thing", (f"observation {i} " + "x" * 300,)) for i in range(4000)]

@@ -15,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
-from hivenote.server.app import create_app
-from hivenote.server.auth import Tokens
-from hivenote.server.serve import ServerThread, bind
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web.app import create_app
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.serve import ServerThread, bind
 from tests.server.live import free_port, wait_until
 
 INITIALIZE = {

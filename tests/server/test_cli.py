@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hivenote.server.cli import main
+from hivenote.server.cli.main import main
 
 
 class Run:

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hivenote.server.cli import main
-from hivenote.server.client import SERVER_FILE, running_server
+from hivenote.server.cli.main import main
+from hivenote.server.cli.remote import SERVER_FILE, running_server
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.server.live import Running

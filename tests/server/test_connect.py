@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hivenote.server.connect import CLIENTS, Snippet, all_snippets, snippet
-from hivenote.server.errors import InvalidInput
+from hivenote.server.core.errors import InvalidInput
 
 URL = "http://127.0.0.1:7788/mcp"
 GRAPH_URL = "http://127.0.0.1:7788/mcp/graph"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hivenote.server.client import running_server
-from hivenote.server.node import lock_holder
+from hivenote.server.cli.remote import running_server
+from hivenote.server.storage.identity import lock_holder
 from tests.server.live import free_port, health, wait_until
 
 WAIT_S = 60

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hivenote.server import encoded_graph
-from hivenote.server.encoded_graph import EncodedGraph
-from hivenote.server.fold import State
+from hivenote.server.core.fold import State
+from hivenote.server.core.model import Entity, Relation
 from hivenote.server.graph import Graph, graph_json
-from hivenote.server.memory_wire import graph_text
-from hivenote.server.model import Entity, Relation
-from hivenote.server.store import Store
+from hivenote.server.mcp import encoded_graph
+from hivenote.server.mcp.encoded_graph import EncodedGraph
+from hivenote.server.mcp.wire import graph_text
+from hivenote.server.storage.store import Store
 
 NAMES = ("Ada", "Bob", 'Q"uote', "back\\slash", "Zoë")
 TEXTS = ("tea", "line\nbreak", "tab\there", "\x01", "✓ 🐝", "</script>")

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hivenote.server.compaction import lines_to_keep
-from hivenote.server.fold import State
-from hivenote.server.model import Author, Op, decode_op
+from hivenote.server.core.compaction import lines_to_keep
+from hivenote.server.core.fold import State
+from hivenote.server.core.model import Author, Op, decode_op
 
 NODES = ("alpha-0001", "beta-0002", "gamma-0003")
 NOTE_IDS = ("N1", "N2", "N3")

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hivenote.server.errors import EntityNotFound, InvalidInput
+from hivenote.server.core.errors import EntityNotFound, InvalidInput
+from hivenote.server.core.model import Entity, Relation
 from hivenote.server.graph import Graph, graph_json
-from hivenote.server.model import Entity, Relation
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.server.official import (

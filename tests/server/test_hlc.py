@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hivenote.server.hlc import Clock
+from hivenote.server.core.hlc import Clock
 
 MAX_OFFSET = 1000
 

@@ -11,9 +11,9 @@ import shutil
 import time
 from pathlib import Path
 
-from hivenote.server.model import Author, Op, decode_op
+from hivenote.server.core.model import Author, Op, decode_op
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 
 ME = Author("claude-code", "Claude Code", "")
 
@@ -229,8 +229,8 @@ def test_an_observation_added_while_another_machine_deleted_its_entity_stays_out
 ) -> None:
     """A deletes E1 while B, not knowing yet, adds an observation to it. Once both have both: E1 is gone; and when E1
     is created again it starts clean, as in the official memory server (it used to bring B's observation back)."""
+    from hivenote.server.core.model import Entity
     from hivenote.server.graph import Graph
-    from hivenote.server.model import Entity
 
     shared = tmp_path / "Sync"
     with Store(tmp_path / "a", log_dir=shared) as a, Store(tmp_path / "b", log_dir=shared) as b:
@@ -271,7 +271,7 @@ def test_an_edit_made_while_another_machine_purged_the_note_does_not_bring_back_
 def test_a_data_dir_from_before_claims_keeps_every_note_and_claims_once(tmp_path: Path) -> None:
     """Migration: node.json as earlier Hivenotes wrote it (no claim), a shard, an op cache of the old format. It
     cannot prove the shard is its own, so it writes under a new node id once; then that id is kept."""
-    from hivenote.server.node import host_fingerprint, read_record
+    from hivenote.server.storage.identity import host_fingerprint, read_record
 
     data = tmp_path / "data"
     with Store(data) as store:

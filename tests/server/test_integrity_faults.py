@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from hivenote.server.model import Author
-from hivenote.server.node import read_node, record_shard
+from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.identity import read_node, record_shard
+from hivenote.server.storage.store import Store
 
 ME = Author("cursor", "Cursor", "")
 MAX_MACHINES = 4

@@ -40,12 +40,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
 
-from hivenote.server import mcp_graph
+from hivenote.server.core.model import Author, Entity, Relation
 from hivenote.server.graph import Graph, graph_json
-from hivenote.server.mcp_graph import GRAPH_URI, GraphMCP
-from hivenote.server.memory_wire import graph_text, js_stringify, official_tools, schema_issues
-from hivenote.server.model import Author, Entity, Relation
-from hivenote.server.store import Store
+from hivenote.server.mcp import graph as mcp_graph
+from hivenote.server.mcp.graph import GRAPH_URI, GraphMCP
+from hivenote.server.mcp.wire import graph_text, js_stringify, official_tools, schema_issues
+from hivenote.server.storage.store import Store
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.server.live import Inbox, subscribe

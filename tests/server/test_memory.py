@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from hivenote.server.app import _settle_memory
+from hivenote.server.web.app import _settle_memory
 
 
 class Cycle:

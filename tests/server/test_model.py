@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hivenote.server.model import CorruptLine, UnknownOp, decode_op
+from hivenote.server.core.model import CorruptLine, UnknownOp, decode_op
 from hivenote.server.render import ago, machine
 
 VALID = {"v": 1, "node": "n-0001", "seq": 1, "hlc": [5, 0], "op": "note.set", "id": "N", "fields": {"title": "t"}}

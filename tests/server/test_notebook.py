@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from hivenote.server.errors import InvalidInput, NoteNotFound
-from hivenote.server.listing import Filters
-from hivenote.server.model import Author
+from hivenote.server.core.errors import InvalidInput, NoteNotFound
+from hivenote.server.core.listing import Filters
+from hivenote.server.core.model import Author
 from hivenote.server.notebook import MAX_BODY_BYTES, Notebook
 from hivenote.server.provenance import acting_as
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 
 
 def log_size(store: Store) -> int:

@@ -20,15 +20,15 @@ from starlette.routing import Route
 
 from hivenote.server import __version__
 from hivenote.server.agents import AgentTracker
-from hivenote.server.app import create_app
-from hivenote.server.auth import Tokens
-from hivenote.server.listing import Filters
-from hivenote.server.model import Author
+from hivenote.server.core.listing import Filters
+from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
-from hivenote.server.rest import ENDPOINTS
-from hivenote.server.rest_schema import openapi_document
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web.app import create_app
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.rest import ENDPOINTS
+from hivenote.server.web.rest_schema import openapi_document
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.server.live import Running, serve, wait_until

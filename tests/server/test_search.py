@@ -6,13 +6,13 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hivenote.server.fold import State
-from hivenote.server.listing import TOKEN_BUDGET, Filters, estimated_tokens, list_notes
-from hivenote.server.model import Author, Op
+from hivenote.server.core.fold import State
+from hivenote.server.core.listing import TOKEN_BUDGET, Filters, estimated_tokens, list_notes
+from hivenote.server.core.model import Author, Op
+from hivenote.server.core.search import fold_text, search_notes
 from hivenote.server.notebook import Notebook
 from hivenote.server.provenance import acting_as
-from hivenote.server.search import fold_text, search_notes
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 
 
 def seed(notebook: Notebook) -> dict[str, str]:
@@ -262,7 +262,7 @@ def test_indexed_text_marks_exactly_the_head_tokens_and_gives_the_fields_back(ti
     """Every token str.split() sees in the title starts with TITLE, every one in the tags, project and kind with
     OTHER (whatever the whitespace), none of the body's, and the fields read back from the text are the folded
     originals."""
-    from hivenote.server.search import OTHER, TITLE, _fields, note_text
+    from hivenote.server.core.search import OTHER, TITLE, _fields, note_text
 
     state = State()
     body = body.replace(TITLE, "").replace(OTHER, "")
@@ -279,7 +279,7 @@ def test_indexed_text_marks_exactly_the_head_tokens_and_gives_the_fields_back(ti
 
 
 def test_a_cold_index_scans_and_finds_exactly_what_the_index_finds(store: Store, monkeypatch: object) -> None:
-    import hivenote.server.search as search
+    import hivenote.server.core.search as search
 
     notebook = Notebook(store)
     seed(notebook)
@@ -311,7 +311,7 @@ title_words = st.lists(st.sampled_from(["use", "drizzle", "prisma", "orm", "cach
 def test_duplicate_hints_are_exactly_the_brute_force_ones(
     notes: list[tuple[list[str], str, str | None]], probe: list[str], indexed: int
 ) -> None:
-    from hivenote.server.search import _jaccard, refresh_note_index, similar_notes, words
+    from hivenote.server.core.search import _jaccard, refresh_note_index, similar_notes, words
 
     state = State()
     for i, (note_words, kind, project) in enumerate(notes, start=1):

@@ -13,11 +13,11 @@ import pytest
 from mcp.types import CallToolResult, TextContent
 
 from hivenote.server.agents import agent_id
-from hivenote.server.auth import Tokens
+from hivenote.server.core.model import Author, Entity, Op
 from hivenote.server.graph import Graph
-from hivenote.server.memory_wire import official_tools
-from hivenote.server.model import Author, Entity, Op
-from hivenote.server.serve import PortInUse, bind
+from hivenote.server.mcp.wire import official_tools
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.serve import PortInUse, bind
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.server.live import Inbox, Running, fetch, mcp_client, serve, subscribe, wait_until
@@ -275,7 +275,7 @@ def test_the_search_index_warms_batch_after_batch_without_waiting_a_tick_between
 ) -> None:
     """A big notebook's index is built in batches after start (the lock is free between them); until it is warm
     every search scans the whole notebook, so the batches follow each other instead of one per follow tick."""
-    import hivenote.server.app as app
+    import hivenote.server.web.app as app
 
     data = tmp_path / "data"
     (data / "log").mkdir(parents=True)

@@ -13,11 +13,11 @@ import httpx2
 import pytest
 from starlette.applications import Starlette
 
-from hivenote.server.app import create_app
-from hivenote.server.auth import Tokens
-from hivenote.server.serve import ServerThread, bind
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web.app import create_app
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.serve import ServerThread, bind
 from tests.server.live import mcp_session, wait_until
 
 FLOOD = 260  # more than one person may hold
@@ -87,7 +87,7 @@ def test_one_token_flooding_sessions_keeps_its_own_bound_and_never_locks_out_ano
 
 
 def test_sessions_left_idle_are_forgotten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hivenote.server import mcp_common
+    from hivenote.server.mcp import common as mcp_common
 
     monkeypatch.setattr(mcp_common, "SESSION_IDLE_S", 1.0)
     with serving(tmp_path / "data") as (base, tokens, app), httpx2.Client(timeout=30) as http:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hivenote.server.errors import InvalidInput
+from hivenote.server.core.errors import InvalidInput
 from hivenote.server.settings import DEFAULT_PORT, Settings, is_loopback, load_settings
 
 

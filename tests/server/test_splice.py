@@ -10,7 +10,7 @@ import pytest
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from hivenote.server.splice import Splices, Splicing, splices_of
+from hivenote.server.mcp.splice import Splices, Splicing, splices_of
 
 TEXT = 'a "quoted" line\nand é'
 OBJECT = {"entities": [{"name": "Ada"}], "relations": []}

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from hivenote.server.fold import State
+from hivenote.server.core.fold import State
+from hivenote.server.core.model import Author, Entity
 from hivenote.server.graph import Graph
-from hivenote.server.model import Author, Entity
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import ReadOnlyStore, ShardLocked, Store, StoreError, lock_holder
+from hivenote.server.storage.store import ReadOnlyStore, ShardLocked, Store, StoreError, lock_holder
 
 BY = Author(agent="cli")
 
@@ -270,7 +270,7 @@ def test_compaction_refuses_when_the_result_would_differ(tmp_path: Path) -> None
     with Store(tmp_path / "d") as store:
         remember(store, "keep me")
         original = shard(store).read_bytes()
-        import hivenote.server.compaction as compaction
+        import hivenote.server.core.compaction as compaction
 
         real = compaction.lines_to_keep
         compaction.lines_to_keep = lambda lines, state, node: []  # a broken rule must be caught
@@ -330,7 +330,7 @@ def test_a_write_that_fails_on_disk_acknowledges_nothing_and_the_store_recovers(
         import resource, signal, sys
         from pathlib import Path
         from hivenote.server.notebook import Notebook
-        from hivenote.server.store import Store, StoreWriteFailed
+        from hivenote.server.storage.store import Store, StoreWriteFailed
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         with Store(Path(sys.argv[1])) as store:
             nb = Notebook(store)
@@ -369,7 +369,7 @@ def test_state_folded_from_disk_equals_the_state_built_while_writing(tmp_path: P
         live = store.state.snapshot()
     fresh = State()
     for path in (tmp_path / "d" / "log").glob("*.jsonl"):
-        from hivenote.server.model import decode_op
+        from hivenote.server.core.model import decode_op
 
         fresh.apply_all(decode_op(line) for line in path.read_bytes().split(b"\n") if line)
     assert fresh.snapshot() == live

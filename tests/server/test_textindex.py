@@ -1,4 +1,4 @@
-"""Tests for hivenote.server.textindex: exact answers against a brute-force model, plus bounded bookkeeping."""
+"""Tests for hivenote.server.core.textindex: exact answers against a brute-force model, plus bounded bookkeeping."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hivenote.server.textindex import SubstringIndex
+from hivenote.server.core.textindex import SubstringIndex
 
 # Whitespace that str.split() honours, including the less obvious kinds (ideographic space, file separator,
 # no-break space), so the tokeniser and the whole-token check must agree with str.split() on all of them.

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hivenote.server.cli import main
-from hivenote.server.errors import EntityNotFound, ImportRejected, InvalidInput
+from hivenote.server.cli.main import main
+from hivenote.server.core.errors import EntityNotFound, ImportRejected, InvalidInput
+from hivenote.server.core.model import Author, Entity, Note, Relation
 from hivenote.server.graph import Graph
-from hivenote.server.model import Author, Entity, Note, Relation
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from hivenote.server.transfer import (
     ImportSummary,
     detect_format,

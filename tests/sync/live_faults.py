@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hivenote.server.node import read_node
+from hivenote.server.storage.identity import read_node
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.sync.peer_nodes import Node
@@ -475,7 +475,7 @@ def fake_vm_clone(data_dir: Path) -> None:
     copy from the original then, until their writes meet). Before claims existed (node.json held none), a copy
     already passed for the original: nothing to do."""
     try:
-        from hivenote.server.node import record_shard
+        from hivenote.server.storage.identity import record_shard
     except ImportError:  # a checkout from before the claims
         return
     node = read_node(data_dir)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hivenote.server.auth import Tokens
-from hivenote.server.node import read_node
+from hivenote.server.storage.identity import read_node
+from hivenote.server.web.auth import Tokens
 from tests.server.live import call, exchange, free_port, health
 
 START_S = 30

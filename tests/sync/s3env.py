@@ -18,13 +18,13 @@ from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
 from hivenote.server.agents import AgentTracker
-from hivenote.server.app import Services, create_app
-from hivenote.server.auth import Tokens
-from hivenote.server.fold import State
-from hivenote.server.model import CorruptLine, decode_op
-from hivenote.server.serve import ServerThread, bind
+from hivenote.server.core.fold import State
+from hivenote.server.core.model import CorruptLine, decode_op
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
+from hivenote.server.web.app import Services, create_app
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.serve import ServerThread, bind
 
 WAIT_S = 20  # generous: sync rounds take a fraction of a second here
 FAST = {"s3_poll_s": 0.1, "s3_backoff_max_s": 0.5}  # settings.extra for quick rounds in tests

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hivenote.server.auth import Tokens
-from hivenote.server.node import read_node
 from hivenote.server.settings import load_settings
+from hivenote.server.storage.identity import read_node
+from hivenote.server.web.auth import Tokens
 from tests.server.live import call, free_port, health
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hivenote.server.auth import new_token
 from hivenote.server.sync.peer import add_peer
+from hivenote.server.web.auth import new_token
 from tests.sync.peer_nodes import Node, running, wait_for
 
 DAY_MS = 86_400_000

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from hivenote.server.auth import Tokens
-from hivenote.server.node import read_node
+from hivenote.server.storage.identity import read_node
 from hivenote.server.sync.replica import Replicas, SyncRefused, complete_size
+from hivenote.server.web.auth import Tokens
 from tests.server.live import call, free_port, health
 
 WAIT_S = 60

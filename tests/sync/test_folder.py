@@ -16,7 +16,7 @@ import pytest
 
 from hivenote.server.notebook import Notebook
 from hivenote.server.settings import load_settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from hivenote.server.sync.folder import FolderRefused, ServerRunning, use_default_folder, use_folder
 from tests.privileges import without_root_powers
 

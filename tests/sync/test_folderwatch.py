@@ -13,14 +13,14 @@ from pathlib import Path
 
 import httpx2
 
-from hivenote.server.app import create_app
-from hivenote.server.auth import Tokens
-from hivenote.server.model import Author
+from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
-from hivenote.server.serve import ServerThread, bind
 from hivenote.server.settings import Settings
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from hivenote.server.sync.folderwatch import FolderWatch
+from hivenote.server.web.app import create_app
+from hivenote.server.web.auth import Tokens
+from hivenote.server.web.serve import ServerThread, bind
 
 ME = Author("cli")
 

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from hivenote.server.auth import new_token
-from hivenote.server.node import read_node
+from hivenote.server.storage.identity import read_node
 from hivenote.server.sync.folder import use_folder
 from hivenote.server.sync.peer import add_peer
+from hivenote.server.web.auth import new_token
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
     from tests.sync.live_faults import Cluster, Install, reported, run_checks

@@ -21,17 +21,17 @@ import anyio
 import httpx2
 import pytest
 
-from hivenote.server.auth import Tokens, new_token
-from hivenote.server.errors import InvalidInput, NotFound
-from hivenote.server.model import Author
+from hivenote.server.core.errors import InvalidInput, NotFound
+from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from hivenote.server.sync.peer import add_peer, list_peers, remove_peer
 from hivenote.server.sync.peerbook import load_peers, peer_token_name
 from hivenote.server.sync.pull import Puller
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.routes import MAX_LIMIT
 from hivenote.server.sync.status import SyncStatus
+from hivenote.server.web.auth import Tokens, new_token
 from tests.server.live import free_port
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path

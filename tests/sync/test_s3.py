@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hivenote.server.errors import InvalidInput
-from hivenote.server.node import read_node, record_shard
+from hivenote.server.core.errors import InvalidInput
 from hivenote.server.notebook import Notebook
 from hivenote.server.settings import load_settings
-from hivenote.server.store import Store
+from hivenote.server.storage.identity import read_node, record_shard
+from hivenote.server.storage.store import Store
 from hivenote.server.sync.bucket import Bucket
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import (

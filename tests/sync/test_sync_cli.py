@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hivenote.server import cli
-from hivenote.server.auth import Tokens
-from hivenote.server.errors import InvalidInput
+from hivenote.server.cli import main as cli
+from hivenote.server.core.errors import InvalidInput
 from hivenote.server.settings import load_settings, save_setting
+from hivenote.server.web.auth import Tokens
 from tests.server.live import exchange
 
 
@@ -95,11 +95,11 @@ def test_a_peer_token_only_syncs(tmp_path: Path) -> None:
     """Served for real: the shared peer token opens /sync and nothing else; people cannot take peer names."""
     import urllib.request
 
-    from hivenote.server.app import create_app
-    from hivenote.server.serve import ServerThread, bind
     from hivenote.server.settings import Settings
-    from hivenote.server.store import Store
+    from hivenote.server.storage.store import Store
     from hivenote.server.sync.peer import add_peer
+    from hivenote.server.web.app import create_app
+    from hivenote.server.web.serve import ServerThread, bind
 
     data_dir = tmp_path / "data"
     token = "hn_peer_" + "k" * 30

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import EmptyResult, Implementation, ResourceUpdatedNotification, SubscribeRequest, SubscribeRequestParams
 
 from hivenote.server.notebook import Notebook
-from hivenote.server.store import Store
+from hivenote.server.storage.store import Store
 from hivenote.server.sync.folder import use_folder
 
 if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
