@@ -20,9 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from hivenote.server.core.errors import StoreError
+
 log = logging.getLogger(__name__)
 
-EXIT_STORE = 5  # the command line's "storage error" (hivenote.server.cli.main, README "Exit codes")
+EXIT_STORE = StoreError.exit_code  # the command line's "storage error" (README "Exit codes")
 CANNOT_WRITE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 

@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Route
 
 from hivenote.server.core.errors import HivenoteError
 from hivenote.server.settings import is_loopback
-from hivenote.server.web.app import error_response
+from hivenote.server.web.responses import error_response
 
 if TYPE_CHECKING:
     from .app import DesktopApp

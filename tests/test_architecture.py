@@ -47,3 +47,44 @@ def test_every_module_opens_with_a_docstring_saying_what_it_owns() -> None:
     for path in sorted([*(ROOT / "server").rglob("*.py"), *(ROOT / "desktop").rglob("*.py")]):
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
         assert doc, f"{path} has no module docstring"
+
+
+def error_classes() -> dict[str, str]:
+    """Every exception class under server/ and desktop/ that descends from HivenoteError: name -> its file."""
+    bases: dict[str, tuple[list[str], str]] = {}
+    for path in sorted([*(ROOT / "server").rglob("*.py"), *(ROOT / "desktop").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
+                bases[node.name] = (names, str(path.relative_to(ROOT)))
+
+    def descends(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name == "HivenoteError":
+            return True
+        return name in bases and name not in seen and any(descends(b, seen | {name}) for b in bases[name][0])
+
+    return {name: where for name, (_, where) in bases.items() if descends(name)}
+
+
+def test_the_error_table_names_every_error_class() -> None:
+    from hivenote.server.core import errors
+
+    tree = errors.__doc__ or ""
+    classes = error_classes()
+    assert len(classes) > 20, classes
+    missing = sorted(name for name in classes if f" {name} " not in tree.replace("(", " ").replace("\n", " \n"))
+    assert not missing, f"core/errors.py's docstring tree lacks {missing}: add them where they descend"
+
+
+def test_the_readme_exit_codes_are_the_error_table() -> None:
+    from hivenote.server.core.errors import HivenoteError, NotFound, ShardLocked, StoreError
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").replace("\n", " ")
+    table: list[tuple[type[HivenoteError], str]] = [
+        (HivenoteError, "invalid input"),
+        (NotFound, "not found"),
+        (ShardLocked, "data dir in use"),
+        (StoreError, "storage error"),
+    ]
+    for family, words in table:
+        assert f"{family.exit_code} {words}" in readme, f"README's exit codes disagree with {family.__name__}"

@@ -16,24 +16,17 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import __version__
-from ..core.errors import HivenoteError, NotFound
+from ..core.errors import HivenoteError
 from ..core.model import NOTE_KINDS, Author
 from ..notebook import Notebook
 from ..provenance import acting_as
 from ..settings import load_settings, resolve_data_dir
-from ..storage.store import ShardLocked, Store, StoreError
+from ..storage.store import Store
 from . import admin, notes
 from .remote import RemoteNotebook, running_server
 from .sync import cmd_sync
 
-EXIT_INVALID, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_LOCKED, EXIT_STORE = 1, 2, 3, 4, 5
 LOCK_WAIT_S = 5.0  # another CLI command may hold the data dir for a moment
-EXIT_CODES = (
-    (ShardLocked, EXIT_LOCKED),
-    (NotFound, EXIT_NOT_FOUND),
-    (StoreError, EXIT_STORE),
-    (HivenoteError, EXIT_INVALID),
-)
 CLI_AUTHOR = Author(agent="cli", client=f"hivenote-cli {__version__}")
 
 
@@ -250,7 +243,7 @@ def main(
             err.write(json.dumps({"error": {"code": exc.code, "message": str(exc)}}, ensure_ascii=False) + "\n")
         else:
             err.write(f"hivenote: {exc}\n")
-        return next(code for kind, code in EXIT_CODES if isinstance(exc, kind))
+        return exc.exit_code  # core/errors.py's table
     except BrokenPipeError:  # `hivenote list | head`: the reader left; not an error
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 
 from .. import __version__
-from ..core.errors import Forbidden, HivenoteError, InvalidInput, NotFound, StoreError
+from ..core.errors import HivenoteError, StoreError, error_for
 from ..core.model import Note
 from ..notebook import UNSET, Remembered
 from ..storage import statefile
@@ -22,13 +22,6 @@ from ..storage.identity import lock_holder
 log = logging.getLogger(__name__)
 
 SERVER_FILE = "server.json"
-_ERRORS: dict[str, type[HivenoteError]] = {
-    "invalid": InvalidInput,
-    "invalid_json": InvalidInput,
-    "not_found": NotFound,
-    "forbidden": Forbidden,
-    "store": StoreError,
-}
 
 
 def announce(data_dir: Path, url: str) -> None:
@@ -93,7 +86,7 @@ class RemoteNotebook:
                 error = response.json()["error"]
             except (ValueError, KeyError, TypeError):
                 raise HivenoteError(f"the running Hivenote answered {response.status_code}") from None
-            raise _ERRORS.get(error.get("code"), HivenoteError)(error.get("message", "error"))
+            raise error_for(error.get("code"))(error.get("message", "error"))
         return response.json()
 
     def status(self) -> dict[str, Any]:

@@ -12,7 +12,6 @@ import logging
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -34,15 +33,15 @@ from ..mcp.common import identify, limit_sessions, tracking_middleware
 from ..mcp.graph import GraphMCP
 from ..mcp.notebook import build_notebook_server
 from ..notebook import Notebook
+from ..services import Services
 from ..settings import Settings
 from ..storage.gcpause import collector_paused
 from ..storage.store import Store, StoreWriteFailed
-from ..sync.replica import Replicas
 from ..sync.routes import sync_routes
 from ..sync.run import run_transports
-from ..sync.status import SyncStatus
 from .auth import IDENTITY_CHALLENGE, Guard, Tokens, identity_proof, request_limit
 from .dashboard import web_routes
+from .responses import error_response, hivenote_error, http_error
 from .rest import rest_routes
 
 log = logging.getLogger(__name__)
@@ -51,55 +50,6 @@ FOLLOW_INTERVAL_S = 0.5  # how often other machines' shards are looked at (sync 
 WARM_BATCH = 2000  # notes indexed per step while warming the search index, so writers never wait long
 # The guard checks Host/Origin on every route; the SDK's own check would refuse LAN names when sharing.
 NO_SDK_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-
-STATUS = {
-    400: "invalid",
-    401: "unauthorized",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "too_large",
-    422: "invalid",
-    500: "internal",
-    503: "unavailable",
-}
-ERROR_STATUS = {"invalid": 400, "invalid_json": 400, "forbidden": 403, "not_found": 404, "store": 503}
-
-
-@dataclass
-class Services:
-    """What the routes work with, built once per app."""
-
-    settings: Settings
-    store: Store
-    notebook: Notebook
-    graph: Graph
-    tokens: Tokens
-    tracker: AgentTracker
-    sync: SyncStatus = field(default_factory=SyncStatus)
-    desktop: bool = False  # served by the tray app, which adds the /desktop routes
-    started: float = field(default_factory=time.monotonic)
-
-    @functools.cached_property
-    def replicas(self) -> Replicas:
-        """The writer of other nodes' shard files (transports put what they fetch there); one per server, so
-        every transport shares its per-shard locks."""
-        return Replicas(self.store.log_dir, lambda: self.store.node)  # follows the store to a new node id
-
-
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
-
-async def _hivenote_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HivenoteError)
-    return error_response(ERROR_STATUS.get(exc.code, 400), exc.code, str(exc))
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    status = getattr(exc, "status_code", 500)
-    detail = getattr(exc, "detail", "") or "error"
-    return error_response(status, STATUS.get(status, "error"), str(detail))
 
 
 async def health(request: Request) -> Response:
@@ -249,7 +199,7 @@ def create_app(
         routes=routes,
         lifespan=lifespan,
         middleware=[Middleware(Guard, settings=settings, tokens=services.tokens)],
-        exception_handlers={HivenoteError: _hivenote_error, 404: _http_error, 405: _http_error, 500: _http_error},
+        exception_handlers={HivenoteError: hivenote_error, 404: http_error, 405: http_error, 500: http_error},
     )
     app.state.services = services
     app.state.notebook_mcp = notebook_mcp  # benchmarks add a no-op tool to measure the protocol floor

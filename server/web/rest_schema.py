@@ -26,7 +26,7 @@ from ..settings import SETTINGS_HELP, SYNC_SETTINGS, Settings
 from .auth import _NAME as _TOKEN_NAME  # the one rule for a person's name (Tokens.add checks it)
 
 if TYPE_CHECKING:
-    from .app import Services
+    from ..services import Services
 
 log = logging.getLogger(__name__)
 
@@ -363,7 +363,7 @@ def parse_query(schema: Schema | None, pairs: Sequence[tuple[str, str]]) -> dict
 
 
 class InvalidJson(InvalidInput):
-    code = "invalid_json"  # not in app.ERROR_STATUS, so answered with its default status, 400
+    code = "invalid_json"
 
 
 def _author(request: Request, person: str) -> Author:

@@ -20,9 +20,10 @@ from moto.server import ThreadedMotoServer
 from hivenote.server.agents import AgentTracker
 from hivenote.server.core.fold import State
 from hivenote.server.core.model import CorruptLine, decode_op
+from hivenote.server.services import Services
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
-from hivenote.server.web.app import Services, create_app
+from hivenote.server.web.app import create_app
 from hivenote.server.web.auth import Tokens
 from hivenote.server.web.serve import ServerThread, bind
 
