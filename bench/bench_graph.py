@@ -34,7 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.serve import bind
 
 ROOT = Path(__file__).resolve().parent.parent

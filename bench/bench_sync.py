@@ -29,7 +29,7 @@ from typing import Any
 
 from hivenote.server.storage.identity import read_node
 from hivenote.server.sync.replica import Replicas, complete_size
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 
 COPY_EVERY_S = 0.2
 

@@ -192,7 +192,7 @@ class DesktopApp:
     def copy_snippet(self, client: str) -> None:
         from hivenote.server.connect import TOKEN_ENV, snippet
         from hivenote.server.settings import load_settings
-        from hivenote.server.web.auth import Tokens
+        from hivenote.server.tokens import Tokens
 
         settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
         token = Tokens(self.data_dir / "tokens.json").default() if settings.auth else None

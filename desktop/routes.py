@@ -10,7 +10,7 @@ a browser elsewhere on the LAN has a clipboard of its own.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -22,8 +22,16 @@ from hivenote.server.settings import is_loopback
 from hivenote.server.web.responses import error_response
 
 if TYPE_CHECKING:
-    from .app import DesktopApp
     from .supervisor import Supervisor
+
+
+class TrayControls(Protocol):
+    """What the window may ask of the tray app (desktop/app.py's DesktopApp is the one implementation)."""
+
+    def desktop_state(self) -> dict[str, Any]: ...
+
+    def on_action(self, action: str) -> None: ...
+
 
 CLIPBOARD_PATH = "/desktop/clipboard"
 FOLDER_PATH = "/desktop/sync/folder"
@@ -34,7 +42,7 @@ MAX_CHARS = 256 << 10  # a connect snippet or a token is a few hundred character
 
 
 def desktop_routes(
-    copy: Callable[[str], None], supervisor: Supervisor | None = None, app: DesktopApp | None = None
+    copy: Callable[[str], None], supervisor: Supervisor | None = None, app: TrayControls | None = None
 ) -> list[BaseRoute]:
     async def clipboard(request: Request) -> Response:
         if request.client is None or not is_loopback(request.client.host):

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .core.hlc import wall_ms
 from .core.model import Author
 
 ONLINE_MS = 120_000
@@ -99,14 +99,10 @@ class AgentSeen:
         }
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class AgentTracker:
     """Last-seen per (agent, person, client). Thread-safe; the clock is injectable for tests."""
 
-    def __init__(self, now_ms: Callable[[], int] = _wall_ms) -> None:
+    def __init__(self, now_ms: Callable[[], int] = wall_ms) -> None:
         self.now_ms = now_ms
         self._lock = threading.Lock()
         self._seen: dict[tuple[str, str, str], AgentSeen] = {}

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .notebook import Notebook
     from .settings import Settings
     from .storage.store import Store
-    from .web.auth import Tokens
+    from .tokens import Tokens
 
 
 @dataclass

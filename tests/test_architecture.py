@@ -88,3 +88,15 @@ def test_the_readme_exit_codes_are_the_error_table() -> None:
     ]
     for family, words in table:
         assert f"{family.exit_code} {words}" in readme, f"README's exit codes disagree with {family.__name__}"
+
+
+def test_one_wall_clock() -> None:
+    """core/hlc.py's wall_ms is the one reader of the wall clock; everything else takes it as a parameter."""
+    readers = ("time.time", "time.time_ns", "datetime.now", "datetime.utcnow")
+    for path in sorted([*(ROOT / "server").rglob("*.py"), *(ROOT / "desktop").rglob("*.py")]):
+        if path == ROOT / "server" / "core" / "hlc.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                name = f"{node.value.id}.{node.attr}"
+                assert name not in readers, f"{path.relative_to(ROOT)}:{node.lineno} reads {name}: use core.hlc.wall_ms"

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from .. import __version__
 from ..core.errors import HivenoteError, InvalidInput
+from ..core.hlc import wall_ms
 from ..core.model import Author
 from ..graph import Graph
 from ..notebook import Notebook
@@ -34,11 +35,10 @@ from ..transfer import (
     parse_memory_jsonl,
     parse_notebook,
 )
-from .notes import now_ms
 from .remote import RemoteNotebook, running_server
 
 if TYPE_CHECKING:
-    from .main import Context
+    from .context import Context
 
 
 def cmd_status(ctx: Context) -> int:
@@ -116,7 +116,7 @@ def cmd_export(ctx: Context) -> int:
             data = export_memory_jsonl(entities, relations)
             counted = f"{len(entities)} entities, {len(relations)} relations"
         else:
-            doc = export_notebook(state, node=store.node, now_ms=now_ms())
+            doc = export_notebook(state, node=store.node, now_ms=wall_ms())
             data = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
             counted = f"{len(doc['notes'])} notes, {len(doc['graph']['entities'])} entities"
     if a.file == "-":
@@ -159,7 +159,7 @@ def cmd_doctor(ctx: Context) -> int:
         skew = dict(store.clock.skew.ahead_ms)
         nodes = {n: {"ops": s.ops, "last_op": s.last_wall} for n, s in store.state.nodes.items()}
         node = store.node
-        lead = max(0, store.clock.wall - now_ms())
+        lead = max(0, store.clock.wall - wall_ms())
         lead = lead if lead > store.clock.max_offset_ms else 0
         forks = [fork.to_json() for fork in store.state.forks.values()]
     settings = load_settings(data_dir=ctx.data_dir)
@@ -203,7 +203,7 @@ def cmd_doctor(ctx: Context) -> int:
         tail = f", {h.torn_tail_bytes} bytes of an unfinished last line" if h.torn_tail_bytes else ""
         lines.append(f"shard {name}: {h.ops} ops, {state}{tail}")
         lines += [f"  line {b.line}: {b.reason}" for b in h.bad_lines]
-    now = now_ms()
+    now = wall_ms()
     for other, ahead in skew.items():
         lines.append(f"clock skew: {other} writes stamps {ahead // 1000} s ahead of this machine's clock")
     if lead:
@@ -301,7 +301,7 @@ def cmd_stop(ctx: Context) -> int:
 
 
 def cmd_token(ctx: Context) -> int:
-    from ..web.auth import Tokens
+    from ..tokens import Tokens
 
     a = ctx.args
     tokens = Tokens(ctx.data_dir / "tokens.json")
@@ -321,14 +321,14 @@ def cmd_token(ctx: Context) -> int:
         people = tokens.people()
         ctx.emit(
             [{"name": p.name, "created": p.created} for p in people],
-            "\n".join(f"{p.name}  (since {ago(p.created, now_ms())})" for p in people) or "No personal tokens yet.",
+            "\n".join(f"{p.name}  (since {ago(p.created, wall_ms())})" for p in people) or "No personal tokens yet.",
         )
     return 0
 
 
 def cmd_connect(ctx: Context) -> int:
     from ..connect import CLIENTS, snippet, stdio_command
-    from ..web.auth import Tokens
+    from ..tokens import Tokens
 
     a = ctx.args
     if not a.client:
@@ -348,7 +348,7 @@ def cmd_connect(ctx: Context) -> int:
 
 def cmd_stdio(ctx: Context) -> int:
     from ..mcp.stdio import NotOurServer, ensure_server, refuse_all, run_bridge
-    from ..web.auth import Tokens
+    from ..tokens import Tokens
 
     a = ctx.args
     settings = load_settings({"port": a.port}, data_dir=ctx.data_dir)

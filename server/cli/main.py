@@ -11,71 +11,21 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from .. import __version__
 from ..core.errors import HivenoteError
 from ..core.model import NOTE_KINDS, Author
-from ..notebook import Notebook
 from ..provenance import acting_as
-from ..settings import load_settings, resolve_data_dir
-from ..storage.store import Store
 from . import admin, notes
-from .remote import RemoteNotebook, running_server
+from .context import AddCommand, Context, DoctorCheck
 from .sync import cmd_sync
 
-LOCK_WAIT_S = 5.0  # another CLI command may hold the data dir for a moment
 CLI_AUTHOR = Author(agent="cli", client=f"hivenote-cli {__version__}")
 
 
-class Context:
-    """What a command runs with: the data dir, output streams, and the store opened as the command needs."""
-
-    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-        self.args = args
-        self.out = out
-        self.err = err
-        self.data_dir = resolve_data_dir(getattr(args, "data_dir", None))
-        self.json = bool(getattr(args, "json", False))
-        self.doctor_checks: tuple[DoctorCheck, ...] = ()
-
-    def store(self, *, write: bool) -> Store:
-        def log_dir() -> Path:  # asked again once the lock is held: `sync folder` may have moved it meanwhile
-            return load_settings(data_dir=self.data_dir).log_path
-
-        return Store(self.data_dir, readonly=not write, lock_timeout=LOCK_WAIT_S, log_dir=log_dir)  # opened by `with`
-
-    @contextlib.contextmanager
-    def notebook(self) -> Iterator[Notebook | RemoteNotebook]:
-        """Where the notebook's writes go: the running server when one holds the data dir, else the store."""
-        url = running_server(self.data_dir)
-        if url is not None:
-            from ..web.auth import Tokens
-
-            remote = RemoteNotebook(url, Tokens(self.data_dir / "tokens.json").default())
-            try:
-                yield remote
-            finally:
-                remote.close()
-            return
-        with self.store(write=True) as store:
-            yield Notebook(store)
-
-    def emit(self, value: Any, text: str) -> None:
-        if self.json:
-            json.dump(value, self.out, ensure_ascii=False, indent=2)
-            self.out.write("\n")
-        elif text:
-            self.out.write(text + "\n")
-
-
 # -- parser -----------------------------------------------------------------------------------------
-
-
-AddCommand = Callable[[str, str, Callable[[Context], int]], argparse.ArgumentParser]
-DoctorCheck = Callable[[Context], tuple[str, Any, list[str]]]  # -> (report key, JSON value, lines for people)
 
 
 def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse.ArgumentParser:

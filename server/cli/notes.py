@@ -6,22 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.hlc import wall_ms
 from ..core.listing import Filters
 from ..graph import Graph, graph_json
 from ..notebook import UNSET, Notebook
 from ..render import ago, note_line, note_text
 
 if TYPE_CHECKING:
-    from .main import Context
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    from .context import Context
 
 
 def _filters(args: argparse.Namespace, *, trashed: bool = False) -> Filters:
@@ -48,7 +44,7 @@ def cmd_remember(ctx: Context) -> int:
         result = notebook.remember(
             kind=a.kind, title=a.title, body=_read_body(a) or "", tags=a.tag or [], project=a.project
         )
-    lines = [f"Remembered {note_line(result.note, now_ms())}"]
+    lines = [f"Remembered {note_line(result.note, wall_ms())}"]
     lines += [
         f"Looks like {n.id} {n.title!r}; if the new note replaces it, update that one instead "
         f"(hivenote update {n.id} ...) and forget this one."
@@ -62,7 +58,7 @@ def cmd_search(ctx: Context) -> int:
     a = ctx.args
     with ctx.store(write=False) as store:
         result = Notebook(store).search(a.query, _filters(a, trashed=a.trash), a.limit)
-    now = now_ms()
+    now = wall_ms()
     if result.hits:
         more = (
             f"\n({len(result.hits)} of {result.total} shown; use --limit for more)"
@@ -89,7 +85,7 @@ def cmd_list(ctx: Context) -> int:
     a = ctx.args
     with ctx.store(write=False) as store:
         notes, total = Notebook(store).list(_filters(a, trashed=a.trash), limit=a.limit, offset=a.offset)
-    now = now_ms()
+    now = wall_ms()
     text = "\n".join(note_line(n, now) for n in notes) or ("The trash is empty." if a.trash else "No notes yet.")
     if total > a.offset + len(notes):
         text += f"\n({len(notes)} of {total} shown; use --limit/--offset for more)"
@@ -100,7 +96,7 @@ def cmd_list(ctx: Context) -> int:
 def cmd_get(ctx: Context) -> int:
     with ctx.store(write=False) as store:
         note = Notebook(store).get(ctx.args.id)
-    ctx.emit(note.to_json(), note_text(note, now_ms()))
+    ctx.emit(note.to_json(), note_text(note, wall_ms()))
     return 0
 
 
@@ -121,7 +117,7 @@ def cmd_update(ctx: Context) -> int:
             tags=tags,
             project=a.project if a.project is not None else UNSET,
         )
-    ctx.emit(note.to_json(), f"Updated {note_line(note, now_ms())}")
+    ctx.emit(note.to_json(), f"Updated {note_line(note, wall_ms())}")
     return 0
 
 
@@ -129,7 +125,7 @@ def flag_command(verb: str, done: str) -> Callable[[Context], int]:
     def run(ctx: Context) -> int:
         with ctx.notebook() as notebook:
             note = getattr(notebook, verb)(ctx.args.id)
-        ctx.emit(note.to_json(), f"{done} {note_line(note, now_ms())}")
+        ctx.emit(note.to_json(), f"{done} {note_line(note, wall_ms())}")
         return 0
 
     return run
@@ -145,7 +141,7 @@ def cmd_purge(ctx: Context) -> int:
 def cmd_history(ctx: Context) -> int:
     with ctx.store(write=False) as store:
         versions = Notebook(store).history(ctx.args.id)
-    now = now_ms()
+    now = wall_ms()
     lines = []
     for v in versions:
         who = " · ".join(x for x in (v.by.agent, v.by.person, v.node) if x)

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidInput
+from ..core.hlc import wall_ms
 from ..render import ago
 from ..settings import load_settings, save_setting
-from .notes import now_ms
 from .remote import RemoteNotebook, running_server
 
 if TYPE_CHECKING:
-    from .main import Context
+    from .context import Context
 
 
 def _token_from_file(where: str) -> str:
@@ -55,7 +55,7 @@ def sync_status(ctx: Context) -> int:
         "peers": _peers(ctx),
     }
     if url is not None:
-        from ..web.auth import Tokens
+        from ..tokens import Tokens
 
         remote = RemoteNotebook(url, Tokens(ctx.data_dir / "tokens.json").default())
         try:
@@ -75,7 +75,7 @@ def sync_status(ctx: Context) -> int:
 
 
 def _describe(report: dict[str, Any]) -> str:
-    now = now_ms()
+    now = wall_ms()
     lines = [f"log folder: {report['log_dir']}"]
     if report["s3"]:
         s3 = report["s3"]

@@ -6,8 +6,16 @@ Pure: imports only the standard library; the wall clock is passed in.
 from __future__ import annotations
 
 import email.utils
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+
+def wall_ms() -> int:
+    """The wall clock, in ms since the epoch: the one place the code reads it (tests and the HLC take it as a
+    parameter; everything else calls this)."""
+    return time.time_ns() // 1_000_000
+
 
 DEFAULT_MAX_OFFSET_MS = 3_600_000  # a remote stamp further ahead than this is skew, not time
 SKEW_REPORT_MS = 60_000  # this machine's clock off by more than this (measured against others) is reported

@@ -3,7 +3,6 @@ for models: they carry what users of shared notebooks learned the hard way."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -14,6 +13,7 @@ from pydantic import Field
 
 from .. import __version__
 from ..core.errors import HivenoteError
+from ..core.hlc import wall_ms
 from ..core.listing import Filters
 from ..core.model import Author, Note
 from ..notebook import UNSET, Notebook
@@ -42,10 +42,6 @@ BODY_HELP = (
     "default limit) is refused: split long text into several notes."
 )
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-
-
-def _now() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _summary(note: Note) -> dict[str, Any]:
@@ -92,7 +88,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
             result = notebook.search(query, Filters(kind=kind, project=project, tag=tag), limit)
         except HivenoteError as exc:
             return _error(exc)
-        now = _now()
+        now = wall_ms()
         if result.hits:
             lines = [note_line(n, now) for n in result.hits]
             if result.total > len(result.hits):
@@ -125,7 +121,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
             note = notebook.get(id)
         except HivenoteError as exc:
             return _error(exc)
-        return _ok(note_text(note, _now()), note.to_json())
+        return _ok(note_text(note, wall_ms()), note.to_json())
 
     @mcp.tool(
         name="brain_remember",
@@ -154,7 +150,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
             result = notebook.remember(kind=kind, title=title, body=body, tags=tags or [], project=project, by=by)
         except HivenoteError as exc:
             return _error(exc)
-        lines = [f"Stored: {note_line(result.note, _now())}"]
+        lines = [f"Stored: {note_line(result.note, wall_ms())}"]
         lines += [
             f"Looks like {n.id} {n.title!r}; if this replaces it, call brain_update on {n.id} and brain_forget the "
             "new one."
@@ -195,7 +191,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
             note = notebook.update(id, by=by, **{k: (UNSET if v is None else v) for k, v in given.items()})
         except HivenoteError as exc:
             return _error(exc)
-        return _ok(f"Updated: {note_line(note, _now())}", note.to_json())
+        return _ok(f"Updated: {note_line(note, wall_ms())}", note.to_json())
 
     @mcp.tool(
         name="brain_list",
@@ -219,7 +215,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
             )
         except HivenoteError as exc:
             return _error(exc)
-        now = _now()
+        now = wall_ms()
         lines = [note_line(n, now) for n in notes] or ["No notes yet."]
         if total > offset + len(notes):
             lines.append(f"({len(notes)} of {total} shown; pass offset={offset + len(notes)} for more)")
@@ -244,7 +240,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
             return _error(exc)
         return _ok(
             f"Moved to the trash: {note.title!r} ({note.id}); it can be restored from the dashboard "
-            f"(trashed {ago(note.updated, _now())}).",
+            f"(trashed {ago(note.updated, wall_ms())}).",
             note.to_json(),
         )
 

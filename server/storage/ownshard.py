@@ -19,13 +19,13 @@ import os
 import shlex
 import stat
 import tempfile
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
 from ..core.errors import StoreError, StoreWriteFailed
+from ..core.hlc import wall_ms
 
 log = logging.getLogger(__name__)
 
@@ -353,7 +353,7 @@ class OwnShard:
                 write_all(fd, chunk)
             os.fsync(fd)
             if self.path_holds() == "other":
-                aside = self.path.with_name(f".{self.path.name}.replaced-{time.time_ns() // 1_000_000}")
+                aside = self.path.with_name(f".{self.path.name}.replaced-{wall_ms()}")
                 os.replace(self.path, aside)
                 log.warning("%s was replaced by another file; kept that one as %s", self.path.name, aside.name)
             os.replace(tmp, self.path)

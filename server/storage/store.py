@@ -11,7 +11,6 @@ import contextlib
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 from ..core.errors import ReadOnlyStore, ShardLocked, StoreError, StoreWriteFailed
 from ..core.fold import State
-from ..core.hlc import Clock
+from ..core.hlc import Clock, wall_ms
 from ..core.model import Author, CorruptLine, Op, decode_op
 from . import opcache
 from .gcpause import collector_paused
@@ -83,10 +82,6 @@ CACHE_MIN_NEW_OPS = 1000  # closing saves the op cache when at least this many o
 MAX_INCIDENTS = 20
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 @dataclass(frozen=True)
 class Incident:
     """Something that happened to this install's identity, for a person: when, and what it means."""
@@ -106,7 +101,7 @@ class Store:
         data_dir: Path,
         *,
         readonly: bool = False,
-        now_ms: Callable[[], int] = _wall_ms,
+        now_ms: Callable[[], int] = wall_ms,
         fingerprint: Callable[[], str] = host_fingerprint,
         max_clock_offset_ms: int | None = None,
         lock_timeout: float = 0,

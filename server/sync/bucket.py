@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import time
 from typing import Any
 
 from ..core.errors import HivenoteError
-from ..core.hlc import date_offset
+from ..core.hlc import date_offset, wall_ms
 from ..settings import Settings
 
 
@@ -74,7 +73,7 @@ class Bucket:
     def call(self, action: str, *, ok: tuple[int, ...] = (), **params: Any) -> Any:
         """client.<action>(Bucket=..., **params); an HTTP status in `ok` returns None instead of raising. Each answer's
         `Date` says how far the bucket's clock is from ours (`clock_offset_ms`)."""
-        sent = time.time_ns() // 1_000_000
+        sent = wall_ms()
         try:
             result = getattr(self.client, action)(Bucket=self.name, **params)
             self._clock(result, sent)
@@ -88,7 +87,7 @@ class Bucket:
     def _clock(self, answer: Any, sent: int) -> None:
         with contextlib.suppress(AttributeError, TypeError):
             date = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-            offset = date_offset(date, sent, time.time_ns() // 1_000_000)
+            offset = date_offset(date, sent, wall_ms())
             if offset is not None:
                 self.clock_offset_ms = offset
 

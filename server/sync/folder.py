@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import InvalidInput, ShardLocked, StoreError
+from ..core.hlc import wall_ms
 from ..settings import load_settings, save_setting
 from ..storage.identity import ShardClaim, claim_node, host_fingerprint, make_data_dir, record_shard
 from ..storage.ownshard import private_dir, temp_beside
@@ -135,7 +135,7 @@ def _move(data_dir: Path, target: Path, setting: str | None, environ: Mapping[st
     holder = lock_holder(data_dir)
     if holder is not None:
         raise ServerRunning(data_dir, holder)
-    node = claim_node(data_dir, host_fingerprint(), time.time_ns() // 1_000_000)
+    node = claim_node(data_dir, host_fingerprint(), wall_ms())
     make_data_dir(data_dir)
     private_dir(data_dir / "log")
     claim = ShardClaim(data_dir, node)  # the writer's lock: no server or CLI writes while the shards move

@@ -16,12 +16,12 @@ import contextlib
 import hashlib
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.hlc import wall_ms
 from ..storage.shards import is_shard_file
 from ..storage.statefile import write_bytes, write_json
 from .replica import CONFLICT, complete_size, writer_of
@@ -29,10 +29,6 @@ from .replica import CONFLICT, complete_size, writer_of
 RECEIPTS = "hivenote-receipts"
 QUIET_MS = 60_000
 DROPBOX = " ("  # "laptop-7f3a (Ann's conflicted copy 2026-12-01).jsonl"
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def conflict_of(name: str) -> str | None:
@@ -56,7 +52,7 @@ class FolderWatch:
     """One machine's view of the synced log folder; `step()` is cheap (a directory listing and small files)."""
 
     def __init__(
-        self, log_dir: Path, node: Callable[[], str], now_ms: Callable[[], int] = _wall_ms, quiet_ms: int = QUIET_MS
+        self, log_dir: Path, node: Callable[[], str], now_ms: Callable[[], int] = wall_ms, quiet_ms: int = QUIET_MS
     ) -> None:
         self.log_dir, self.node, self.now_ms, self.quiet_ms = log_dir, node, now_ms, quiet_ms
         self.own_grew_at: int | None = None  # wall ms this machine's shard last grew

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..core.errors import InvalidInput, NotFound
 from ..storage import statefile
 from ..storage.identity import make_data_dir
-from ..web.auth import PEER_PREFIX, Tokens
+from ..tokens import PEER_PREFIX, Tokens
 
 PEERS_FILE = "peers.json"
 

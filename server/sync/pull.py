@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ import anyio
 import httpx2
 
 from ..core.errors import InvalidInput
-from ..core.hlc import Clock, date_offset
+from ..core.hlc import Clock, date_offset, wall_ms
 from .peerbook import Peer, PeerBook, editing, normalize_url
 from .replica import Replicas, SyncRefused, same_node
 from .routes import MAX_LIMIT, Summary, valid_node
@@ -30,10 +29,6 @@ log = logging.getLogger(__name__)
 
 MAX_PEERS = 64  # gossip stops learning beyond this many
 MAX_WHOLE_BYTES = 1 << 30  # a replaced (compacted) shard is fetched whole before it replaces the copy here
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class PeerFailed(Exception):
@@ -100,7 +95,7 @@ class Puller:
         replicas: Replicas,
         status: SyncStatus,
         http: httpx2.AsyncClient,
-        now_ms: Callable[[], int] = _wall_ms,
+        now_ms: Callable[[], int] = wall_ms,
         clock: Clock | None = None,
     ) -> None:
         self.clock = clock  # told what the peers' clocks say (HTTP Date), to find this machine's own skew

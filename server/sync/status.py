@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+from ..core.hlc import wall_ms
 
 
 @dataclass
@@ -34,7 +31,7 @@ class TransportState:
 class SyncStatus:
     """Thread-safe: transports report from their own tasks or threads."""
 
-    def __init__(self, now_ms: Callable[[], int] = _wall_ms) -> None:
+    def __init__(self, now_ms: Callable[[], int] = wall_ms) -> None:
         self.now_ms = now_ms
         self._lock = threading.Lock()
         self._states: dict[str, TransportState] = {}

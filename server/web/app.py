@@ -39,7 +39,8 @@ from ..storage.gcpause import collector_paused
 from ..storage.store import Store, StoreWriteFailed
 from ..sync.routes import sync_routes
 from ..sync.run import run_transports
-from .auth import IDENTITY_CHALLENGE, Guard, Tokens, identity_proof, request_limit
+from ..tokens import Tokens
+from .auth import IDENTITY_CHALLENGE, Guard, identity_proof, request_limit
 from .dashboard import web_routes
 from .responses import error_response, hivenote_error, http_error
 from .rest import rest_routes

@@ -23,7 +23,7 @@ from ..core.listing import MAX_LIMIT
 from ..core.model import NOTE_KINDS, Author
 from ..notebook import MAX_PROJECT, MAX_QUERY, MAX_TAG, MAX_TITLE
 from ..settings import SETTINGS_HELP, SYNC_SETTINGS, Settings
-from .auth import _NAME as _TOKEN_NAME  # the one rule for a person's name (Tokens.add checks it)
+from ..tokens import _NAME as _TOKEN_NAME  # the one rule for a person's name (Tokens.add checks it)
 
 if TYPE_CHECKING:
     from ..services import Services
