@@ -299,7 +299,7 @@ class Supervisor:
             )
             return
         except ShardLocked as exc:  # `hivenote serve` (or another tray) has the data dir: point at it, and wait
-            from hivenote.server.cli.remote import running_server
+            from hivenote.server.storage.serverfile import running_server
 
             self._retry_later(elsewhere=running_server(self.data_dir) or "")
             where = f" at {self._elsewhere}" if self._elsewhere else ""

@@ -169,3 +169,15 @@ class Tokens:
                 if hmac.compare_digest(digest, stored):
                     found = name
             return found
+
+
+IDENTITY_CHALLENGE = re.compile(r"[0-9a-f]{32,128}")
+
+
+def identity_proof(token: str, port: int, challenge: str) -> str:
+    """What the Hivenote of a data dir answers to `challenge` on `port` (GET /api/health?challenge=...): an HMAC
+    keyed with the owner's token, which only this data dir holds. The bridge checks it before it sends that token,
+    so a program holding the port (another account's, another data dir's Hivenote) gets nothing; the port is in it,
+    so a program relaying the challenge to the real server on another port cannot pass either."""
+    message = f"hivenote-identity\n{port}\n{challenge}".encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()

@@ -24,6 +24,7 @@ from ..provenance import acting_as
 from ..render import ago
 from ..settings import load_settings
 from ..storage import statefile
+from ..storage.serverfile import running_server
 from ..storage.store import Store, lock_holder
 from ..transfer import (
     ImportSummary,
@@ -35,7 +36,7 @@ from ..transfer import (
     parse_memory_jsonl,
     parse_notebook,
 )
-from .remote import RemoteNotebook, running_server
+from .remote import RemoteNotebook
 
 if TYPE_CHECKING:
     from .context import Context

@@ -12,8 +12,9 @@ from typing import Any, TextIO
 
 from ..notebook import Notebook
 from ..settings import load_settings, resolve_data_dir
+from ..storage.serverfile import running_server
 from ..storage.store import Store
-from .remote import RemoteNotebook, running_server
+from .remote import RemoteNotebook
 
 LOCK_WAIT_S = 5.0  # another CLI command may hold the data dir for a moment
 

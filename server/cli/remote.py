@@ -1,13 +1,10 @@
-"""The CLI's way to a running Hivenote: find it (the server records its URL in `<data dir>/server.json` while it
-holds the shard lock) and make the notebook's writes through its REST API, so the CLI keeps working while the
-server owns the data dir. Reads stay local: a read-only fold sees every acknowledged write."""
+"""The CLI's way to a running Hivenote (found by storage/serverfile.py): the notebook's writes go through its REST
+API, so the CLI keeps working while the server owns the data dir. Reads stay local: a read-only fold sees every
+acknowledged write."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -16,51 +13,8 @@ from .. import __version__
 from ..core.errors import HivenoteError, StoreError, error_for
 from ..core.model import Note
 from ..notebook import UNSET, Remembered
-from ..storage import statefile
-from ..storage.identity import lock_holder
 
 log = logging.getLogger(__name__)
-
-SERVER_FILE = "server.json"
-
-
-def announce(data_dir: Path, url: str) -> None:
-    """Written by the server once it answers: where to reach it."""
-    path = data_dir / SERVER_FILE
-    try:
-        with statefile.locked(path):
-            statefile.write_json(path, {"url": url, "pid": os.getpid()})
-    except (OSError, HivenoteError) as exc:  # a full disk: the server still serves (read-only), say what is missing
-        log.warning(
-            "could not write %s (%s): commands find this server by its port only until it is written", path, exc
-        )
-
-
-def withdraw(data_dir: Path) -> None:
-    """Removed by the server as it stops (only its own record)."""
-    path = data_dir / SERVER_FILE
-    with contextlib.suppress(HivenoteError, OSError), statefile.locked(path):
-        record = statefile.read_json(path)
-        if record is not None and record.get("pid") == os.getpid():
-            path.unlink()
-
-
-def server_record(data_dir: Path) -> dict[str, Any] | None:
-    """What the Hivenote holding this data dir's lock says about itself in server.json, or None when none runs."""
-    holder = lock_holder(data_dir)
-    if not holder:
-        return None
-    try:
-        record = statefile.read_json(data_dir / SERVER_FILE)
-    except HivenoteError:
-        return None
-    return record if record is not None and record.get("pid") == holder and "url" in record else None
-
-
-def running_server(data_dir: Path) -> str | None:
-    """The URL of the Hivenote that holds this data dir's lock, or None when none does."""
-    record = server_record(data_dir)
-    return None if record is None else str(record["url"])
 
 
 class RemoteNotebook:

@@ -12,7 +12,8 @@ from ..core.errors import InvalidInput
 from ..core.hlc import wall_ms
 from ..render import ago
 from ..settings import load_settings, save_setting
-from .remote import RemoteNotebook, running_server
+from ..storage.serverfile import running_server
+from .remote import RemoteNotebook
 
 if TYPE_CHECKING:
     from .context import Context

@@ -28,7 +28,7 @@ import httpx2
 from .. import __version__
 from ..core.errors import HivenoteError
 from ..storage.identity import make_data_dir
-from ..web.auth import identity_proof
+from ..tokens import identity_proof
 
 SERVER_START_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 30.0

@@ -24,7 +24,6 @@ from starlette.routing import BaseRoute, Route
 
 from .. import __version__
 from ..agents import AgentTracker
-from ..cli.remote import announce, withdraw
 from ..core.errors import HivenoteError
 from ..core.search import refresh_note_index
 from ..graph import Graph
@@ -36,11 +35,12 @@ from ..notebook import Notebook
 from ..services import Services
 from ..settings import Settings
 from ..storage.gcpause import collector_paused
+from ..storage.serverfile import announce, withdraw
 from ..storage.store import Store, StoreWriteFailed
 from ..sync.routes import sync_routes
 from ..sync.run import run_transports
-from ..tokens import Tokens
-from .auth import IDENTITY_CHALLENGE, Guard, identity_proof, request_limit
+from ..tokens import IDENTITY_CHALLENGE, Tokens, identity_proof
+from .auth import Guard, request_limit
 from .dashboard import web_routes
 from .responses import error_response, hivenote_error, http_error
 from .rest import rest_routes

@@ -9,11 +9,8 @@ SHA-256 digests (shown once); the default one is kept so `hivenote token show` a
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import ipaddress
 import json
-import re
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -34,16 +31,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 OPEN_PATHS = ("/api/health", "/api/session")
 # Everything but the dashboard's static files and the health check; /desktop is what the tray app adds.
 PROTECTED_PREFIXES = ("/mcp", "/api", "/sync", "/desktop")
-IDENTITY_CHALLENGE = re.compile(r"[0-9a-f]{32,128}")
-
-
-def identity_proof(token: str, port: int, challenge: str) -> str:
-    """What the Hivenote of a data dir answers to `challenge` on `port` (GET /api/health?challenge=...): an HMAC
-    keyed with the owner's token, which only this data dir holds. The bridge checks it before it sends that token,
-    so a program holding the port (another account's, another data dir's Hivenote) gets nothing; the port is in it,
-    so a program relaying the challenge to the real server on another port cannot pass either."""
-    message = f"hivenote-identity\n{port}\n{challenge}".encode()
-    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
 
 def machine_names() -> frozenset[str]:

@@ -5,15 +5,11 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hivenote.server.cli.main import main
-from hivenote.server.cli.remote import SERVER_FILE, running_server
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.live import Running
-else:
-    from live import Running
+from hivenote.server.storage.serverfile import SERVER_FILE, running_server
+from tests.support.live import Running
 
 
 def cli(running: Running, *argv: str) -> tuple[int, Any, str]:

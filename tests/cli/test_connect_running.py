@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hivenote.server.cli.remote import running_server
 from hivenote.server.storage.identity import lock_holder
-from tests.server.live import free_port, health, wait_until
+from hivenote.server.storage.serverfile import running_server
+from tests.support.live import free_port, health, wait_until
 
 WAIT_S = 60
 
