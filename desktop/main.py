@@ -2,22 +2,47 @@
 `uninstall-desktop` are the desktop's own commands, `doctor` gains desktop checks, everything else is the
 server's command line (hivenote.server.cli.main).
 
+The server's commands never import the desktop parts (the `hivenote[desktop]` extra: pystray, pywebview, Pillow,
+pyperclip, PyGObject): this module imports them only inside the desktop commands, after desktop/parts.py found
+them. Without them, the tray, `--window`, `install-desktop` and `autostart` say what is missing and the command
+that installs it, and exit with code 6 (parts.EXIT_NOT_INSTALLED); `doctor` says so too; `quit` and
+`uninstall-desktop` work without them.
+
 Frozen builds (PyInstaller) have no `python -m`, so the dashboard window process is started as
 `hivenote --window URL` and dispatched here before any argument parsing.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hivenote.server.cli import main as cli
-from hivenote.server.cli.main import AddCommand, Context
+from hivenote.server.cli.context import AddCommand, Context
+
+from . import parts
+
+
+def without_desktop_parts(ctx: Context, what: str) -> int | None:
+    """None when the desktop parts are installed; else says what is missing and how to install it, and returns
+    the exit code for it."""
+    absent = parts.missing()
+    if not absent:
+        return None
+    text = parts.message(absent, what)
+    if ctx.json:
+        ctx.err.write(json.dumps({"error": {"code": "desktop_not_installed", "message": text}}) + "\n")
+    else:
+        ctx.err.write(f"hivenote: {text}")
+    return parts.EXIT_NOT_INSTALLED
 
 
 def cmd_tray(ctx: Context) -> int:
+    if (code := without_desktop_parts(ctx, "the tray app")) is not None:
+        return code
     from .app import run_tray
 
     flags = {"port": getattr(ctx.args, "port", None), "host": getattr(ctx.args, "host", None)}
@@ -38,6 +63,8 @@ def cmd_quit(ctx: Context) -> int:
 
 
 def cmd_autostart(ctx: Context) -> int:
+    if (code := without_desktop_parts(ctx, "starting the tray app at login")) is not None:
+        return code
     from .app import login_command
     from .autostart import autostart
 
@@ -55,6 +82,8 @@ def cmd_autostart(ctx: Context) -> int:
 
 
 def cmd_install_desktop(ctx: Context) -> int:
+    if (code := without_desktop_parts(ctx, "the applications-menu entry (it starts the tray app)")) is not None:
+        return code
     from .menu_entry import install
 
     written = install()
@@ -75,6 +104,14 @@ def cmd_uninstall_desktop(ctx: Context) -> int:
 
 
 def doctor_desktop(ctx: Context) -> tuple[str, Any, list[str]]:
+    absent = parts.missing()
+    if absent:
+        install = parts.install_command()
+        lines = [
+            f"desktop parts: not installed (missing: {', '.join(absent)}); this install is the headless server "
+            f"(`hivenote serve`). For the tray app and the dashboard window: {install}"
+        ]
+        return "desktop", {"installed": False, "missing": absent, "install": install}, lines
     from .backends import INSTALL_HINT, graphical_session, tray_backend, tray_host, window_backend
 
     tray, window = tray_backend(), window_backend()
@@ -111,7 +148,10 @@ def desktop_commands(add: AddCommand) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--window"]:
+    if args[:1] == ["--window"]:  # started by the tray, which needs the same parts: only a broken install gets here
+        if absent := parts.missing():
+            sys.stderr.write(f"hivenote: {parts.message(absent, 'the dashboard window')}")
+            return parts.EXIT_NOT_INSTALLED
         from .window import main as window_main
 
         return window_main(args[1:])

@@ -15,13 +15,14 @@ import sys
 import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
-
-from PIL import Image
+from typing import TYPE_CHECKING
 
 from hivenote.server.core.errors import HivenoteError
 
 from .autostart import APP_ID, AutostartFailed, _write_atomically, exec_quote, launcher_command
-from .icons import app_icon
+
+if TYPE_CHECKING:  # Pillow draws the icons for `install` only: `uninstall` works without the desktop parts
+    from PIL import Image
 
 ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
 _TOOL_TIMEOUT_SECONDS = 30
@@ -60,6 +61,8 @@ def install(
             f"Could not write the menu entry {path}: the command {argv!r} is not valid UTF-8. Install Hivenote "
             "under a folder whose name is UTF-8, then try again."
         ) from exc
+    from .icons import app_icon
+
     files = {icon: _png(app_icon(size)) for size, icon in zip(ICON_SIZES, _icon_paths(data_home), strict=True)}
     files[path] = entry
     new_folders = [folder for folder in _folders(files, data_home) if not folder.exists()]

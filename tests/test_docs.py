@@ -18,7 +18,7 @@ def test_the_readme_has_exactly_two_setup_commands() -> None:
     commands = readme_commands()
     assert len(commands) == 2
     install, test = commands
-    assert "pip install ." in install and "hivenote" in install
+    assert 'pip install ".[desktop]"' in install and install.endswith("hivenote")  # the tray app, one command
     assert "[test]" in test and "pytest" in test
 
 
