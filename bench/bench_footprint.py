@@ -19,20 +19,20 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 
 if TYPE_CHECKING:  # run as a script, this folder (and the tests' helpers) are put on sys.path
     from bench.bench_core import write_log
     from bench.proc import cpu_s, rss_mb, settle
-    from tests.desktop.harness import start_desktop
-    from tests.server.live import free_port, health
+    from tests.support.harness import start_desktop
+    from tests.support.live import free_port, health
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench_core import write_log
     from proc import cpu_s, rss_mb, settle
 
-    from tests.desktop.harness import start_desktop
-    from tests.server.live import free_port, health
+    from tests.support.harness import start_desktop
+    from tests.support.live import free_port, health
 
 
 def wait_up(port: int, process: subprocess.Popen[bytes]) -> None:

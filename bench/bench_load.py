@@ -31,17 +31,17 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from hivenote.server.storage.store import Store
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 
 if TYPE_CHECKING:  # run as a script (or imported by the tests), the project root is put on sys.path
     from bench.bench_core import WORDS, note_fields, write_log
     from bench.proc import cpu_s, rss_mb, settle
-    from tests.server.live import mcp_session
+    from tests.support.live import mcp_session
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench.bench_core import WORDS, note_fields, write_log
     from bench.proc import cpu_s, rss_mb, settle
-    from tests.server.live import mcp_session
+    from tests.support.live import mcp_session
 
 # The mixed workload, in percent of calls.
 MIX = (

@@ -1,4 +1,5 @@
-"""Shared fixtures; and CI's rule that a skipped test is a failure unless it is expected."""
+"""Shared fixtures (the browser ones come from tests/support/browser.py); and CI's rule that a skipped test is a
+failure unless it is expected."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from pathlib import Path
 import pytest
 
 from hivenote.server.storage.store import Store
+from tests.support.live import Running, serve
+
+pytest_plugins = ["tests.support.browser"]
 
 os.environ.setdefault("PYTHONWARNDEFAULTENCODING", "1")
 
@@ -30,3 +34,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def store(tmp_path: Path) -> Iterator[Store]:
     with Store(tmp_path / "data") as opened:
         yield opened
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Running]:
+    """A real uvicorn on 127.0.0.1 over a real store in tmp_path/data (see tests/support/live.py)."""
+    with serve(tmp_path / "data") as server:
+        yield server

@@ -11,7 +11,7 @@ import anyio
 
 from hivenote.server.agents import AgentTracker
 from hivenote.server.core.model import Author
-from tests.server.live import exchange, mcp_session, serve
+from tests.support.live import exchange, mcp_session, serve
 
 
 def test_the_tracker_holds_a_bounded_number_of_clients_newest_kept() -> None:

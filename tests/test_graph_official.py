@@ -8,7 +8,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,27 +18,15 @@ from hivenote.server.core.errors import EntityNotFound, InvalidInput
 from hivenote.server.core.model import Entity, Relation
 from hivenote.server.graph import Graph, graph_json
 from hivenote.server.storage.store import Store
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.official import (
-        Exchange,
-        Transcript,
-        answer,
-        call_tool,
-        compact,
-        load_transcript,
-        transcript_path,
-    )
-else:
-    from official import (
-        Exchange,
-        Transcript,
-        answer,
-        call_tool,
-        compact,
-        load_transcript,
-        transcript_path,
-    )
+from tests.support.official import (
+    Exchange,
+    Transcript,
+    answer,
+    call_tool,
+    compact,
+    load_transcript,
+    transcript_path,
+)
 
 GraphJson = dict[str, list[dict[str, Any]]]
 

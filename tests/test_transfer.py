@@ -8,7 +8,7 @@ import json
 import re
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,11 +30,7 @@ from hivenote.server.transfer import (
     parse_memory_jsonl,
     parse_notebook,
 )
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.official import Exchange, FileContents, Transcript, answer, call_tool, compact, load_transcript
-else:
-    from official import Exchange, FileContents, Transcript, answer, call_tool, compact, load_transcript
+from tests.support.official import Exchange, FileContents, Transcript, answer, call_tool, compact, load_transcript
 
 IMPORTER = Author(agent="import", client="tests")
 

@@ -16,8 +16,8 @@ from playwright.sync_api import Page, expect
 from hivenote.desktop.routes import desktop_routes
 from hivenote.desktop.supervisor import Supervisor
 from hivenote.server.settings import load_settings
-from hivenote.server.web.auth import Tokens
-from tests.server.live import exchange
+from hivenote.server.tokens import Tokens
+from tests.support.live import exchange
 
 WAIT_MS = 30_000
 

@@ -8,9 +8,9 @@ from playwright.sync_api import Dialog, Page, Route, expect
 
 from hivenote.server.core.model import Op
 from hivenote.server.notebook import Notebook
-from tests.dashboard.conftest import Pages
-from tests.dashboard.helpers import CURSOR, api, card_ids, screenshot, seed, write_log
-from tests.server.live import Running, serve, wait_until
+from tests.support.browser import Pages
+from tests.support.dashboard import CURSOR, api, card_ids, screenshot, seed, write_log
+from tests.support.live import Running, serve, wait_until
 
 WAIT_MS = 10_000
 

@@ -11,9 +11,9 @@ from PIL import Image
 from playwright.sync_api import Page, Route, expect
 
 from hivenote.server.core.model import Author
-from tests.dashboard.conftest import Pages, Scheme
-from tests.dashboard.helpers import CURSOR, api, screenshot, seed
-from tests.server.live import Running
+from tests.support.browser import Pages, Scheme
+from tests.support.dashboard import CURSOR, api, screenshot, seed
+from tests.support.live import Running
 
 WAIT_MS = 10_000
 MEMORY_JSONL = (

@@ -18,8 +18,8 @@ from hivenote.desktop.autostart import autostart
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
-from hivenote.server.web.auth import Tokens
-from tests.server.live import wait_until
+from hivenote.server.tokens import Tokens
+from tests.support.live import wait_until
 
 WAIT_MS = 30_000
 STOPPED = "Hivenote's server is stopped"

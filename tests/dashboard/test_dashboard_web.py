@@ -17,8 +17,8 @@ from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
 from hivenote.server.web.app import create_app
 from hivenote.server.web.dashboard import CSP
-from tests.dashboard.helpers import CLIENT, api
-from tests.server.live import Running, exchange, fetch
+from tests.support.dashboard import CLIENT, api
+from tests.support.live import Running, exchange, fetch
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "server" / "dashboard"
 STRICT = {

@@ -17,9 +17,9 @@ from hivenote.server.cli import main as cli
 from hivenote.server.core.errors import HivenoteError
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.serve import ServerThread, bind
-from tests.server.live import exchange
+from tests.support.live import exchange
 
 
 def run(*args: str) -> tuple[int, str, str]:

@@ -7,16 +7,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from tests.server.live import free_port
-
-if TYPE_CHECKING:
-    from tests.desktop.harness import start_desktop
-    from tests.desktop.test_tray_app import App, title
-else:
-    from harness import start_desktop
-    from test_tray_app import App, title
+from tests.support.harness import start_desktop
+from tests.support.live import free_port
+from tests.support.tray import App, title
 
 WAIT_S = 30
 

@@ -7,14 +7,10 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.desktop.harness import Desktop, MenuEntry, poll, start_desktop
-else:
-    from harness import Desktop, MenuEntry, poll, start_desktop
+from tests.support.harness import Desktop, MenuEntry, poll, start_desktop
 
 GREEN = (0, 187, 102, 255)
 APP = f"""

@@ -10,7 +10,6 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 from PIL import Image, ImageChops
@@ -27,12 +26,8 @@ from hivenote.desktop.menu_entry import (
     where,
 )
 from hivenote.server.core.errors import HivenoteError
-from tests.privileges import without_root_powers
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.desktop.test_autostart import AWKWARD, desktop_keys, parse_exec, validate
-else:
-    from test_autostart import AWKWARD, desktop_keys, parse_exec, validate
+from tests.support.desktop_entry import AWKWARD, desktop_keys, parse_exec, validate
+from tests.support.privileges import without_root_powers
 
 # The one hint desktop-file-validate gives, on purpose: Hivenote is listed under both Utility and Development.
 TWO_MAIN_CATEGORIES = "contains more than one main category"

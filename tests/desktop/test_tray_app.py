@@ -15,7 +15,6 @@ import sys
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -23,17 +22,13 @@ from PIL import Image, ImageChops
 
 from hivenote.desktop.icons import tray_icon
 from hivenote.server.storage.store import lock_holder
-from hivenote.server.web.auth import Tokens
-from tests.disks import fill, tmpfs
-from tests.server.live import call, free_port, health, mcp_session
-
-if TYPE_CHECKING:
-    from tests.desktop.harness import Desktop, TrayItem, poll, start_desktop
-else:
-    from harness import Desktop, TrayItem, poll, start_desktop
+from hivenote.server.tokens import Tokens
+from tests.support.disks import fill, tmpfs
+from tests.support.harness import Desktop, poll, start_desktop
+from tests.support.live import call, free_port, health, mcp_session
+from tests.support.tray import WINDOW, App, entry, has_brand_colour, labels, title
 
 WAIT_S = 30
-WINDOW = "^Hivenote$"
 TOP_MENU = [
     "Running on 127.0.0.1:{port}",
     "No agents online",
@@ -50,25 +45,6 @@ TOP_MENU = [
 ]
 
 
-class App:
-    def __init__(self, desktop: Desktop, data_dir: Path, port: int) -> None:
-        self.desktop, self.data_dir, self.port = desktop, data_dir, port
-        argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir), "tray", "--port", str(port)]
-        self.process = desktop.spawn("app", argv)
-
-    def exit_code(self) -> int:
-        try:
-            return self.process.wait(WAIT_S)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"the app did not exit\n{self.desktop.output('app')}") from None
-
-    def launch_again(self, *args: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(self.data_dir), *args]
-        return subprocess.run(
-            argv, env=self.desktop.env, capture_output=True, text=True, encoding="utf-8", timeout=WAIT_S, check=False
-        )
-
-
 @pytest.fixture
 def desktop(tmp_path: Path) -> Iterator[Desktop]:
     with start_desktop(tmp_path) as started:
@@ -78,19 +54,6 @@ def desktop(tmp_path: Path) -> Iterator[Desktop]:
 @pytest.fixture
 def app(desktop: Desktop, tmp_path: Path) -> App:
     return App(desktop, tmp_path / "data", free_port())
-
-
-def title(item: TrayItem) -> str:
-    return str(item.prop("Title"))
-
-
-def labels(item: TrayItem) -> list[str]:
-    return [entry.label for entry in item.menu()]
-
-
-def entry(item: TrayItem, label: str) -> tuple[bool, bool | None]:
-    found = next(e for e in item.menu() if e.label == label)
-    return found.enabled, found.checked
 
 
 def centre_alpha(image: Image.Image) -> int:
@@ -212,17 +175,6 @@ def copy_in_window(desktop: Desktop, window: str) -> bool:
 def same(shown: Image.Image, drawn: Image.Image) -> bool:
     """The panel gets exactly the icon drawn for the state (PNG files are lossless)."""
     return ImageChops.difference(shown.convert("RGBA"), drawn).getbbox(alpha_only=False) is None
-
-
-def has_brand_colour(image: Image.Image) -> bool:
-    """The dashboard's amber (#f5a524 and near) covers a button and the logo: more than a few hundred pixels."""
-    colours = image.convert("RGB").getcolors(1 << 24) or []
-    amber = 0
-    for count, colour in colours:
-        assert isinstance(colour, tuple)
-        r, g, b = colour[:3]
-        amber += count if r > 220 and 140 < g < 190 and b < 80 else 0
-    return amber > 500
 
 
 def test_port_in_use_is_shown_and_start_retries(app: App, desktop: Desktop) -> None:

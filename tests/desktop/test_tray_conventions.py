@@ -7,18 +7,12 @@ from __future__ import annotations
 import socket
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gi.repository import GLib
 
-from tests.server.live import free_port
-
-if TYPE_CHECKING:
-    from tests.desktop.harness import ITEM_INTERFACE, TrayItem, poll, start_desktop
-    from tests.desktop.test_tray_app import WINDOW, App, entry, title
-else:
-    from harness import ITEM_INTERFACE, TrayItem, poll, start_desktop
-    from test_tray_app import WINDOW, App, entry, title
+from tests.support.harness import ITEM_INTERFACE, TrayItem, poll, start_desktop
+from tests.support.live import free_port
+from tests.support.tray import WINDOW, App, entry, title
 
 WAIT_S = 30
 

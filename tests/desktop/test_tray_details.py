@@ -9,18 +9,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from tests.server.live import free_port, health
-
-if TYPE_CHECKING:
-    from tests.desktop.harness import poll, start_desktop
-    from tests.desktop.test_autostart import desktop_keys, parse_exec
-    from tests.desktop.test_tray_app import WINDOW, App, entry, title
-else:
-    from harness import poll, start_desktop
-    from test_autostart import desktop_keys, parse_exec
-    from test_tray_app import WINDOW, App, entry, title
+from tests.support.desktop_entry import desktop_keys, parse_exec
+from tests.support.harness import poll, start_desktop
+from tests.support.live import free_port, health
+from tests.support.tray import WINDOW, App, entry, title
 
 WAIT_S = 30
 

@@ -7,17 +7,11 @@ import json
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hivenote.server.storage.store import lock_holder
-from tests.server.live import free_port, health
-
-if TYPE_CHECKING:
-    from tests.desktop.harness import poll, start_desktop
-    from tests.desktop.test_tray_app import WINDOW, App, entry, labels, title
-else:
-    from harness import poll, start_desktop
-    from test_tray_app import WINDOW, App, entry, labels, title
+from tests.support.harness import poll, start_desktop
+from tests.support.live import free_port, health
+from tests.support.tray import WINDOW, App, entry, labels, title
 
 WAIT_S = 30
 

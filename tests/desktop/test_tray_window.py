@@ -7,19 +7,13 @@ from __future__ import annotations
 import json
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PIL import Image
 
-from hivenote.server.web.auth import Tokens
-from tests.server.live import free_port, health
-
-if TYPE_CHECKING:
-    from tests.desktop.harness import Desktop, poll, start_desktop
-    from tests.desktop.test_tray_app import App, has_brand_colour, title
-else:
-    from harness import Desktop, poll, start_desktop
-    from test_tray_app import App, has_brand_colour, title
+from hivenote.server.tokens import Tokens
+from tests.support.harness import Desktop, poll, start_desktop
+from tests.support.live import free_port, health
+from tests.support.tray import App, has_brand_colour, title
 
 WAIT_S = 30
 WINDOW = "^Hivenote$"

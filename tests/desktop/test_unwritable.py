@@ -1,7 +1,7 @@
 """A data dir this account cannot write (made by an earlier `sudo hivenote`): the tray, started from a terminal or
 from the applications menu, and `hivenote remember` say what happened and how to fix it, with the documented exit
 code and no traceback; from the menu (no terminal) a dialog shows it. Run where file permissions apply to the
-child even as root (tests.privileges)."""
+child even as root (tests.support.privileges)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.privileges import without_root_powers
-from tests.server.live import free_port
-
-if TYPE_CHECKING:
-    from tests.desktop.harness import Desktop, poll, start_desktop
-else:
-    from harness import Desktop, poll, start_desktop
+from tests.support.harness import Desktop, poll, start_desktop
+from tests.support.live import free_port
+from tests.support.privileges import without_root_powers
 
 WAIT_S = 30
 EXIT_STORE = 5  # the command line's documented "storage error"

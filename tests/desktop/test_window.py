@@ -8,16 +8,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.server.live import Running, serve
-
-if TYPE_CHECKING:
-    from tests.desktop.harness import Desktop, poll, start_desktop
-else:
-    from harness import Desktop, poll, start_desktop
+from tests.support.harness import Desktop, poll, start_desktop
+from tests.support.live import Running, serve
 
 WAIT_S = 30
 WINDOW = "^Hivenote$"

@@ -28,7 +28,7 @@ from hivenote.server.mcp.notebook import build_notebook_server
 from hivenote.server.mcp.wire import official_tools
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
-from tests.server.live import serve
+from tests.support.live import serve
 
 # Per tool and mode: about half a minute for the module. A deeper hunt, by hand: HIVENOTE_FUZZ_EXAMPLES=1000.
 EXAMPLES = int(os.environ.get("HIVENOTE_FUZZ_EXAMPLES", "100"))

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hivenote.server import __version__
 from hivenote.server.web.rest import ENDPOINTS
 from hivenote.server.web.rest_schema import openapi_document
-from tests.server.live import Running, call, serve
+from tests.support.live import Running, call, serve
 
 with warnings.catch_warnings():
     # schemathesis reads its own config schema without `encoding=` when imported: an EncodingWarning under

@@ -11,7 +11,6 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -23,14 +22,10 @@ from hivenote.server.mcp.stdio import Bridge, Pool, event_data, read_body
 from hivenote.server.settings import Settings
 from hivenote.server.storage.identity import lock_holder
 from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
-from hivenote.server.web.auth import Tokens
 from hivenote.server.web.serve import ServerThread, bind
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.live import GRAPH_URI, Inbox, Running, call, free_port, subscribe, wait_until
-else:
-    from live import GRAPH_URI, Inbox, Running, call, free_port, subscribe, wait_until
+from tests.support.live import GRAPH_URI, Inbox, Running, call, free_port, subscribe, wait_until
 
 NAME = Implementation(name="claude-ai", version="0.1.0")
 

@@ -17,10 +17,10 @@ from typing import ClassVar
 
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
-from hivenote.server.web.auth import Tokens
 from hivenote.server.web.serve import ServerThread, bind
-from tests.server.live import free_port, wait_until
+from tests.support.live import free_port, wait_until
 
 INITIALIZE = {
     "jsonrpc": "2.0",

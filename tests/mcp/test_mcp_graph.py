@@ -11,8 +11,7 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import httpx2
@@ -46,15 +45,10 @@ from hivenote.server.mcp import graph as mcp_graph
 from hivenote.server.mcp.graph import GRAPH_URI, GraphMCP
 from hivenote.server.mcp.wire import graph_text, js_stringify, official_tools, schema_issues
 from hivenote.server.storage.store import Store
+from tests.support.live import Inbox, subscribe
+from tests.support.official import REFERENCE, SCHEMA_ERROR_PREFIX, compact, transcript_path
 
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.live import Inbox, subscribe
-    from tests.server.official import SCHEMA_ERROR_PREFIX, compact, transcript_path
-else:
-    from live import Inbox, subscribe
-    from official import SCHEMA_ERROR_PREFIX, compact, transcript_path
-
-REFERENCE_TOOLS = Path(__file__).parent / "reference" / "official-memory-tools.json"
+REFERENCE_TOOLS = REFERENCE / "official-memory-tools.json"
 WAIT_S = 10  # generous deadline for anything that should take milliseconds (as in live.py)
 NO_NAMES = "Invalid input: expected array, received undefined at names"
 

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import Implementation
 
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.live import Running
-else:
-    from live import Running
+from tests.support.live import Running
 
 MCP_REMOTE = Path(__file__).resolve().parents[1] / "tools" / "node_modules" / ".bin" / "mcp-remote"
 

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from mcp import MCPError
 
-from tests.server.live import mcp_session, serve
+from tests.support.live import mcp_session, serve
 
 HUGE = "x" * (1 << 20)  # the body alone is past the 1 MiB request limit
 

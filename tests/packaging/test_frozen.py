@@ -29,7 +29,7 @@ from mcp.types import Implementation
 
 import hivenote.desktop
 from hivenote.server import __version__
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.dashboard import load_assets
 
 SPEC = Path(__file__).resolve().parents[2] / "packaging" / "hivenote.spec"

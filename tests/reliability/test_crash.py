@@ -19,8 +19,8 @@ import urllib.request
 from pathlib import Path
 
 from hivenote.server.storage.store import Store
-from hivenote.server.web.auth import Tokens
-from tests.server.live import free_port
+from hivenote.server.tokens import Tokens
+from tests.support.live import free_port
 
 ROUNDS = 20
 WRITERS = 8

@@ -20,10 +20,10 @@ import pytest
 from hivenote.server.core.errors import HivenoteError
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
 from hivenote.server.web import serve
 from hivenote.server.web.app import create_app
-from hivenote.server.web.auth import Tokens
-from tests.server.live import free_port, health, wait_until
+from tests.support.live import free_port, health, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 START_S = 60

@@ -7,8 +7,8 @@ import json
 import urllib.request
 from pathlib import Path
 
-from tests.disks import fill, tmpfs
-from tests.server.live import exchange, fetch, serve
+from tests.support.disks import fill, tmpfs
+from tests.support.live import exchange, fetch, serve
 
 
 def test_token_and_settings_writes_on_a_full_disk_say_why_and_leave_nothing_behind(tmp_path: Path) -> None:

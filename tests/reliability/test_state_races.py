@@ -15,7 +15,7 @@ import pytest
 from hivenote.server.core.errors import InvalidInput
 from hivenote.server.settings import load_settings, save_setting
 from hivenote.server.sync.peerbook import list_peers
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 
 ROUNDS = 60
 WAIT_S = 240
@@ -24,7 +24,7 @@ WAIT_S = 240
 TOKEN_WRITER = """
 import json, sys
 from pathlib import Path
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 path, prefix, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 kept = {}
 for i in range(rounds):
@@ -39,7 +39,7 @@ print(json.dumps(kept))
 TOKEN_READER = """
 import sys, time
 from pathlib import Path
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 from hivenote.server.core.errors import HivenoteError
 path, seconds = Path(sys.argv[1]), float(sys.argv[2])
 tokens, failures, reads, until = Tokens(path), 0, 0, time.monotonic() + seconds

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.server.live import fetch, serve
+from tests.support.live import fetch, serve
 
 CLIENT = "hivenote-dashboard/0.1.0"
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]

@@ -13,7 +13,7 @@ from playwright.sync_api import Dialog, Page, expect
 
 from hivenote.server.core.model import Author, Op
 from hivenote.server.notebook import Notebook
-from tests.server.live import Running, serve
+from tests.support.live import Running, serve
 
 WAIT_MS = 10_000
 IMG = '<img src="data:," onerror="window.pwned=\'img\'">'  # an image that fails to load, without a request

@@ -22,7 +22,7 @@ from hivenote.server.settings import save_setting
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.peerbook import editing
 from hivenote.server.sync.replica import Replicas
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 
 ME = Author("cli", "hivenote-cli", "")
 

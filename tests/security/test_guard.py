@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.live import Running, fetch, serve
+from tests.support.live import Running, fetch, serve
 
 WRITE_PATHS = ("/api/notes", "/api/import", "/api/tokens", "/mcp", "/mcp/graph")
 EVERY_KIND_OF_ROUTE = (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.live import Running, fetch, serve
+from tests.support.live import Running, fetch, serve
 
 DEEP = 100_000  # far past Python's recursion limit
 

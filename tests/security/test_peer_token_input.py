@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from hivenote.server.sync.peerbook import list_peers, peer_token_name
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 
 TOKEN = "hn_peer_" + "s" * 32
 

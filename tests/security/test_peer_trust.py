@@ -19,9 +19,9 @@ from hivenote.server.sync.peerbook import add_peer, load_peers
 from hivenote.server.sync.pull import Puller
 from hivenote.server.sync.replica import Replicas, SyncRefused, check_node_name
 from hivenote.server.sync.status import SyncStatus
-from hivenote.server.web.auth import new_token
-from tests.server.live import Running, fetch, serve
-from tests.sync.peer_inprocess import Hostile, hostile_peer
+from hivenote.server.tokens import new_token
+from tests.support.live import Running, fetch, serve
+from tests.support.peer_inprocess import Hostile, hostile_peer
 
 OWN = "puller-0001"
 HOSTILE_NAMES = [

@@ -24,10 +24,10 @@ from hivenote.server.storage import opcache
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import BucketSync
-from tests.disks import fill, tmpfs
+from tests.support.disks import fill, tmpfs
 
 if TYPE_CHECKING:
-    from tests.sync.s3env import Moto
+    from tests.support.s3env import Moto
 
 ME = Author("cli", "hivenote-cli", "")
 PRECIOUS = b"the victim's own bytes\n"
@@ -129,7 +129,7 @@ def test_the_op_cache_is_not_written_through_a_link_at_its_temp_name(tmp_path: P
 @pytest.fixture
 def moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Moto]:
     """The S3 server on loopback, in an AWS environment that reaches nothing else."""
-    from tests.sync.s3env import moto_sandbox
+    from tests.support.s3env import moto_sandbox
 
     with moto_sandbox(monkeypatch, tmp_path) as server:
         yield server
@@ -138,7 +138,7 @@ def moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Moto]:
 def test_the_bucket_state_is_not_written_through_a_link_at_its_temp_name(
     tmp_path: Path, victim: Path, moto: Moto
 ) -> None:
-    from tests.sync.s3env import s3_settings
+    from tests.support.s3env import s3_settings
 
     with moto.client() as client:
         client.create_bucket(Bucket="hive-temp")

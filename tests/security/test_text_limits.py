@@ -18,7 +18,7 @@ from hivenote.server.graph import MAX_NAME_BYTES, MAX_OBSERVATION_BYTES, Graph
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 from hivenote.server.transfer import parse_memory_jsonl, parse_notebook
-from tests.server.live import mcp_client, serve
+from tests.support.live import mcp_client, serve
 
 ME = Author("cli", "hivenote-cli", "")
 OVERRIDES = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"]

@@ -24,9 +24,9 @@ from hivenote.server.core.errors import InvalidInput
 from hivenote.server.settings import DEFAULT_HOST, Settings, load_settings, save_setting
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.peerbook import add_peer
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
-from hivenote.server.web.auth import Tokens
-from tests.server.live import Running, fetch, mcp_client, serve
+from tests.support.live import Running, fetch, mcp_client, serve
 
 BEYOND_LOOPBACK = ["0.0.0.0", "::", "192.0.2.2", "laptop.local", "100.64.1.2"]
 

@@ -178,7 +178,7 @@ def test_a_fork_and_a_new_node_id_show_in_the_servers_sync_status(tmp_path: Path
     """A person sees it: the status every surface reads (`sync status`, dashboard, tray) names what happened."""
     import httpx2
 
-    from tests.sync.peer_inprocess import served
+    from tests.support.peer_inprocess import served
 
     data = tmp_path / "data"
     with Store(data) as store:

@@ -12,7 +12,7 @@ from playwright.sync_api import Page
 
 from hivenote.server.core.model import Author, Op
 from hivenote.server.notebook import Notebook
-from tests.server.live import Running
+from tests.support.live import Running
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
 CLIENT = "hivenote-dashboard/test"

@@ -23,8 +23,8 @@ from mcp.types import EmptyResult, Implementation, ResourceUpdatedNotification, 
 from hivenote.server.agents import AgentTracker
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
-from hivenote.server.web.auth import Tokens
 from hivenote.server.web.serve import ServerThread, bind
 
 

@@ -22,14 +22,10 @@ import urllib.error
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hivenote.server.storage.identity import read_node
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.sync.peer_nodes import Node
-else:
-    from peer_nodes import Node
+from tests.support.peer_nodes import Node
 
 HEAL_S = 150  # every install running and every transport up again: converged well within this
 POLL_S = 0.25

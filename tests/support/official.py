@@ -16,9 +16,10 @@ from typing import Any
 from hivenote.server.core.model import Entity, Relation
 from hivenote.server.graph import Graph, graph_json
 
+REFERENCE = Path(__file__).parent / "reference"  # recorded from the real server: its transcript and its tool list
 TRANSCRIPT_NAME = "official-memory-transcript.txt"
 _CANDIDATES = (
-    Path(__file__).parent / "reference" / TRANSCRIPT_NAME,  # vendored: recorded from the real server
+    REFERENCE / TRANSCRIPT_NAME,  # vendored: recorded from the real server
 )
 
 # Requests answered by the MCP layer (not built yet), never by a graph operation, with why they are not replayed.

@@ -19,8 +19,8 @@ from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
-from hivenote.server.web.auth import Tokens
 from hivenote.server.web.serve import ServerThread, bind
 
 

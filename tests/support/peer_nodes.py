@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from hivenote.server.storage.identity import read_node
-from hivenote.server.web.auth import Tokens
-from tests.server.live import call, exchange, free_port, health
+from hivenote.server.tokens import Tokens
+from tests.support.live import call, exchange, free_port, health
 
 START_S = 30
 WAIT_S = 20  # for anything that should take a second or two

@@ -23,8 +23,8 @@ from hivenote.server.core.model import CorruptLine, decode_op
 from hivenote.server.services import Services
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
-from hivenote.server.web.auth import Tokens
 from hivenote.server.web.serve import ServerThread, bind
 
 WAIT_S = 20  # generous: sync rounds take a fraction of a second here

@@ -1,6 +1,6 @@
 """Regenerate the desktop screenshots in docs/screenshots/ that no test takes as a by-product. Run by hand:
 
-    .venv/bin/python -m tests.desktop.screenshots
+    .venv/bin/python -m tests.support.screenshots
 
 - error-dialog.png: the dialog a menu launch shows for a data dir made by `sudo hivenote` (on a private X display,
   with a realistic path rather than a test's temporary one);
@@ -17,17 +17,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PIL import Image
 
 from hivenote.desktop.icons import tray_icon
-
-if TYPE_CHECKING:
-    from tests.desktop.harness import poll, start_desktop
-else:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from harness import poll, start_desktop
+from tests.support.harness import poll, start_desktop
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 DIALOG = """

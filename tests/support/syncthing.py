@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.server.live import free_port
+from tests.support.live import free_port
 
 FOLDER_ID = "hivenote-log"
 START_S = 30  # 1.19 connects in ~3 s; a stalled Hello exchange can take much longer, so fail clearly instead

@@ -14,17 +14,13 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hivenote.server.settings import load_settings
 from hivenote.server.storage.identity import read_node
-from hivenote.server.web.auth import Tokens
-from tests.server.live import call, free_port, health
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.sync.syncthing import wait_for
-else:
-    from syncthing import wait_for
+from hivenote.server.tokens import Tokens
+from tests.support.live import call, free_port, health
+from tests.support.syncthing import wait_for
 
 START_S = 30
 

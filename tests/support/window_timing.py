@@ -1,7 +1,7 @@
 """How long the dashboard window takes from a click on *Open dashboard* to a painted dashboard, on a private X
 display with the real tray app (the figure quoted in README.md). Not a test: run it by hand.
 
-    .venv/bin/python -m tests.desktop.window_timing [--runs 10] [--dark]
+    .venv/bin/python -m tests.support.window_timing [--runs 10] [--dark]
 
 Each run clicks the menu item through dbusmenu as a panel does, then screenshots the window until the dashboard's
 amber shows (painted), and notes the first frame the window showed and whether it was white (the flash). The
@@ -12,24 +12,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PIL import Image
 
-from tests.server.live import free_port
-
-if TYPE_CHECKING:
-    from tests.desktop.harness import Desktop, poll, start_desktop
-    from tests.desktop.test_tray_app import App, has_brand_colour, title
-else:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from harness import Desktop, poll, start_desktop
-    from test_tray_app import App, has_brand_colour, title
+from tests.support.harness import Desktop, poll, start_desktop
+from tests.support.live import free_port
+from tests.support.tray import App, has_brand_colour, title
 
 WINDOW = "^Hivenote"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from hivenote.server.sync.peer import add_peer
-from hivenote.server.web.auth import new_token
-from tests.sync.peer_nodes import Node, running, wait_for
+from hivenote.server.tokens import new_token
+from tests.support.peer_nodes import Node, running, wait_for
 
 DAY_MS = 86_400_000
 

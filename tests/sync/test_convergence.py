@@ -24,8 +24,8 @@ import pytest
 
 from hivenote.server.storage.identity import read_node
 from hivenote.server.sync.replica import Replicas, SyncRefused, complete_size
-from hivenote.server.web.auth import Tokens
-from tests.server.live import call, free_port, health
+from hivenote.server.tokens import Tokens
+from tests.support.live import call, free_port, health
 
 WAIT_S = 60
 WRITES_PER_WRITER = 30

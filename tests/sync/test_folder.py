@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -18,14 +18,9 @@ from hivenote.server.notebook import Notebook
 from hivenote.server.settings import load_settings
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.folder import FolderRefused, ServerRunning, use_default_folder, use_folder
-from tests.privileges import without_root_powers
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.sync.syncthing import wait_for
-    from tests.sync.syncthing_hivenote import serving
-else:
-    from syncthing import wait_for
-    from syncthing_hivenote import serving
+from tests.support.privileges import without_root_powers
+from tests.support.syncthing import wait_for
+from tests.support.syncthing_hivenote import serving
 
 
 def write(data_dir: Path, *titles: str, log_dir: Path | None = None) -> str:

@@ -23,23 +23,16 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from hivenote.server.storage.identity import read_node
 from hivenote.server.sync.folder import use_folder
 from hivenote.server.sync.peer import add_peer
-from hivenote.server.web.auth import new_token
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.sync.live_faults import Cluster, Install, reported, run_checks
-    from tests.sync.s3env import Moto, moto_sandbox, objects, read
-    from tests.sync.syncthing import START_S, Syncthing, syncthing_pair, wait_for
-else:
-    from live_faults import Cluster, Install, reported, run_checks
-    from s3env import Moto, moto_sandbox, objects, read
-    from syncthing import START_S, Syncthing, syncthing_pair, wait_for
+from hivenote.server.tokens import new_token
+from tests.support.live_faults import Cluster, Install, reported, run_checks
+from tests.support.s3env import Moto, moto_sandbox, objects, read
+from tests.support.syncthing import START_S, Syncthing, syncthing_pair, wait_for
 
 STEPS = 26  # half of them faults: about a minute per transport on a 2-core machine
 

@@ -15,7 +15,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import httpx2
@@ -31,15 +31,10 @@ from hivenote.server.sync.pull import Puller
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.routes import MAX_LIMIT
 from hivenote.server.sync.status import SyncStatus
-from hivenote.server.web.auth import Tokens, new_token
-from tests.server.live import free_port
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.sync.peer_inprocess import Hostile, hostile_peer, served
-    from tests.sync.peer_nodes import Node, fetch, running, wait_for
-else:
-    from peer_inprocess import Hostile, hostile_peer, served
-    from peer_nodes import Node, fetch, running, wait_for
+from hivenote.server.tokens import Tokens, new_token
+from tests.support.live import free_port
+from tests.support.peer_inprocess import Hostile, hostile_peer, served
+from tests.support.peer_nodes import Node, fetch, running, wait_for
 
 
 def seqs(shard: bytes) -> list[int]:

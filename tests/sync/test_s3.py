@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -32,35 +32,19 @@ from hivenote.server.sync.s3 import (
     after_compaction,
     configure,
 )
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.sync.s3env import (
-        Moto,
-        Node,
-        bucket_fold,
-        bucket_shard,
-        generation,
-        moto_sandbox,
-        objects,
-        read,
-        running,
-        s3_settings,
-        wait_until,
-    )
-else:
-    from s3env import (
-        Moto,
-        Node,
-        bucket_fold,
-        bucket_shard,
-        generation,
-        moto_sandbox,
-        objects,
-        read,
-        running,
-        s3_settings,
-        wait_until,
-    )
+from tests.support.s3env import (
+    Moto,
+    Node,
+    bucket_fold,
+    bucket_shard,
+    generation,
+    moto_sandbox,
+    objects,
+    read,
+    running,
+    s3_settings,
+    wait_until,
+)
 
 
 @pytest.fixture

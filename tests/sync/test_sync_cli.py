@@ -12,8 +12,8 @@ import pytest
 from hivenote.server.cli import main as cli
 from hivenote.server.core.errors import InvalidInput
 from hivenote.server.settings import load_settings, save_setting
-from hivenote.server.web.auth import Tokens
-from tests.server.live import exchange
+from hivenote.server.tokens import Tokens
+from tests.support.live import exchange
 
 
 def run(*args: str) -> tuple[int, str, str]:

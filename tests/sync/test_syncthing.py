@@ -10,7 +10,7 @@ import statistics
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import httpx2
@@ -22,13 +22,8 @@ from mcp.types import EmptyResult, Implementation, ResourceUpdatedNotification, 
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.folder import use_folder
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.sync.syncthing import syncthing_pair, wait_for
-    from tests.sync.syncthing_hivenote import Hivenote, serving
-else:
-    from syncthing import syncthing_pair, wait_for
-    from syncthing_hivenote import Hivenote, serving
+from tests.support.syncthing import syncthing_pair, wait_for
+from tests.support.syncthing_hivenote import Hivenote, serving
 
 WRITES_EACH = 10  # per server, each one waited for on the other side: 20 latency samples
 BURST_EACH = 8

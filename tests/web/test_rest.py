@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import httpx2
@@ -25,15 +25,11 @@ from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
-from hivenote.server.web.auth import Tokens
 from hivenote.server.web.rest import ENDPOINTS
 from hivenote.server.web.rest_schema import openapi_document
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.live import Running, serve, wait_until
-else:
-    from live import Running, serve, wait_until
+from tests.support.live import Running, serve, wait_until
 
 DOC = openapi_document(ENDPOINTS, __version__)
 OPERATIONS = {(method.upper(), path) for path, ops in DOC["paths"].items() for method in ops}

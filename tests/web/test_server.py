@@ -6,7 +6,7 @@ import contextlib
 import http.client
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import pytest
@@ -16,13 +16,9 @@ from hivenote.server.agents import agent_id
 from hivenote.server.core.model import Author, Entity, Op
 from hivenote.server.graph import Graph
 from hivenote.server.mcp.wire import official_tools
-from hivenote.server.web.auth import Tokens
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.serve import PortInUse, bind
-
-if TYPE_CHECKING:  # mypy resolves tests/ from the project root; pytest puts this folder itself on sys.path
-    from tests.server.live import Inbox, Running, fetch, mcp_client, serve, subscribe, wait_until
-else:
-    from live import Inbox, Running, fetch, mcp_client, serve, subscribe, wait_until
+from tests.support.live import Inbox, Running, fetch, mcp_client, serve, subscribe, wait_until
 
 
 def text(result: CallToolResult) -> str:

@@ -15,10 +15,10 @@ from starlette.applications import Starlette
 
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
-from hivenote.server.web.auth import Tokens
 from hivenote.server.web.serve import ServerThread, bind
-from tests.server.live import mcp_session, wait_until
+from tests.support.live import mcp_session, wait_until
 
 FLOOD = 260  # more than one person may hold
 INITIALIZE = {

@@ -1,15 +1,13 @@
-"""Fixtures for the dashboard tests: Debian's Chromium driven by Playwright, against a real server (live.serve)."""
+"""Browser fixtures (a pytest plugin that tests/conftest.py loads): Debian's Chromium driven by Playwright, for the
+dashboard tests and the security tests that open the dashboard against a real server (the `running` fixture)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Literal
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, sync_playwright
-
-from tests.server.live import Running, serve
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -32,12 +30,6 @@ def browser() -> Iterator[Browser]:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
-
-
-@pytest.fixture
-def running(tmp_path: Path) -> Iterator[Running]:
-    with serve(tmp_path / "data") as server:
-        yield server
 
 
 @pytest.fixture
