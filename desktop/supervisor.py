@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from starlette.routing import BaseRoute
 
-from hivenote.server.agents import PEOPLE_NOT_AGENTS, AgentTracker
+from hivenote.server.agents import PEOPLE_NOT_AGENTS, AgentTracker, agent_name
 from hivenote.server.core.errors import HivenoteError, ShardLocked
-from hivenote.server.render import AGENT_NAMES, ago
+from hivenote.server.render import ago
 from hivenote.server.settings import Settings, is_loopback, load_settings
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.status import SyncStatus
@@ -93,7 +93,7 @@ def agents_online(tracker: AgentTracker, owner: str) -> tuple[AgentOnline, ...]:
     for agent in tracker.online():  # newest first: the first entry per name has the latest time
         if agent.agent in PEOPLE_NOT_AGENTS:
             continue
-        name = AGENT_NAMES.get(agent.agent, agent.agent if agent.agent != "other" else agent.client or "Other agent")
+        name = agent.client or "Other agent" if agent.agent == "other" else agent_name(agent.agent)
         if agent.person and agent.person != owner:
             name = f"{name} ({agent.person})"
         seen.setdefault(name, AgentOnline(name, ago(agent.last_seen, now)))

@@ -22,34 +22,56 @@ _NOT_AGENTS = re.compile(
     re.IGNORECASE,
 )
 
-# (pattern on the lowercased clientInfo name or User-Agent, agent id); first match wins.
-_PRODUCTS: tuple[tuple[str, str], ...] = (
-    (r"claude-code|claude code", "claude-code"),
-    (r"claude-ai|claude desktop|claude-desktop", "claude-desktop"),
-    (r"cursor", "cursor"),
-    (r"codex", "codex"),
-    (r"gemini", "gemini-cli"),
-    (r"visual[ -]studio[ -]code|vscode", "vscode"),
-    (r"windsurf", "windsurf"),
-    (r"^zed\b|\bzed/", "zed"),
-    (r"roo-code|roo code", "roo-code"),
-    (r"kilo-code|kilo code", "kilo-code"),
-    (r"cline", "cline"),
-    (r"continue", "continue"),
-    (r"opencode", "opencode"),
-    (r"goose", "goose"),
-    (r"junie", "junie"),
-    (r"jetbrains", "jetbrains"),
-    (r"github-copilot|copilot", "copilot"),
-    (r"q-dev-cli|amazon q", "amazon-q"),
-    (r"^amp\b|amp-mcp", "amp"),
-    (r"chatgpt|openai", "chatgpt"),
-    (r"antigravity", "antigravity"),
-    (r"inspector", "inspector"),
-    (r"^hivenote-cli|hivenote cli", "cli"),
-    (r"^hivenote-dashboard", "dashboard"),
+
+@dataclass(frozen=True)
+class Product:
+    """An agent product: its id (in provenance, filters and the log), the name people read, and the pattern that
+    recognises it in the lowercased MCP clientInfo name or User-Agent ("" = never inferred from a client)."""
+
+    id: str
+    name: str
+    pattern: str
+
+
+# The one table of agent products: the CLI, MCP answers, the tray and the dashboard (GET /ui/js/agent-names.js)
+# all name agents from it. Order matters for recognition: the first matching pattern wins.
+PRODUCTS: tuple[Product, ...] = (
+    Product("claude-code", "Claude Code", r"claude-code|claude code"),
+    Product("claude-desktop", "Claude Desktop", r"claude-ai|claude desktop|claude-desktop"),
+    Product("cursor", "Cursor", r"cursor"),
+    Product("codex", "Codex", r"codex"),
+    Product("gemini-cli", "Gemini CLI", r"gemini"),
+    Product("vscode", "VS Code", r"visual[ -]studio[ -]code|vscode"),
+    Product("windsurf", "Windsurf", r"windsurf"),
+    Product("zed", "Zed", r"^zed\b|\bzed/"),
+    Product("roo-code", "Roo Code", r"roo-code|roo code"),
+    Product("kilo-code", "Kilo Code", r"kilo-code|kilo code"),
+    Product("cline", "Cline", r"cline"),
+    Product("continue", "Continue", r"continue"),
+    Product("opencode", "opencode", r"opencode"),
+    Product("goose", "Goose", r"goose"),
+    Product("junie", "JetBrains Junie", r"junie"),
+    Product("jetbrains", "JetBrains", r"jetbrains"),
+    Product("copilot", "Copilot", r"github-copilot|copilot"),
+    Product("amazon-q", "Amazon Q", r"q-dev-cli|amazon q"),
+    Product("amp", "Amp", r"^amp\b|amp-mcp"),
+    Product("chatgpt", "ChatGPT", r"chatgpt|openai"),
+    Product("antigravity", "Antigravity", r"antigravity"),
+    Product("inspector", "MCP Inspector", r"inspector"),
+    Product("cli", "CLI", r"^hivenote-cli|hivenote cli"),
+    Product("dashboard", "Dashboard", r"^hivenote-dashboard"),
+    Product("import", "Import", ""),
+    Product("other", "Other client", ""),
 )
-_COMPILED = tuple((re.compile(p), agent) for p, agent in _PRODUCTS)
+AGENT_NAMES = {product.id: product.name for product in PRODUCTS}
+_COMPILED = tuple((re.compile(product.pattern), product.id) for product in PRODUCTS if product.pattern)
+
+
+def agent_name(agent: str) -> str:
+    """The name people read for an agent id (an id this version does not know, from a newer machine, as is)."""
+    return AGENT_NAMES.get(agent, agent or "unknown")
+
+
 _VIA_REMOTE = re.compile(r"\s*\(via mcp-remote[^)]*\)\s*$", re.IGNORECASE)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .agents import agent_name
 from .core.errors import InvalidInput
 
 TOKEN_ENV = "HIVENOTE_TOKEN"  # the variable Codex reads the token from (`bearer_token_env_var`)
@@ -124,7 +125,7 @@ def _merge(path: str, key: str, also: str = "") -> str:
 def _cursor(t: _Target) -> Snippet:
     return Snippet(
         "cursor",
-        "Cursor",
+        agent_name("cursor"),
         "json",
         _json({"mcpServers": {t.name: t.http_entry(url=t.url)}}),
         _home(".cursor/mcp.json"),
@@ -138,7 +139,7 @@ def _cursor(t: _Target) -> Snippet:
 def _claude_desktop(t: _Target) -> Snippet:
     return Snippet(
         "claude-desktop",
-        "Claude Desktop",
+        agent_name("claude-desktop"),
         "json",
         _json({"mcpServers": {t.name: t.bridge}}),
         dict(_CLAUDE_DESKTOP_CONFIG),
@@ -174,7 +175,7 @@ def _claude_desktop_remote(t: _Target) -> Snippet:
     steps.append("Quit Claude Desktop completely and start it again.")
     return Snippet(
         "claude-desktop-remote",
-        "Claude Desktop (mcp-remote)",
+        f"{agent_name('claude-desktop')} (mcp-remote)",
         "json",
         _json({"mcpServers": {t.name: entry}}),
         dict(_CLAUDE_DESKTOP_CONFIG),
@@ -196,7 +197,7 @@ def _claude_code(t: _Target) -> Snippet:
     steps.append(f"Check with `claude mcp get {t.name}`, or /mcp inside Claude Code.")
     return Snippet(
         "claude-code",
-        "Claude Code",
+        agent_name("claude-code"),
         "shell",
         shlex.join(argv) + "\n",
         {
@@ -218,7 +219,7 @@ def _claude_code_json(t: _Target) -> Snippet:
     steps.append("Claude Code asks you to approve project servers the first time it starts there.")
     return Snippet(
         "claude-code-json",
-        "Claude Code (.mcp.json)",
+        f"{agent_name('claude-code')} (.mcp.json)",
         "json",
         _json({"mcpServers": {t.name: t.http_entry(type="http", url=t.url)}}),
         dict.fromkeys(("linux", "macos", "windows"), ".mcp.json in the project root"),
@@ -251,7 +252,7 @@ def _codex(t: _Target) -> Snippet:
 def _gemini_cli(t: _Target) -> Snippet:
     return Snippet(
         "gemini-cli",
-        "Gemini CLI",
+        agent_name("gemini-cli"),
         "json",
         _json({"mcpServers": {t.name: t.http_entry(type="http", url=t.url)}}),
         _home(".gemini/settings.json"),
@@ -276,7 +277,7 @@ def _vscode(t: _Target) -> Snippet:
     steps.append("Start it from the Start link above the entry, or with “MCP: List Servers”.")
     return Snippet(
         "vscode",
-        "VS Code (Copilot)",
+        f"{agent_name('vscode')} (Copilot)",
         "json",
         _json({"servers": {t.name: t.http_entry(type="http", url=t.url)}}),
         {
@@ -291,7 +292,7 @@ def _vscode(t: _Target) -> Snippet:
 def _windsurf(t: _Target) -> Snippet:
     return Snippet(
         "windsurf",
-        "Windsurf",
+        agent_name("windsurf"),
         "json",
         _json({"mcpServers": {t.name: t.http_entry(serverUrl=t.url)}}),
         _home(".codeium/windsurf/mcp_config.json"),
@@ -306,7 +307,7 @@ def _windsurf(t: _Target) -> Snippet:
 def _zed(t: _Target) -> Snippet:
     return Snippet(
         "zed",
-        "Zed",
+        agent_name("zed"),
         "json",
         _json({"context_servers": {t.name: t.http_entry(url=t.url)}}),
         {
@@ -325,7 +326,7 @@ def _cline(t: _Target) -> Snippet:
     storage = "Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json"
     return Snippet(
         "cline",
-        "Cline",
+        agent_name("cline"),
         "json",
         _json(
             {
@@ -358,7 +359,7 @@ def _continue(t: _Target) -> Snippet:
         lines += [f"        {key}: {_quoted(value)}" for key, value in t.headers.items()]
     return Snippet(
         "continue",
-        "Continue",
+        agent_name("continue"),
         "yaml",
         "\n".join(lines) + "\n",
         _home(".continue/config.yaml"),
@@ -374,7 +375,7 @@ def _opencode(t: _Target) -> Snippet:
     entry = {"type": "remote", "url": t.url, "enabled": True, "oauth": False}
     return Snippet(
         "opencode",
-        "opencode",
+        agent_name("opencode"),
         "json",
         _json({"mcp": {t.name: t.http_entry(**entry)}}),
         _home(".config/opencode/opencode.json"),
@@ -388,7 +389,7 @@ def _opencode(t: _Target) -> Snippet:
 def _junie(t: _Target) -> Snippet:
     return Snippet(
         "junie",
-        "JetBrains Junie",
+        agent_name("junie"),
         "json",
         _json({"mcpServers": {t.name: t.bridge}}),
         _home(".junie/mcp/mcp.json"),

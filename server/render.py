@@ -2,25 +2,8 @@
 
 from __future__ import annotations
 
+from .agents import agent_name
 from .core.model import Author, Note
-
-AGENT_NAMES = {
-    "cursor": "Cursor",
-    "claude-desktop": "Claude Desktop",
-    "claude-code": "Claude Code",
-    "codex": "Codex",
-    "gemini-cli": "Gemini CLI",
-    "vscode": "VS Code",
-    "windsurf": "Windsurf",
-    "zed": "Zed",
-    "cline": "Cline",
-    "continue": "Continue",
-    "opencode": "opencode",
-    "junie": "Junie",
-    "cli": "CLI",
-    "dashboard": "Dashboard",
-    "import": "Import",
-}
 
 
 def ago(then_ms: int, now_ms: int) -> str:
@@ -46,7 +29,7 @@ def machine(node: str) -> str:
 
 
 def who(by: Author, node: str) -> str:
-    parts = [AGENT_NAMES.get(by.agent, by.agent or "unknown")]
+    parts = [agent_name(by.agent)]
     if by.person:
         parts.append(by.person)
     parts.append(machine(node))

@@ -5,16 +5,19 @@ The dashboard itself only talks to /api; nothing here reads the store."""
 from __future__ import annotations
 
 import hashlib
+import json
 import mimetypes
 from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from .. import __version__
+from ..agents import AGENT_NAMES
+from .responses import error_response
 
 ASSET_PREFIX = "/ui/"
 # No inline script or style anywhere, nothing from another origin, and no framing (clickjacking).
@@ -74,6 +77,15 @@ def load_assets() -> dict[str, Asset]:
     return _walk(folder) if folder.is_dir() else {}
 
 
+def agent_names_module() -> Asset:
+    """`js/agent-names.js`, made from agents.py's table at start: the dashboard names agents exactly as the CLI,
+    the MCP answers and the tray do, with no copy of the table to drift."""
+    names = json.dumps(AGENT_NAMES, ensure_ascii=False, indent=2, sort_keys=True)
+    body = f"// Made by the server from hivenote/server/agents.py (PRODUCTS).\nexport const AGENT_NAMES = {names};\n"
+    data = body.encode()
+    return Asset(data, _TYPES[".js"], '"' + hashlib.sha256(data).hexdigest()[:20] + '"')
+
+
 def _answer(request: Request, asset: Asset) -> Response:
     # `no-cache` is "revalidate first": an upgraded Hivenote never serves a stale mix of old and new modules,
     # and an unchanged file costs a 304.
@@ -86,6 +98,7 @@ def _answer(request: Request, asset: Asset) -> Response:
 def web_routes(assets: dict[str, Asset] | None = None) -> list[BaseRoute]:
     """`/` and `/ui/{path}`; register them after every other route (they claim no path under /api, /mcp, /sync)."""
     table = load_assets() if assets is None else assets
+    table["js/agent-names.js"] = agent_names_module()
     if "index.html" in table:  # the page names the version it sends in X-Hivenote-Client
         body = table["index.html"].body.replace(b"__HIVENOTE_VERSION__", __version__.encode())
         table["index.html"] = Asset(body, table["index.html"].media_type, table["index.html"].etag)
@@ -99,9 +112,7 @@ def web_routes(assets: dict[str, Asset] | None = None) -> list[BaseRoute]:
     async def asset(request: Request) -> Response:
         found = table.get(request.path_params["path"])
         if found is None:
-            response: Response = JSONResponse(
-                {"error": {"code": "not_found", "message": "No such dashboard file."}}, status_code=404
-            )
+            response: Response = error_response(404, "not_found", "No such dashboard file.")
             response.headers.update(SECURITY_HEADERS)
             return response
         return _answer(request, found)

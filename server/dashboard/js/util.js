@@ -1,33 +1,7 @@
 // Small pure helpers shared by the views: names, relative times, provenance lines.
 
-export const AGENT_NAMES = {
-  cursor: "Cursor",
-  "claude-desktop": "Claude Desktop",
-  "claude-code": "Claude Code",
-  codex: "Codex",
-  "gemini-cli": "Gemini CLI",
-  vscode: "VS Code",
-  windsurf: "Windsurf",
-  zed: "Zed",
-  cline: "Cline",
-  continue: "Continue",
-  opencode: "opencode",
-  junie: "Junie",
-  jetbrains: "JetBrains",
-  copilot: "Copilot",
-  "roo-code": "Roo Code",
-  "kilo-code": "Kilo Code",
-  goose: "Goose",
-  "amazon-q": "Amazon Q",
-  amp: "Amp",
-  chatgpt: "ChatGPT",
-  antigravity: "Antigravity",
-  inspector: "MCP Inspector",
-  cli: "CLI",
-  dashboard: "Dashboard",
-  import: "Import",
-  other: "Other client",
-};
+// Served by the server from its one table of agent products (server/agents.py); not a file in this folder.
+import { AGENT_NAMES } from "./agent-names.js";
 
 export const KINDS = ["fact", "decision", "preference", "project"];
 

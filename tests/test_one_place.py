@@ -1,0 +1,47 @@
+"""One place per fact (issue: re-cut): each fact the code states once, and a test that fails when a copy comes back."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hivenote.desktop.supervisor import agents_online
+from hivenote.server.agents import AGENT_NAMES, PRODUCTS, AgentTracker, agent_id
+from hivenote.server.core.model import Author
+from hivenote.server.render import who
+from tests.support.live import exchange, serve
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = [*(ROOT / "server").rglob("*.py"), *(ROOT / "desktop").rglob("*.py"), *(ROOT / "server").rglob("*.js")]
+
+
+def test_agent_names_live_in_one_table() -> None:
+    names = [product.name for product in PRODUCTS if len(product.name) > 3]
+    for path in SOURCES:
+        if path == ROOT / "server" / "agents.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        found = [name for name in names if re.search(rf"[\"'`]{re.escape(name)}[\"'`]", text)]
+        assert len(found) < 3, f"{path.relative_to(ROOT)} holds a table of agent names ({found}): use agents.py"
+
+
+def test_every_recognised_agent_has_a_name_and_every_surface_uses_it() -> None:
+    tracker = AgentTracker()
+    for product in PRODUCTS:
+        assert (product.name and product.name != product.id) or product.id == "opencode", product
+        if product.pattern and product.id not in ("cli", "dashboard"):
+            assert agent_id(product.id.replace("-", " ")) == product.id or agent_id(product.id) == product.id
+            tracker.record(Author(agent=product.id, client=f"{product.id} 1.0"))
+    online = {entry.name for entry in agents_online(tracker, owner="")}
+    for product in PRODUCTS:
+        if product.pattern and product.id not in ("cli", "dashboard"):
+            assert product.name in online, f"the tray shows {product.id} as {online}"
+            assert who(Author(agent=product.id), "laptop-1a2b").startswith(product.name)
+
+
+def test_the_dashboard_is_served_the_same_names(tmp_path: Path) -> None:
+    with serve(tmp_path / "data") as running:
+        status, _, body = exchange(running.url + "/ui/js/agent-names.js")
+    assert status == 200
+    served = dict(re.findall(r'"([\w-]+)": "([^"]+)"', body.decode()))
+    assert served == AGENT_NAMES
