@@ -45,3 +45,23 @@ def test_the_dashboard_is_served_the_same_names(tmp_path: Path) -> None:
     assert status == 200
     served = dict(re.findall(r'"([\w-]+)": "([^"]+)"', body.decode()))
     assert served == AGENT_NAMES
+
+
+# Renames that are not a plain whole-file write: the own shard put back from its open handle, compaction's checked
+# swap, and the synced-folder move's verified copy. Everything else calls storage/files.py.
+RENAMES_ALLOWED = {
+    "server/storage/files.py",
+    "server/storage/ownshard.py",
+    "server/storage/store.py",
+    "server/sync/folder.py",
+}
+
+
+def test_files_are_written_whole_one_way() -> None:
+    for path in [*(ROOT / "server").rglob("*.py"), *(ROOT / "desktop").rglob("*.py")]:
+        where = str(path.relative_to(ROOT))
+        text = path.read_text(encoding="utf-8")
+        if where != "server/storage/files.py":
+            assert not re.search(r"\b(mkstemp|NamedTemporaryFile|mkdtemp)\(", text), f"{where} makes its own temp file"
+        if where not in RENAMES_ALLOWED:
+            assert not re.search(r"\bos\.(replace|rename)\(", text), f"{where} renames by hand: use files.write_whole"

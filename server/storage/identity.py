@@ -18,7 +18,7 @@ from typing import Any
 import filelock
 
 from ..core.errors import ShardLocked
-from .ownshard import private_dir
+from .files import private_dir
 from .statefile import write_json
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.model import Op, author
+from .files import private_dir, write_whole
 from .gcpause import collector_paused
-from .ownshard import private_dir, write_whole
 
 MAGIC = b"hivenote-opcache-3\n"
 

@@ -2,39 +2,39 @@
 write, and put back from the still-open handle when the file (or its whole folder) was deleted under a running
 server: the handle reaches every acknowledged byte until it is closed. Also says what a disk error means to a user.
 
-Files and folders here are this user's only (SECURITY.md, "Files on disk"): folders the store makes are 0700
-(`private_dir`), every file it writes is 0600, and a file written whole goes through a temp file created exclusively
-beside it (`temp_beside`: a random name, O_EXCL and O_NOFOLLOW, so a link planted in a synced folder is never written
-through), removed again when the write fails.
+Files and folders are this user's only and a file written whole is replaced in one durable step: files.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import getpass
 import hashlib
 import logging
 import os
 import shlex
-import stat
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
 from ..core.errors import StoreError, StoreWriteFailed
 from ..core.hlc import wall_ms
+from .files import (
+    NO_FOLLOW,
+    PRIVATE_FILE,
+    fsync_dir,
+    temp_beside,
+    tighten,
+    write_all,
+    write_whole,
+)
 
 log = logging.getLogger(__name__)
 
 ProblemKind = Literal["disk_full", "read_only", "no_permission", "io_error", "write_failed", "log_missing", "lock_lost"]
 COPY_CHUNK = 1 << 20
 MIN_FREE_BYTES = 64 * 1024  # a disk with less than this free still counts as full
-PRIVATE_DIR = 0o700
-PRIVATE_FILE = 0o600
-NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none (and links there need privileges)
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -50,84 +50,6 @@ def lacks_space(exc: BaseException) -> bool:
     """Whether `exc` is a write refused for want of space (a full disk or a used-up quota)."""
     inner = os_error(exc)
     return inner is not None and inner.errno in NO_SPACE
-
-
-def tighten(path: Path, fd: int | None = None) -> None:
-    """Take group and other permissions off `path` (this user's folder or file; through `fd` when it is open), saying
-    so in the log. A path owned by another account is left as it is (the log says so too): chmod cannot change it."""
-    if os.name == "nt":  # no POSIX modes; the user's profile folder is private already
-        return
-    try:
-        st = os.stat(path) if fd is None else os.fstat(fd)
-    except OSError:
-        return
-    if not st.st_mode & 0o077:
-        return
-    old = stat.S_IMODE(st.st_mode)
-    try:
-        if fd is None:
-            os.chmod(path, old & ~0o077)
-        else:
-            os.fchmod(fd, old & ~0o077)
-    except OSError as exc:
-        log.warning("%s is open to other accounts (mode %04o) and could not be closed (%s)", path, old, exc)
-        return
-    log.warning(
-        "%s was open to other accounts (mode %04o): it holds notes, so it is now %04o (this user only)",
-        path,
-        old,
-        old & ~0o077,
-    )
-
-
-def private_dir(path: Path) -> None:
-    """Make the folder `path` for this user only (0700; its parent must exist), or close an existing one. The mode is
-    set again after mkdir, which a umask could have narrowed or widened."""
-    try:
-        path.mkdir(mode=PRIVATE_DIR)
-    except FileExistsError:
-        if not path.is_dir():
-            raise
-    else:
-        with contextlib.suppress(OSError):
-            os.chmod(path, PRIVATE_DIR)
-        return
-    tighten(path)
-
-
-@contextlib.contextmanager
-def temp_beside(path: Path) -> Iterator[tuple[int, Path]]:
-    """A new empty file (fd, path) beside `path` with a random hidden name ending in `.tmp` (never folded, never
-    synced), created exclusively and without following links (mkstemp: O_EXCL, O_NOFOLLOW), 0600. The caller writes
-    it and renames it into place; whatever is left at the temp name when the block ends (a failure) is removed."""
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(name)
-    try:
-        yield fd, tmp
-    finally:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def write_whole(path: Path, chunks: Iterable[bytes], *, durable: bool = True) -> None:
-    """Replace `path` with `chunks` in one step through `temp_beside` (fsynced, renamed, the folder fsynced): a link
-    at `path` is replaced, never written through. On failure nothing changed and no temp file is left."""
-    with temp_beside(path) as (fd, tmp):
-        for chunk in chunks:
-            write_all(fd, chunk)
-        if durable:
-            os.fsync(fd)
-        os.replace(tmp, path)
-    if durable:
-        fsync_dir(path.parent)
 
 
 def write_refused(exc: OSError, what: str, path: Path) -> StoreWriteFailed:
@@ -411,14 +333,3 @@ def cut_torn_tail(path: Path) -> int:
         fh.flush()
         os.fsync(fh.fileno())
         return size - keep
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename in `path` durable (where directories can be fsynced)."""
-    if os.name == "nt":  # directories cannot be opened for fsync on Windows; rename is durable there
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

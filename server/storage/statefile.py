@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +22,7 @@ from typing import Any, TypeVar
 import filelock
 
 from ..core.errors import InvalidInput, StoreError
+from .files import write_whole
 
 LOCK_WAIT_S = 10.0
 T = TypeVar("T")
@@ -108,26 +106,12 @@ def read_json(path: Path, fix: str = "fix or delete the file", *, expect: type =
 
 
 def write_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Replace `path` with `data` atomically and durably (see the module's doc). Take `locked(path)` around a
+    """Replace `path` with `data` atomically and durably (files.write_whole). Take `locked(path)` around a
     read-modify-write; a lone write needs no lock (the rename is atomic)."""
-    tmp = ""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # O_EXCL, mode 0600
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode != 0o600:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-        tmp = ""
-        fsync_dir(path.parent)
+        write_whole(path, [data], mode=mode)
     except OSError as exc:
         raise StateFileUnwritable(path, exc) from None
-    finally:
-        if tmp:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def encode_json(value: Any, *, indent: int | None = 2, sort_keys: bool = False) -> bytes:
@@ -157,14 +141,3 @@ def update_json(
         current: T = default() if value is None else value
         yield current
         write_json(path, current, mode=mode, sort_keys=sort_keys)
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in `folder` durable (POSIX; Windows has no directory handles to sync)."""
-    if sys.platform == "win32":
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -21,6 +21,7 @@ from ..core.fold import State
 from ..core.hlc import Clock, wall_ms
 from ..core.model import Author, CorruptLine, Op, decode_op
 from . import opcache
+from .files import PRIVATE_DIR, fsync_dir, private_dir, temp_beside, write_all
 from .gcpause import collector_paused
 from .identity import (
     ShardClaim,
@@ -35,19 +36,14 @@ from .identity import (
     succeed,
 )
 from .ownshard import (
-    PRIVATE_DIR,
     DiskProblem,
     OwnShard,
     cannot_start,
     cut_torn_tail,
     disk_writable,
-    fsync_dir,
     lacks_space,
     log_missing,
-    private_dir,
     problem_from,
-    temp_beside,
-    write_all,
     write_refused,
 )
 from .shards import BadLine, ShardHealth, Shards, is_shard_file

@@ -20,8 +20,8 @@ from typing import Any
 from ..core.errors import InvalidInput, ShardLocked, StoreError
 from ..core.hlc import wall_ms
 from ..settings import load_settings, save_setting
+from ..storage.files import private_dir, temp_beside
 from ..storage.identity import ShardClaim, claim_node, host_fingerprint, make_data_dir, record_shard
-from ..storage.ownshard import private_dir, temp_beside
 from ..storage.shards import is_shard_file
 from ..storage.store import fsync_dir, lock_holder
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..core.errors import HivenoteError
-from ..storage.ownshard import PRIVATE_DIR, PRIVATE_FILE, tighten, write_whole
+from ..storage.files import PRIVATE_DIR, PRIVATE_FILE, tighten, write_whole
 from ..storage.shards import hash_range
 
 log = logging.getLogger(__name__)

@@ -35,8 +35,8 @@ import anyio
 
 from ..core.errors import InvalidInput
 from ..settings import Settings, load_settings, save_setting
+from ..storage.files import private_dir
 from ..storage.identity import previous_nodes
-from ..storage.ownshard import private_dir
 from ..storage.statefile import write_json
 from .bucket import BadObject, Bucket, BucketConflict, BucketError
 from .replica import Replicas, SyncRefused, check_node_name
