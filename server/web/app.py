@@ -186,6 +186,9 @@ def create_app(
             finally:
                 withdraw(settings.data_dir)
                 tasks.cancel_scope.cancel()
+                # What `_settle_memory` froze is this server's: once it stops (the tray's Stop, a restart) it must be
+                # collectable again, or every start leaves the last server's cycles behind for good.
+                gc.unfreeze()
 
     routes: list[BaseRoute] = [
         Route("/api/health", health),

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import gc
 import weakref
+from pathlib import Path
 
+from hivenote.server.storage.store import Store
 from hivenote.server.web.app import _settle_memory
+from tests.support.live import serve
+from tests.support.wait import wait_until
 
 
 class Cycle:
@@ -24,3 +28,17 @@ def test_settling_collects_start_up_garbage_instead_of_freezing_it_for_good() ->
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def test_a_stopped_server_leaves_nothing_frozen_so_stop_start_does_not_grow(tmp_path: Path) -> None:
+    """The tray stops and starts its server in one process: what a server froze once settled must be collectable once
+    it stops, or every Stop/Start keeps the last server's cycles for good (the tray grew ~1 MB per restart)."""
+    gone: list[weakref.ref[Store]] = []
+    for _ in range(2):
+        with serve(tmp_path / "data") as running:
+            gone.append(weakref.ref(running.store))
+            wait_until(lambda: gc.get_freeze_count() > 0, 30)  # settled: the notebook is frozen
+            del running
+        assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert [ref() for ref in gone] == [None, None]

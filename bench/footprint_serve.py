@@ -1,0 +1,181 @@
+"""`hivenote serve`'s memory at a given notebook (RSS and PSS once start-up work is done) and the latency of searches
+made while it warms its search index (the first seconds after start, when an autostarted tray meets agents opening
+their first chats). Variants run interleaved, so a before/after comparison sees the same machine load.
+
+    python bench/footprint_serve.py --notes 10000,100000 [--ops 1000000] [--runs 3]
+        [--variant before=<PYTHONPATH>] [--variant after=<PYTHONPATH>] [--cold]
+
+Each notebook is built once; each variant gets its own copy, started once untimed (so the measured starts use the
+op cache it leaves, as every start but the first does; `--cold` measures that first start instead). A variant is a
+PYTHONPATH under which `hivenote.server` imports (for instance a folder holding `hivenote/server` as a link to a
+worktree of an older commit); without `--variant` the installed Hivenote is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # run as a script, the project root is put on sys.path
+    from bench.bench_core import write_log
+    from bench.bench_scale import write_mixed_log
+    from bench.proc import rss_mb, settle
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.bench_core import write_log
+    from bench.bench_scale import write_mixed_log
+    from bench.proc import rss_mb, settle
+
+WARM_WORDS = ("deploy", "postgres", "kubernetes", "auth", "redis", "token", "prisma", "drizzle")
+WARM_WINDOW_S = 10.0
+
+
+def pss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text(encoding="utf-8").splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no Pss")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(url: str, token: str | None = None, timeout: float = 60) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except OSError:
+        return 0, b""
+
+
+def token_of(data: Path) -> str:
+    token = json.loads((data / "tokens.json").read_text(encoding="utf-8"))["default"]
+    assert isinstance(token, str)
+    return token
+
+
+class Run:
+    def __init__(self, data: Path, pythonpath: str | None) -> None:
+        env = dict(os.environ)
+        if pythonpath:
+            env["PYTHONPATH"] = pythonpath
+        self.port = free_port()
+        self.argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data), "serve", "--port"]
+        self.argv.append(str(self.port))
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(self.argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.data = data
+
+    def wait_up(self) -> float:
+        deadline = self.started + 600
+        while get(f"{self.base}/api/health", timeout=5)[0] != 200:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start")
+            time.sleep(0.02)
+        return time.monotonic() - self.started
+
+    def search(self, word: str) -> float:
+        t = time.perf_counter()
+        status, _ = get(f"{self.base}/api/notes?q={urllib.parse.quote(word)}", token_of(self.data))
+        if status != 200:
+            raise RuntimeError(f"search answered {status}")
+        return time.perf_counter() - t
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def measure(data: Path, pythonpath: str | None) -> dict[str, float]:
+    run = Run(data, pythonpath)
+    try:
+        up = run.wait_up()
+        warm: list[float] = []
+        i = 0
+        while time.monotonic() - run.started < up + WARM_WINDOW_S:
+            warm.append(run.search(WARM_WORDS[i % len(WARM_WORDS)]))
+            i += 1
+            time.sleep(0.2)
+        for word in WARM_WORDS:
+            run.search(word)
+        settle(run.process.pid, limit=600)
+        rss, pss = rss_mb(run.process.pid), pss_mb(run.process.pid)
+        return {
+            "up s": up,
+            "warm max ms": max(warm) * 1e3,
+            "warm p50 ms": statistics.median(warm) * 1e3,
+            "RSS": rss,
+            "PSS": pss,
+        }
+    finally:
+        run.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--notes", default="10000,100000")
+    parser.add_argument("--ops", type=int, default=0, help="also a mixed log of this many ops (100k notes)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--variant", action="append", default=[], help="name=PYTHONPATH (repeatable)")
+    parser.add_argument("--cold", action="store_true", help="measure the first start (no op cache)")
+    parser.add_argument("--dir", help="where to build the notebooks")
+    args = parser.parse_args()
+    variants = dict(v.split("=", 1) for v in args.variant) or {"installed": ""}
+    root = Path(tempfile.mkdtemp(prefix="hivenote-footprint-", dir=args.dir))
+    books: dict[str, Path] = {}
+    for n in (int(s) for s in args.notes.split(",") if s):
+        write_log(books.setdefault(f"{n:,} notes", root / f"n{n}"), n)
+    if args.ops:
+        write_mixed_log(books.setdefault(f"{args.ops:,} ops", root / f"ops{args.ops}"), args.ops, 100_000)
+    try:
+        print(f"{'notebook':<16}{'variant':<12}{'RSS MB':>8}{'PSS MB':>8}{'up s':>7}{'warm p50':>10}{'warm max':>10}")
+        for label, book in books.items():
+            copies = {}
+            for name in variants:
+                copies[name] = root / f"{book.name}.{name}"
+                shutil.copytree(book, copies[name])
+            results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+            for _ in range(args.runs):
+                for name, path in variants.items():
+                    if args.cold:
+                        shutil.rmtree(copies[name] / "cache", ignore_errors=True)
+                    elif not (copies[name] / "cache").exists():
+                        first = Run(copies[name], path)  # leaves the op cache, as every start but the first finds
+                        first.wait_up()
+                        first.stop()
+                    results[name].append(measure(copies[name], path))
+            for name, rows in results.items():
+                med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+                print(
+                    f"{label:<16}{name:<12}{med['RSS']:>8.0f}{med['PSS']:>8.0f}{med['up s']:>7.2f}"
+                    f"{med['warm p50 ms']:>10.1f}{med['warm max ms']:>10.1f}",
+                    flush=True,
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
