@@ -20,7 +20,7 @@ from .core.fold import State
 from .core.ids import new_ulid
 from .core.listing import NO_FILTERS, Filters, list_notes
 from .core.model import NOTE_KINDS, Author, Note, Version
-from .core.search import SearchResult, search_notes, similar_notes
+from .core.search import Meaning, SearchResult, search_notes, similar_notes
 from .provenance import current_author
 from .storage.store import Payload, Store
 
@@ -148,9 +148,12 @@ def check_project(project: Any) -> str | None:
 class Notebook:
     """Notes on top of a `Store`. Provenance comes from `provenance.current_author` unless given."""
 
-    def __init__(self, store: Store, *, random_bytes: Callable[[int], bytes] = os.urandom) -> None:
+    def __init__(
+        self, store: Store, *, random_bytes: Callable[[int], bytes] = os.urandom, meaning: Meaning | None = None
+    ) -> None:
         self.store = store
         self._random = random_bytes
+        self.meaning = meaning  # a meaning index (hivenote.server.meaning) when meaning search is on
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -182,7 +185,7 @@ class Notebook:
         if len(query) > MAX_QUERY:
             raise InvalidInput(f"the query is {len(query)} characters; search with a few words (at most {MAX_QUERY})")
         with self.store.reading() as state:
-            return search_notes(state, query, filters, limit)
+            return search_notes(state, query, filters, limit, self.meaning)
 
     def list(
         self, filters: Filters = NO_FILTERS, *, limit: int | None = None, offset: int = 0
@@ -215,6 +218,7 @@ class Notebook:
         body: str = "",
         tags: Sequence[str] = (),
         project: str | None = None,
+        replaces: str | None = None,
         by: Author | None = None,
     ) -> Remembered:
         fields: dict[str, Any] = {
@@ -228,6 +232,8 @@ class Notebook:
         similar: list[Note] = []
 
         def decide(state: State) -> list[Payload]:
+            if replaces is not None:
+                fields["replaces"] = self._replaced(state, replaces, note_id)
             similar.extend(similar_notes(state, kind=fields["kind"], project=fields["project"], title=fields["title"]))
             return [("note.set", {"id": note_id, "fields": fields})]
 
@@ -243,9 +249,11 @@ class Notebook:
         body: Any = UNSET,
         tags: Any = UNSET,
         project: Any = UNSET,
+        replaces: Any = UNSET,
         by: Author | None = None,
     ) -> Note:
-        """Change only the named fields; fields left UNSET keep their value. No change writes nothing."""
+        """Change only the named fields; fields left UNSET keep their value. No change writes nothing. `replaces`
+        names the note this one replaces (None drops the link)."""
         checks: dict[str, tuple[Any, Callable[[Any], Any]]] = {
             "kind": (kind, check_kind),
             "title": (title, check_title),
@@ -254,17 +262,24 @@ class Notebook:
             "project": (project, check_project),
         }
         wanted = {name: check(value) for name, (value, check) in checks.items() if value is not UNSET}
-        if not wanted:
-            raise InvalidInput("nothing to update: name at least one of kind, title, body, tags, project")
+        if replaces is not UNSET and replaces is not None and not isinstance(replaces, str):
+            raise InvalidInput("replaces must be the id of the note this one replaces, or null")
+        if not wanted and replaces is UNSET:
+            raise InvalidInput("nothing to update: name at least one of kind, title, body, tags, project, replaces")
         resolved: list[str] = []
 
         def decide(state: State) -> list[Payload]:
             note = self._resolve(state, note_id)
             resolved.append(note.id)
             current = note.to_json()
+            if replaces is not UNSET:
+                wanted["replaces"] = None if replaces is None else self._replaced(state, replaces, note.id)
             changed = {k: v for k, v in wanted.items() if current[k] != v}
             if not changed:
                 return []
+            if set(changed) == {"replaces"}:
+                # A line carries at least one field older Hivenotes know (they ignore the link): the kind, as is.
+                changed["kind"] = note.kind
             rec = state.notes[note.id]
             seen = rec.purge and (rec.purge.wall, rec.purge.counter, rec.purge.node, rec.purge.seq)
             # The purge this edit was made after: one made meanwhile elsewhere wins over it (OPLOG.md).
@@ -272,6 +287,15 @@ class Notebook:
 
         self.store.write(decide, by or current_author.get())
         return self.get(resolved[0])
+
+    def _replaced(self, state: State, replaces: Any, own_id: str) -> str:
+        """The full id of the note `replaces` names (a unique prefix works), which must be another note."""
+        if not isinstance(replaces, str) or not replaces.strip():
+            raise InvalidInput("replaces must be the id of the note this one replaces")
+        old = self._resolve(state, replaces.strip())
+        if old.id == own_id:
+            raise InvalidInput("a note cannot replace itself")
+        return old.id
 
     def _flag(self, note_id: str, by: Author | None, make: Callable[[Note], builtins.list[Payload]]) -> Note:
         resolved: list[str] = []

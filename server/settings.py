@@ -80,6 +80,7 @@ class Settings:
     port: int = DEFAULT_PORT
     auth: bool = True
     graph_extras: bool = False
+    meaning: bool = True  # meaning search, where its optional dependency is installed (hivenote[meaning])
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = 1 << 20
     max_import_bytes: int = 64 << 20
@@ -146,6 +147,7 @@ SETTINGS_HELP = {
     "port": f"TCP port (default {DEFAULT_PORT})",
     "auth": "require a bearer token (only loopback may turn it off)",
     "graph_extras": "offer limit/offset/namesOnly on the MCP graph tools (off keeps the official tool list)",
+    "meaning": "search by meaning too (needs the optional hivenote[meaning] packages; off: words only)",
     "allowed_hosts": "extra Host names accepted when listening beyond loopback (e.g. a Tailscale name)",
     "max_body_bytes": "largest request body accepted (413 beyond)",
     "max_import_bytes": "largest file accepted by the import endpoint",

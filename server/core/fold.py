@@ -109,6 +109,7 @@ class NoteRecord:
                 updated_on=last.node,
                 trashed=trash is not None and trash[1] and _newer(trash[0], purge),
                 revision=last.stamp,
+                replaces=values.get("replaces"),
             )
         self.view = view
         return view

@@ -119,6 +119,12 @@ class Op:
             "op": self.kind,
         }
         out.update(self.data)
+        if self.kind == "note.set" and "replaces" in self.data["fields"]:
+            # On the line, beside `fields`: Hivenotes before the link read such a line as an edit of the other
+            # fields (they ignore keys they do not know), where an unknown field name would make it corrupt.
+            fields = dict(self.data["fields"])
+            out["fields"] = fields
+            out["replaces"] = fields.pop("replaces")
         by = self.by.to_json()
         if by:
             out["by"] = by
@@ -210,6 +216,13 @@ def _payload(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
             elif key == "kind":
                 value = sys.intern(value)
             clean[key] = value
+        if "replaces" in raw:
+            # The note this one replaces (an id), or null to drop the link: a register like the fields, so it is
+            # kept with them (the fold, compaction and history see one more field).
+            link = raw["replaces"]
+            if link is not None and (type(link) is not str or not link):
+                raise CorruptLine("'replaces' must be a note id or null")
+            clean["replaces"] = link
         out: dict[str, Any] = {"id": note_id, "fields": clean}
         if "since" in raw:
             out["since"] = _since(raw["since"], kind)
@@ -268,6 +281,7 @@ class Note:
     updated_on: str
     trashed: bool = False
     revision: Stamp = NO_STAMP  # stamp of the latest op: orders notes updated in the same ms
+    replaces: str | None = None  # the id of the note this one takes the place of (a superseded decision)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -282,6 +296,7 @@ class Note:
             "created_by": {**self.created_by.to_json(), "node": self.created_on},
             "updated_by": {**self.updated_by.to_json(), "node": self.updated_on},
             "trashed": self.trashed,
+            "replaces": self.replaces,
         }
 
     @classmethod
@@ -302,6 +317,7 @@ class Note:
             updated_by=Author(updated.get("agent", ""), updated.get("client", ""), updated.get("person", "")),
             updated_on=updated["node"],
             trashed=data["trashed"],
+            replaces=data.get("replaces"),
         )
 
 

@@ -14,10 +14,12 @@ import math
 import operator
 import re
 import unicodedata
+import weakref
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from .fold import State
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, NO_FILTERS, Filters, bounded, list_notes
@@ -74,8 +76,23 @@ def fold_text(text: str) -> str:
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     hits: list[Note]
-    near: list[Note]  # closest partial matches, only when nothing matched every term
+    near: list[Note]  # closest partial or meaning matches, only when nothing matched every term
     total: int  # how many notes matched every term (hits may be fewer: limit / token budget)
+    # Why a note is listed when it is not an exact match: "similar meaning", "some words match", "replaces <id>".
+    reasons: dict[str, str] = field(default_factory=dict)
+    replaced_by: dict[str, str] = field(default_factory=dict)  # a listed note -> the live note that replaces it
+
+
+class Meaning(Protocol):
+    """What the search asks of a meaning index (hivenote.server.meaning), when there is one."""
+
+    def scores(self, query: str) -> dict[str, float] | None:
+        """Notes close in meaning to the query with a score (a cosine, about -1..1); None while not ready."""
+        ...
+
+    def replaced(self, note_ids: list[str]) -> dict[str, str]:
+        """Of these notes, those a newer note replaces without naming them: old id -> new id."""
+        ...
 
 
 # In a note's indexed text, every token of its title starts with TITLE, every token of its tags, project and kind
@@ -337,8 +354,132 @@ def _notes(state: State, keys: Iterable[str]) -> list[Note]:
     return [note for key in keys if (note := state.note(key)) is not None]
 
 
-def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit: int | None = None) -> SearchResult:
-    """Notes matching every term of `query` (substring, case/accent-insensitive), best first."""
+def search_notes(
+    state: State, query: str, filters: Filters = NO_FILTERS, limit: int | None = None, meaning: Meaning | None = None
+) -> SearchResult:
+    """Notes matching every term of `query` (substring, case/accent-insensitive), best first; a note another live
+    note replaces comes right after it. With nothing matching every term, `near` holds the closest notes: partial
+    matches, fused with the notes closest in meaning when a `meaning` index is given and ready."""
+    result = _lexical(state, query, filters, limit)
+    reasons: dict[str, str] = {}
+    near = result.near
+    if not result.hits and result.total == 0 and query.strip():
+        scores = meaning.scores(query) if meaning is not None else None
+        if scores is not None:
+            near, reasons = _fused(state, query, filters, scores)
+        else:
+            reasons = dict.fromkeys((n.id for n in near), SOME_WORDS)
+    hits, near, replaced_by = _newer_first(state, result.hits, near, filters, meaning, reasons)
+    return SearchResult(hits, near, result.total, reasons, replaced_by)
+
+
+SOME_WORDS = "some words match"
+SIMILAR = "similar meaning"
+# Words of a question that say nothing of what is asked: a note holding "how" or "does" is no closer for it.
+_QUESTION_WORDS = frozenset(
+    """
+    can could did does how may might must our shall should what when where which who why
+    """.split()  # noqa: SIM905
+)
+LEX_WEIGHT = 0.15  # a near match's score: its meaning cosine plus this times the share of the query's words it holds
+NEAR_POOL = 30  # partial matches weighed against the meaning matches
+
+
+def _fused(state: State, query: str, filters: Filters, scores: dict[str, float]) -> tuple[list[Note], dict[str, str]]:
+    """Near matches ranked on scores, not ranks: a note's meaning cosine plus LEX_WEIGHT times the share of the
+    query's words it holds (weak lexical leftovers add little, so they never drown a match in meaning alone)."""
+    terms = [t for t in _WORD.findall(fold_text(query)) if len(t) > 2 and t not in _STOPWORDS | _QUESTION_WORDS]
+    index = _texts(state)
+    lexical = _near_scored(state, index, terms, filters, NEAR_POOL) if terms else {}
+    fused: list[tuple[float, Stamp, Note, str]] = []
+    for note_id in set(scores) | set(lexical):
+        note = state.note(note_id)
+        if note is None or not filters.admit(note):
+            continue
+        sim = scores.get(note_id, 0.0)
+        words = LEX_WEIGHT * lexical.get(note_id, 0.0)
+        fused.append((sim + words, note.revision, note, SIMILAR if sim >= words else SOME_WORDS))
+    best = heapq.nlargest(NEAR_LIMIT, fused, key=lambda item: item[:2])
+    return [item[2] for item in best], {item[2].id: item[3] for item in best}
+
+
+def _newer_first(
+    state: State,
+    hits: list[Note],
+    near: list[Note],
+    filters: Filters,
+    meaning: Meaning | None,
+    reasons: dict[str, str],
+) -> tuple[list[Note], list[Note], dict[str, str]]:
+    """A listed note that a live note replaces (its `replaces` link, or, with a meaning index, a newer note that
+    says in words it replaces something this close) follows that note, which is listed first (with "replaces")."""
+    listed = [n.id for n in (*hits, *near)]
+    if not listed:
+        return hits, near, {}
+    links = {old: new for old, new in _replacements(state).items() if old in listed}
+    if meaning is not None and len(links) < len(listed):
+        for old, new in meaning.replaced([i for i in listed if i not in links]).items():
+            links.setdefault(old, new)
+    replaced_by: dict[str, str] = {}
+    for old, new in links.items():
+        note = state.note(new)
+        if note is not None and not note.trashed and filters.admit(note):
+            replaced_by[old] = new
+    if not replaced_by:
+        return hits, near, {}
+    seen: set[str] = set()
+
+    def arrange(notes: list[Note]) -> list[Note]:
+        out: list[Note] = []
+        for note in notes:
+            if note.id in seen:
+                continue
+            chain: list[Note] = [note]
+            cur = note.id
+            while (new := replaced_by.get(cur)) is not None and new not in seen and len(chain) < 8:
+                newer = state.note(new)
+                if newer is None or any(n.id == new for n in chain):
+                    break
+                chain.append(newer)
+                cur = new
+            for n in reversed(chain):
+                if n.id not in seen:
+                    seen.add(n.id)
+                    out.append(n)
+                    if n.id != note.id:
+                        reasons.setdefault(n.id, f"replaces {note.id}")
+        return out
+
+    hits = arrange(hits)
+    near = arrange(near)
+    return hits, near, {old: new for old, new in replaced_by.items() if old in seen}
+
+
+_REPLACED: dict[int, tuple[weakref.ref[State], int, dict[str, str]]] = {}  # id(state) -> (state, version, links)
+
+
+def _replacements(state: State) -> dict[str, str]:
+    """Every note another live note names in its `replaces` field: old id -> the newest such note. Worked out
+    again only when the notes changed."""
+    cached = _REPLACED.get(id(state))
+    if cached is not None and cached[0]() is state and cached[1] == state.notes_version:
+        return cached[2]
+    links: dict[str, tuple[Stamp, str]] = {}
+    for note in state.iter_notes():
+        old = note.replaces
+        if not old or note.trashed:
+            continue
+        cur = links.get(old)
+        if cur is None or note.revision > cur[0]:
+            links[old] = (note.revision, note.id)
+    out = {old: new for old, (_, new) in links.items()}
+    for key in [k for k, v in _REPLACED.items() if v[0]() is None]:
+        del _REPLACED[key]
+    _REPLACED[id(state)] = (weakref.ref(state), state.notes_version, out)
+    return out
+
+
+def _lexical(state: State, query: str, filters: Filters, limit: int | None) -> SearchResult:
     terms = fold_text(query).translate(_UNMARK).split()
     if not terms:
         notes, total = list_notes(state, filters, limit=limit)
@@ -364,6 +505,21 @@ def search_notes(state: State, query: str, filters: Filters = NO_FILTERS, limit:
 
 def _near(state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters) -> list[Note]:
     """Closest notes when nothing matched every term: most terms matched, or a term's longest matching prefix."""
+    scored = _near_candidates(state, index, terms, filters)
+    return [item[3] for item in heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:3])]
+
+
+def _near_scored(
+    state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters, pool: int
+) -> dict[str, float]:
+    """The `pool` best partial matches with the share of the query's terms each holds (0..1)."""
+    scored = _near_candidates(state, index, terms, filters)
+    return {item[3].id: item[0] / len(terms) for item in heapq.nlargest(pool, scored, key=lambda s: s[:3])}
+
+
+def _near_candidates(
+    state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters
+) -> list[tuple[int, float, Stamp, Note]]:
     probes: list[str] = []
     for term in terms:
         probe = term
@@ -379,7 +535,7 @@ def _near(state: State, index: SubstringIndex[str] | _Scan, terms: list[str], fi
     for note in notes:
         relevance, matched = _score(index.text(note.id) or "", probes)
         scored.append((matched, relevance, note.revision, note))
-    return [item[3] for item in heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:3])]
+    return scored
 
 
 _WORD = re.compile(r"\w+")

@@ -31,6 +31,7 @@ from ..mcp import common as mcp_common
 from ..mcp.common import identify, limit_sessions, tracking_middleware
 from ..mcp.graph import GraphMCP
 from ..mcp.notebook import build_notebook_server
+from ..meaning import open_index
 from ..notebook import Notebook
 from ..services import Services
 from ..settings import Settings
@@ -98,6 +99,24 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
         await anyio.sleep(pause)
 
 
+async def _warm_meaning(services: Services) -> None:
+    """Keep the meaning index (when meaning search is on) up to date: a batch at a time in a worker thread, the
+    store's lock held only to look at the notes; until the first pass is done, search answers lexically."""
+    index = services.notebook.meaning
+    if index is None:
+        return
+    refresh = getattr(index, "refresh", None)
+    if refresh is None:
+        return
+    while True:
+        try:
+            done = await anyio.to_thread.run_sync(refresh, services.store)
+        except Exception:  # derived data: search stays lexical; the error shows in the log
+            log.exception("building the meaning index failed")
+            return
+        await anyio.sleep(FOLLOW_INTERVAL_S if done else 0)
+
+
 def _settle_memory() -> None:
     """Once start-up work is done: collect its garbage, then freeze what is left (the folded notebook lives as long
     as the server, and a full collector pass over it is a latency spike on whichever request meets it), then hand
@@ -140,7 +159,7 @@ def create_app(
     services = Services(
         settings=settings,
         store=store,
-        notebook=Notebook(store),
+        notebook=Notebook(store, meaning=open_index(settings.data_dir, settings.meaning)),
         graph=Graph(store),
         tokens=tokens or Tokens(settings.data_dir / "tokens.json"),
         tracker=tracker or AgentTracker(),
@@ -179,6 +198,7 @@ def create_app(
             anyio.create_task_group() as tasks,
         ):
             tasks.start_soon(_follow_and_warm, services, graph_mcp)
+            tasks.start_soon(_warm_meaning, services)
             tasks.start_soon(run_transports, services)
             announce(settings.data_dir, settings.base_url)  # so the CLI can reach us while we hold the lock
             try:

@@ -76,12 +76,18 @@ def list_notes(c: Call) -> object:
     limit, offset = q.get("limit"), q.get("offset", 0)
     if "q" not in q:
         notes, total = c.services.notebook.list(filters, limit=limit, offset=offset)
-        return {"results": _notes(notes), "near": [], "total": total}
+        return {"results": _notes(notes), "near": [], "total": total, "reasons": {}, "replaced_by": {}}
     window = limit if not offset else offset + (limit or DEFAULT_LIMIT)
     if window is not None and window > MAX_LIMIT:
         raise InvalidInput(f"a search ranks its best {MAX_LIMIT} matches: offset + limit must be at most {MAX_LIMIT}")
     result = c.services.notebook.search(q["q"], filters, window)
-    return {"results": _notes(result.hits[offset:]), "near": _notes(result.near), "total": result.total}
+    return {
+        "results": _notes(result.hits[offset:]),
+        "near": _notes(result.near),
+        "total": result.total,
+        "reasons": result.reasons,
+        "replaced_by": result.replaced_by,
+    }
 
 
 @endpoint("POST", "/api/notes", "Remember a note", ref("Remembered"), body=ref("NewNote"), status=201)
@@ -94,6 +100,7 @@ def create_note(c: Call) -> object:
         body=b.get("body", ""),
         tags=b.get("tags", []),
         project=b.get("project"),
+        replaces=b.get("replaces"),
         by=c.author,
     )
     return {"note": done.note.to_json(), "similar": _notes(done.similar)}

