@@ -16,7 +16,8 @@ import pytest
 
 from hivenote.server.storage.identity import lock_holder
 from hivenote.server.storage.serverfile import running_server
-from tests.support.live import free_port, health, wait_until
+from tests.support.live import free_port, health
+from tests.support.wait import wait_until
 
 WAIT_S = 60
 

@@ -10,7 +10,8 @@ from hivenote.server.core.model import Op
 from hivenote.server.notebook import Notebook
 from tests.support.browser import Pages
 from tests.support.dashboard import CURSOR, api, card_ids, screenshot, seed, write_log
-from tests.support.live import Running, serve, wait_until
+from tests.support.live import Running, serve
+from tests.support.wait import wait_until
 
 WAIT_MS = 10_000
 

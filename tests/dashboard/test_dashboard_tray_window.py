@@ -19,7 +19,7 @@ from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
-from tests.support.live import wait_until
+from tests.support.wait import wait_until
 
 WAIT_MS = 30_000
 STOPPED = "Hivenote's server is stopped"

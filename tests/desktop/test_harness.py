@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import Desktop, MenuEntry, poll, start_desktop
+from tests.support.harness import Desktop, MenuEntry, start_desktop
+from tests.support.wait import eventually
 
 GREEN = (0, 187, 102, 255)
 APP = f"""
@@ -88,7 +89,7 @@ def test_click_by_label_runs_callbacks_and_wait_for_sees_the_result(desktop: Des
     _, clicks = start_app(desktop, tmp_path)
     item = desktop.tray_item()
     item.click("Say _hello")
-    assert poll(lambda: clicks.exists() and clicks.read_text(encoding="utf-8") == "hello", timeout=10)
+    assert eventually(lambda: clicks.exists() and clicks.read_text(encoding="utf-8") == "hello", timeout=10)
     item.click("Check me")
     item.wait_for(lambda i: i.menu()[1].checked is True, what="Check me to be ticked")
     item.click("Submenu", "Child")
@@ -105,7 +106,7 @@ def test_quit_exits_zero_the_watcher_drops_the_item_and_close_leaves_nothing(des
     app, _ = start_app(desktop, tmp_path)
     desktop.tray_item().click("Quit")
     assert app.wait(10) == 0, desktop.output("demo")
-    assert poll(lambda: desktop.tray_items() == [], timeout=10)
+    assert eventually(lambda: desktop.tray_items() == [], timeout=10)
     # xclip forks a background owner of the selection that no process group of ours contains.
     subprocess.run(["xclip", "-selection", "clipboard"], input=b"snippet", env=desktop.env, check=True)
     assert desktop.clipboard() == "snippet"

@@ -16,7 +16,8 @@ from hivenote.desktop.supervisor import Status, Supervisor, agents_online
 from hivenote.server.agents import AgentTracker
 from hivenote.server.core.model import Author
 from hivenote.server.storage.store import Store, lock_holder
-from tests.support.live import free_port, health, wait_until
+from tests.support.live import free_port, health
+from tests.support.wait import wait_until
 
 WAIT_S = 30
 

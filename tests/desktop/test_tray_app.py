@@ -24,9 +24,10 @@ from hivenote.desktop.icons import tray_icon
 from hivenote.server.storage.store import lock_holder
 from hivenote.server.tokens import Tokens
 from tests.support.disks import fill, tmpfs
-from tests.support.harness import Desktop, poll, start_desktop
+from tests.support.harness import Desktop, start_desktop
 from tests.support.live import call, free_port, health, mcp_session
 from tests.support.tray import WINDOW, App, entry, has_brand_colour, labels, title
+from tests.support.wait import eventually
 
 WAIT_S = 30
 TOP_MENU = [
@@ -90,13 +91,13 @@ def test_tray_follows_the_server_and_its_menu_works(app: App, desktop: Desktop) 
 
     # Copy connect snippet → the system clipboard holds Cursor's config, with this port and the token.
     item.click("Copy connect snippet", "Cursor")
-    assert poll(lambda: bool(desktop.clipboard()), WAIT_S), desktop.output("app")
+    assert eventually(lambda: bool(desktop.clipboard()), WAIT_S), desktop.output("app")
     snippet = json.loads(desktop.clipboard())
     server = snippet["mcpServers"]["hivenote"]
     assert server["url"] == f"http://127.0.0.1:{app.port}/mcp"
     assert server["headers"]["Authorization"] == f"Bearer {token}"
     copied = lambda: any("Cursor" in n["body"] for n in desktop.notifications())  # noqa: E731
-    assert poll(copied, WAIT_S), "no notification confirmed the copy"
+    assert eventually(copied, WAIT_S), "no notification confirmed the copy"
     assert desktop.notifications()[-1] == {
         "title": "Hivenote",
         "body": "Copied the Cursor snippet. Paste it into ~/.cursor/mcp.json.",
@@ -120,16 +121,16 @@ def test_tray_follows_the_server_and_its_menu_works(app: App, desktop: Desktop) 
     item.click("Open dashboard")
     window = desktop.find_window(WINDOW, WAIT_S)
     assert window is not None, desktop.output("app")
-    assert poll(lambda: has_brand_colour(desktop.screenshot(window)), WAIT_S), "the dashboard did not render"
+    assert eventually(lambda: has_brand_colour(desktop.screenshot(window)), WAIT_S), "the dashboard did not render"
     item.click("Open dashboard")  # again: still one window
     assert len(desktop.xdotool("search", "--onlyvisible", "--name", WINDOW).split()) == 1
 
     # In the window: Connect an agent → Claude Code → Copy puts its command on the system clipboard, through the
     # tray (pywebview's own bridge needs eval, which the page's CSP forbids), so it outlives the window.
-    assert poll(lambda: copy_in_window(desktop, window), WAIT_S), desktop.clipboard()
+    assert eventually(lambda: copy_in_window(desktop, window), WAIT_S), desktop.clipboard()
     assert f"http://127.0.0.1:{app.port}/mcp" in desktop.clipboard() and token in desktop.clipboard()
     desktop.xdotool("windowclose", window)  # the window process ends; the tray keeps serving the copy
-    assert poll(lambda: not desktop.window_visible(WINDOW), WAIT_S)
+    assert eventually(lambda: not desktop.window_visible(WINDOW), WAIT_S)
     assert desktop.clipboard().startswith("claude mcp add")
     item.click("Open dashboard")  # and a closed window opens again
     assert desktop.find_window(WINDOW, WAIT_S) is not None
@@ -169,7 +170,7 @@ def copy_in_window(desktop: Desktop, window: str) -> bool:
     desktop.xdotool("key", "--window", window, "Escape")
     click(desktop, window, 115, height - 65)  # "Connect an agent", pinned to the sidebar's foot
     desktop.xdotool("key", "--delay", "40", *["Tab"] * 4, "space", *["Tab"] * 12, "Return")
-    return poll(lambda: desktop.clipboard().startswith("claude mcp add"), 3)
+    return eventually(lambda: desktop.clipboard().startswith("claude mcp add"), 3)
 
 
 def same(shown: Image.Image, drawn: Image.Image) -> bool:
@@ -215,7 +216,7 @@ def test_a_full_disk_turns_the_icon_to_a_warning_and_says_so_until_space_is_free
         assert " · cannot save notes: The disk holding " in title(item)
         assert labels(item)[1].startswith("Cannot save notes: The disk holding")
         assert same(item.icon(), tray_icon("running", agents=0, warning=True)), title(item)
-        assert poll(lambda: any("cannot save" in n["body"] for n in desktop.notifications()), WAIT_S)
+        assert eventually(lambda: any("cannot save" in n["body"] for n in desktop.notifications()), WAIT_S)
         told = next(n["body"] for n in desktop.notifications() if "cannot save" in n["body"])
         assert told.startswith("Hivenote cannot save notes. The disk holding") and "Free some space" in told
 
@@ -223,7 +224,7 @@ def test_a_full_disk_turns_the_icon_to_a_warning_and_says_so_until_space_is_free
         item.wait_for(lambda i: "cannot save" not in title(i), what="the problem cleared")
         assert title(item).startswith("Hivenote — running · no agents online")
         assert same(item.icon(), tray_icon("running"))
-        assert poll(lambda: desktop.notifications()[-1]["body"] == "Hivenote saves notes again.", WAIT_S)
+        assert eventually(lambda: desktop.notifications()[-1]["body"] == "Hivenote saves notes again.", WAIT_S)
         call(app.port, token, "POST", "/api/notes", {"kind": "fact", "title": "saved"})
         item.click("Quit Hivenote")
         assert app.exit_code() == 0
@@ -240,7 +241,7 @@ def test_second_launch_opens_the_running_ones_dashboard(app: App, desktop: Deskt
     quit_ = app.launch_again("quit")
     assert quit_.returncode == 0 and "Asked the running Hivenote to quit" in quit_.stdout
     assert app.exit_code() == 0
-    assert poll(lambda: not desktop.window_visible(WINDOW), WAIT_S)
+    assert eventually(lambda: not desktop.window_visible(WINDOW), WAIT_S)
 
 
 def test_xembed_tray_host(tmp_path: Path) -> None:
@@ -248,10 +249,10 @@ def test_xembed_tray_host(tmp_path: Path) -> None:
     with start_desktop(tmp_path, watcher=False, trayer=True) as desktop:
         app = App(desktop, tmp_path / "data", free_port())
         icon = desktop.xembed_icon(WAIT_S, classname="^hivenote$")
-        assert poll(lambda: health(app.port) == 200, WAIT_S), desktop.output("app")
+        assert eventually(lambda: health(app.port) == 200, WAIT_S), desktop.output("app")
         # The menu is rebuilt as the server comes up; a click landing mid-rebuild opens nothing, so click again.
         opened = lambda: desktop.click_xembed(icon, popup_timeout=3) is not None  # noqa: E731
-        assert poll(opened, WAIT_S), f"no menu opened\n{desktop.output('app')}"
+        assert eventually(opened, WAIT_S), f"no menu opened\n{desktop.output('app')}"
         desktop.key("Up", "Return")  # the last item: Quit Hivenote
         assert app.exit_code() == 0, desktop.output("app")
 
@@ -276,7 +277,7 @@ def test_no_display_serves_headless_and_says_why(tmp_path: Path) -> None:
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8"
     )
     try:
-        assert poll(lambda: health(port) == 200 or process.poll() is not None, WAIT_S)
+        assert eventually(lambda: health(port) == 200 or process.poll() is not None, WAIT_S)
         assert health(port) == 200
         process.terminate()
         _, err = process.communicate(timeout=WAIT_S)

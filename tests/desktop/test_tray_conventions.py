@@ -10,9 +10,10 @@ from pathlib import Path
 
 from gi.repository import GLib
 
-from tests.support.harness import ITEM_INTERFACE, TrayItem, poll, start_desktop
+from tests.support.harness import ITEM_INTERFACE, TrayItem, start_desktop
 from tests.support.live import free_port
 from tests.support.tray import WINDOW, App, entry, title
+from tests.support.wait import eventually
 
 WAIT_S = 30
 
@@ -60,7 +61,7 @@ def test_menu_changes_do_not_register_the_item_again_and_notifications_name_the_
             item.wait_for(partial(start_at_login_is, checked), what=f"checked={checked}")
         assert desktop.registrations() == before, f"{desktop.registrations() - before} registrations for 4 changes"
         item.click("Copy connect snippet", "Cursor")
-        assert poll(lambda: any("Cursor" in n["body"] for n in desktop.notifications()), WAIT_S)
+        assert eventually(lambda: any("Cursor" in n["body"] for n in desktop.notifications()), WAIT_S)
         assert all(n["app"] == "Hivenote" for n in desktop.notifications()), desktop.notifications()
         item.click("Quit Hivenote")
         assert app.exit_code() == 0
@@ -74,7 +75,9 @@ def test_the_first_launch_says_where_hivenote_is(tmp_path: Path) -> None:
     with start_desktop(tmp_path) as desktop:
         app = App(desktop, tmp_path / "data", free_port())
         desktop.tray_item().wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
-        assert poll(lambda: any("panel" in n["body"] for n in desktop.notifications()), WAIT_S), desktop.output("app")
+        assert eventually(lambda: any("panel" in n["body"] for n in desktop.notifications()), WAIT_S), desktop.output(
+            "app"
+        )
         desktop.tray_item().click("Quit Hivenote")
         assert app.exit_code() == 0
         hints = sum("panel" in n["body"] for n in desktop.notifications())

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 from tests.support.desktop_entry import desktop_keys, parse_exec
-from tests.support.harness import poll, start_desktop
+from tests.support.harness import start_desktop
 from tests.support.live import free_port, health
 from tests.support.tray import WINDOW, App, entry, title
+from tests.support.wait import eventually
 
 WAIT_S = 30
 
@@ -35,7 +36,7 @@ def test_start_at_login_starts_the_same_hivenote(tmp_path: Path) -> None:
         # Log in: the desktop runs Exec= with the session's environment, which has no HIVENOTE_* of the shell's.
         session = {k: v for k, v in desktop.env.items() if not k.startswith("HIVENOTE_")}
         again = desktop.spawn("login", login, env=session)
-        assert poll(lambda: health(app.port) == 200, WAIT_S), f"{login}\n{desktop.output('login')}"
+        assert eventually(lambda: health(app.port) == 200, WAIT_S), f"{login}\n{desktop.output('login')}"
         done = subprocess.run(
             [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(app.data_dir), "quit"],
             env=desktop.env,
@@ -55,13 +56,13 @@ def test_open_data_folder_with_no_app_for_folders_says_so_and_leaves_no_zombie(t
         item = desktop.tray_item()
         item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
         item.click("Open data folder")  # xdg-open finds no desktop here and no application for folders
-        assert poll(lambda: any("data folder" in n["body"] for n in desktop.notifications()), WAIT_S), (
+        assert eventually(lambda: any("data folder" in n["body"] for n in desktop.notifications()), WAIT_S), (
             desktop.notifications(),
             desktop.output("app"),
         )
         told = next(n["body"] for n in desktop.notifications() if "data folder" in n["body"])
         assert told.startswith("No app opened the data folder") and str(app.data_dir) in told, told
-        assert poll(lambda: zombies(app.process.pid) == [], WAIT_S), "xdg-open was never waited for"
+        assert eventually(lambda: zombies(app.process.pid) == [], WAIT_S), "xdg-open was never waited for"
         item.click("Quit Hivenote")
         assert app.exit_code() == 0
 
@@ -110,7 +111,9 @@ def test_the_codex_copy_says_where_its_token_comes_from(tmp_path: Path) -> None:
         item = desktop.tray_item()
         item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
         item.click("Copy connect snippet", "OpenAI Codex")
-        assert poll(lambda: any("Codex" in n["body"] for n in desktop.notifications()), WAIT_S), desktop.output("app")
+        assert eventually(lambda: any("Codex" in n["body"] for n in desktop.notifications()), WAIT_S), desktop.output(
+            "app"
+        )
         told = next(n["body"] for n in desktop.notifications() if "Codex" in n["body"])
         assert "HIVENOTE_TOKEN" in told and "hivenote token show" in told, told
         item.click("Quit Hivenote")

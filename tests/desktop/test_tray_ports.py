@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from hivenote.server.storage.store import lock_holder
-from tests.support.harness import poll, start_desktop
+from tests.support.harness import start_desktop
 from tests.support.live import free_port, health
 from tests.support.tray import WINDOW, App, entry, labels, title
+from tests.support.wait import eventually
 
 WAIT_S = 30
 
@@ -67,7 +68,7 @@ def test_a_data_dir_held_by_hivenote_serve_points_the_menu_at_it(tmp_path: Path)
             str(serve_port),
         ]
         serve = desktop.spawn("serve", argv)
-        assert poll(lambda: health(serve_port) == 200, WAIT_S), desktop.output("serve")
+        assert eventually(lambda: health(serve_port) == 200, WAIT_S), desktop.output("serve")
         app = App(desktop, data_dir, free_port())
         item = desktop.tray_item()
         # (its address once serve has written it down: the first try may come a moment before)
@@ -76,7 +77,7 @@ def test_a_data_dir_held_by_hivenote_serve_points_the_menu_at_it(tmp_path: Path)
         item.wait_for(lambda i: entry(i, "Open dashboard") == (True, None), what="Open dashboard enabled")
 
         item.click("Copy connect snippet", "Cursor")
-        assert poll(lambda: bool(desktop.clipboard()), WAIT_S), desktop.output("app")
+        assert eventually(lambda: bool(desktop.clipboard()), WAIT_S), desktop.output("app")
         url = json.loads(desktop.clipboard())["mcpServers"]["hivenote"]["url"]
         assert url == f"http://127.0.0.1:{serve_port}/mcp"  # where the notebook answers, not the tray's port
         item.click("Open dashboard")

@@ -11,9 +11,10 @@ from pathlib import Path
 from PIL import Image
 
 from hivenote.server.tokens import Tokens
-from tests.support.harness import Desktop, poll, start_desktop
+from tests.support.harness import Desktop, start_desktop
 from tests.support.live import free_port, health
 from tests.support.tray import App, has_brand_colour, title
+from tests.support.wait import eventually
 
 WAIT_S = 30
 WINDOW = "^Hivenote$"
@@ -40,7 +41,7 @@ def test_stop_then_start_updates_the_open_window_without_a_reload(tmp_path: Path
         item.click("Open dashboard")
         window = desktop.find_window(WINDOW, WAIT_S)
         assert window is not None, desktop.output("app")
-        assert poll(lambda: has_brand_colour(desktop.screenshot(window)), WAIT_S), "the dashboard did not render"
+        assert eventually(lambda: has_brand_colour(desktop.screenshot(window)), WAIT_S), "the dashboard did not render"
 
         item.click("Stop server")
         item.wait_for(lambda i: title(i) == "Hivenote — stopped", what="stopped")
@@ -49,10 +50,10 @@ def test_stop_then_start_updates_the_open_window_without_a_reload(tmp_path: Path
         save(desktop.screenshot(window), "window-server-stopped")
 
         # Its Start server button has the focus: Enter asks the tray through the window (no server to ask).
-        assert poll(lambda: start_from_window(desktop, window), WAIT_S), desktop.output("app")
+        assert eventually(lambda: start_from_window(desktop, window), WAIT_S), desktop.output("app")
         item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="started from the window")
         assert desktop.find_window(WINDOW, WAIT_S) == window  # the page came back by itself
-        assert poll(lambda: has_brand_colour(desktop.screenshot(window)), WAIT_S)
+        assert eventually(lambda: has_brand_colour(desktop.screenshot(window)), WAIT_S)
         item.click("Quit Hivenote")
         assert app.exit_code() == 0, desktop.output("app")
         assert "Traceback" not in desktop.output("app") and "Fatal Python error" not in desktop.output("app")
@@ -61,7 +62,7 @@ def test_stop_then_start_updates_the_open_window_without_a_reload(tmp_path: Path
 def start_from_window(desktop: Desktop, window: str) -> bool:
     desktop.xdotool("windowfocus", window)
     desktop.key("Return")
-    return poll(lambda: health_of_title(desktop), 3)
+    return eventually(lambda: health_of_title(desktop), 3)
 
 
 def health_of_title(desktop: Desktop) -> bool:
@@ -73,7 +74,7 @@ def test_no_tray_host_opens_a_window_that_explains_and_a_later_panel_gets_the_ic
         app = App(desktop, tmp_path / "data", free_port())
         window = desktop.find_window(WINDOW, WAIT_S)
         assert window is not None, desktop.output("app")
-        assert poll(lambda: has_colour(desktop.screenshot(window), STAND_IN), WAIT_S), "no stand-in for the menu"
+        assert eventually(lambda: has_colour(desktop.screenshot(window), STAND_IN), WAIT_S), "no stand-in for the menu"
         save(desktop.screenshot(window), "window-no-tray")
         assert "This desktop shows no tray icons" in desktop.output("app")
         assert state(app)["tray"]["shown"] is False
@@ -81,13 +82,13 @@ def test_no_tray_host_opens_a_window_that_explains_and_a_later_panel_gets_the_ic
         desktop.start_watcher()  # the panel comes up late: the icon appears, the window's stand-in goes
         item = desktop.tray_item(WAIT_S)
         item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="the icon, late")
-        assert poll(lambda: not has_colour(desktop.screenshot(window), STAND_IN), WAIT_S), "the stand-in stayed"
+        assert eventually(lambda: not has_colour(desktop.screenshot(window), STAND_IN), WAIT_S), "the stand-in stayed"
         assert state(app)["tray"]["shown"] is True
 
         act(app, "quit")  # what the stand-in's Quit Hivenote button sends
         assert app.exit_code() == 0, desktop.output("app")
         assert health(app.port) is None
-        assert poll(lambda: not desktop.window_visible(WINDOW), WAIT_S)
+        assert eventually(lambda: not desktop.window_visible(WINDOW), WAIT_S)
 
 
 def request(app: App, body: dict[str, str] | None = None) -> urllib.request.Request:

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import Desktop, poll, start_desktop
+from tests.support.harness import Desktop, start_desktop
 from tests.support.live import free_port
 from tests.support.privileges import without_root_powers
+from tests.support.wait import eventually
 
 WAIT_S = 30
 EXIT_STORE = 5  # the command line's documented "storage error"
@@ -91,7 +92,7 @@ def test_the_tray_from_the_menu_shows_a_dialog(desktop: Desktop, tmp_path: Path)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     desktop.screenshot(dialog).save(ARTIFACTS / "error-dialog-unwritable-data-dir.png")
     desktop.close_window(dialog)
-    assert poll(lambda: app.poll() is not None, WAIT_S), "the dialog did not close"
+    assert eventually(lambda: app.poll() is not None, WAIT_S), "the dialog did not close"
     assert app.returncode == EXIT_STORE
     says_what_and_how(desktop.output("app"), data_dir)
 

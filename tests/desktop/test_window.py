@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import Desktop, poll, start_desktop
+from tests.support.harness import Desktop, start_desktop
 from tests.support.live import Running, serve
+from tests.support.wait import eventually
 
 WAIT_S = 30
 WINDOW = "^Hivenote$"
@@ -46,7 +47,7 @@ def open_window(desktop: Desktop, url: str) -> subprocess.Popen[bytes]:
 def closed(desktop: Desktop, window_id: str, window: subprocess.Popen[bytes]) -> bool:
     if window.poll() is None:
         desktop.close_window(window_id)
-    return poll(lambda: window.poll() is not None, 0.9)
+    return eventually(lambda: window.poll() is not None, 0.9)
 
 
 def close_once(desktop: Desktop, url: str) -> tuple[int, str]:
@@ -56,7 +57,7 @@ def close_once(desktop: Desktop, url: str) -> tuple[int, str]:
         found = desktop.find_window(WINDOW, WAIT_S)
         assert found is not None, "no window"
         # WM_DELETE_WINDOW, sent again if it came before GTK's loop ran (the window is mapped a moment before)
-        assert poll(lambda: closed(desktop, found, window), WAIT_S, interval=1), "the window did not close"
+        assert eventually(lambda: closed(desktop, found, window), WAIT_S, interval=1), "the window did not close"
         window.wait(WAIT_S)  # stdin stays open, as the tray keeps it
         _, err = window.communicate()
     finally:
@@ -102,7 +103,7 @@ def test_until_the_page_paints_the_window_shows_the_dashboards_background_not_wh
         try:
             found = desktop.find_window(WINDOW, WAIT_S)
             assert found is not None
-            assert poll(lambda: centre(desktop, found) != (0, 0, 0), WAIT_S)  # mapped and drawn at all
+            assert eventually(lambda: centre(desktop, found) != (0, 0, 0), WAIT_S)  # mapped and drawn at all
             assert centre(desktop, found) == background
         finally:
             window.kill()

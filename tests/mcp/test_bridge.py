@@ -25,7 +25,8 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
-from tests.support.live import GRAPH_URI, Inbox, Running, call, free_port, subscribe, wait_until
+from tests.support.live import GRAPH_URI, Inbox, Running, call, free_port, subscribe
+from tests.support.wait import wait_until
 
 NAME = Implementation(name="claude-ai", version="0.1.0")
 

@@ -20,7 +20,8 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
-from tests.support.live import free_port, wait_until
+from tests.support.live import free_port
+from tests.support.wait import wait_until
 
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -11,7 +11,6 @@ import os
 import pkgutil
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ import hivenote.desktop
 from hivenote.server import __version__
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.dashboard import load_assets
+from tests.support.live import free_port
 
 SPEC = Path(__file__).resolve().parents[2] / "packaging" / "hivenote.spec"
 BUILD_TIMEOUT_S = 600  # 55-100 s on 2 cores; the limit only stops a hung build
@@ -101,14 +101,6 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, byte
             return response.status, response.headers.get("Content-Type", ""), response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.headers.get("Content-Type", ""), error.read()
-
-
-def free_port() -> int:
-    """A port nothing listens on now (`serve` refuses --port 0, so the test picks one)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for_health(url: str, server: subprocess.Popen[bytes], log: Path) -> object:

@@ -21,7 +21,8 @@ from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 from tests.support.disks import ext4, fill, run, tmpfs, trigger_error
-from tests.support.live import call, exchange, free_port, serve, wait_until
+from tests.support.live import call, exchange, free_port, serve
+from tests.support.wait import wait_until
 
 ME = Author("claude-code", "Claude Code", "")
 WAIT_S = 10

@@ -23,7 +23,8 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web import serve
 from hivenote.server.web.app import create_app
-from tests.support.live import free_port, health, wait_until
+from tests.support.live import free_port, health
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 START_S = 60

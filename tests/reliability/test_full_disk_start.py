@@ -19,7 +19,8 @@ from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 from tests.support.disks import fill, tmpfs
-from tests.support.live import call, exchange, free_port, health, wait_until
+from tests.support.live import call, exchange, free_port, health
+from tests.support.wait import wait_until
 
 ME = Author("claude-code", "Claude Code", "")
 WAIT_S = 20

@@ -9,8 +9,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,16 +18,9 @@ from hivenote.server.core.model import Author, Entity
 from hivenote.server.graph import Graph
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import ReadOnlyStore, ShardLocked, Store, StoreError, lock_holder
+from tests.support.wait import wait_until
 
 BY = Author(agent="cli")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        time.sleep(0.001)
 
 
 def remember(store: Store, title: str, body: str = "") -> str:
@@ -105,7 +96,7 @@ def test_concurrent_writers_share_one_fsync(tmp_path: Path) -> None:
         ]
         for t in threads:
             t.start()
-        wait_for(lambda: store._enqueued == 8)
+        wait_until(lambda: store._enqueued == 8, interval=0.001)
         before = store.fsyncs
         store._flush_lock.release()
         for t in threads:

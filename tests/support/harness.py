@@ -22,6 +22,8 @@ from typing import IO, Any
 import gi
 from PIL import Image, ImageGrab
 
+from tests.support.wait import eventually
+
 gi.require_version("Gio", "2.0")
 from gi.repository import Gio, GLib  # noqa: E402
 
@@ -30,7 +32,6 @@ WATCHER_PATH = "/StatusNotifierWatcher"
 ITEM_INTERFACE = "org.kde.StatusNotifierItem"
 MENU_INTERFACE = "com.canonical.dbusmenu"
 PROPERTIES = "org.freedesktop.DBus.Properties"
-POLL_INTERVAL = 0.05
 # The stock session.conf minus <standard_session_servicedirs/>: nothing is D-Bus-activated (WebKit would start an
 # AT-SPI bus, a notification daemon would answer only where one is installed), so the bus holds only what tests start.
 BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -84,17 +85,6 @@ class MenuEntry:
 def strip_mnemonic(label: str) -> str:
     """GTK mnemonic syntax: "_x" marks x as the access key and "__" is a literal underscore."""
     return re.sub(r"_(.)", r"\1", label)
-
-
-def poll(check: Callable[[], bool], timeout: float, interval: float = POLL_INTERVAL) -> bool:
-    """True as soon as check() is; False once timeout seconds have passed without it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if check():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
 
 
 def _dbus_call(
@@ -175,7 +165,7 @@ class TrayItem:
                 return False
             return True
 
-        if not poll(load, timeout) or image is None:
+        if not eventually(load, timeout) or image is None:
             raise AssertionError(f"could not load the tray icon: {error}")
         return image
 
@@ -223,7 +213,7 @@ class TrayItem:
                 return False
             return True
 
-        if not poll(attempt, timeout):
+        if not eventually(attempt, timeout):
             raise AssertionError(f"the menu kept changing under click{labels!r}: {stale}")
 
     def _click(self, labels: Sequence[str]) -> None:
@@ -262,7 +252,7 @@ class TrayItem:
                 last_error = exc
                 return False
 
-        if poll(check, timeout):
+        if eventually(check, timeout):
             return
         error = "" if last_error is None else f" (last error: {last_error})"
         raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate!r}{error}; {self.describe()}")
@@ -426,7 +416,7 @@ class Desktop:
             self.start_watcher(timeout)
         if trayer:
             self._spawn("trayer", ["trayer", "--edge", "top", "--align", "left", "--widthtype", "request"])
-            if not poll(lambda: bool(self._search("--onlyvisible", "--classname", "^panel$")), timeout):
+            if not eventually(lambda: bool(self._search("--onlyvisible", "--classname", "^panel$")), timeout):
                 raise DesktopFailed(f"trayer showed no panel within {timeout} s\n{self.output('trayer')}")
 
     def start_watcher(self, timeout: float = 20) -> None:
@@ -461,7 +451,7 @@ class Desktop:
             items[:] = self.tray_items()
             return bool(items)
 
-        if not poll(registered, timeout):
+        if not eventually(registered, timeout):
             raise AssertionError(f"no StatusNotifierItem registered within {timeout} s\n{self._all_output()}")
         service, _, path = items[0].partition("/")
         return TrayItem(self.bus, service, "/" + path)
@@ -492,7 +482,7 @@ class Desktop:
             found[:] = self._search("--onlyvisible", "--name", name_regex)
             return bool(found)
 
-        return found[0] if poll(search, timeout) else None
+        return found[0] if eventually(search, timeout) else None
 
     def window_visible(self, name_regex: str) -> bool:
         """Whether a visible window's title matches name_regex now (no waiting)."""
@@ -565,7 +555,7 @@ class Desktop:
             docked[:] = [window for window in matches if window not in top]
             return bool(docked)
 
-        if not poll(search, timeout):
+        if not eventually(search, timeout):
             raise AssertionError(
                 f"no icon with WM_CLASS matching {classname!r} docked within {timeout} s\n{self._all_output()}"
             )
@@ -585,7 +575,7 @@ class Desktop:
             opened[:] = sorted(self._top_level() - before)
             return bool(opened)
 
-        return opened[0] if popup_timeout > 0 and poll(popup, popup_timeout) else None
+        return opened[0] if popup_timeout > 0 and eventually(popup, popup_timeout) else None
 
     # -- teardown -------------------------------------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -26,6 +25,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
+from tests.support.wait import wait_until
 
 
 class Clock:
@@ -78,13 +78,6 @@ def call(port: int, token: str, method: str, path: str, body: Any = None) -> byt
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data, headers, method=method)
     with urllib.request.urlopen(request, timeout=30) as response:
         return bytes(response.read())
-
-
-def wait_until(condition: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "not reached before the deadline"
-        time.sleep(0.01)
 
 
 @contextlib.asynccontextmanager

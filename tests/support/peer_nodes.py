@@ -10,9 +10,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,19 +19,10 @@ from typing import Any
 from hivenote.server.storage.identity import read_node
 from hivenote.server.tokens import Tokens
 from tests.support.live import call, exchange, free_port, health
+from tests.support.wait import wait_until
 
 START_S = 30
 WAIT_S = 20  # for anything that should take a second or two
-
-
-def wait_for(check: Callable[[], bool], what: Callable[[], str] | str, timeout: float = WAIT_S) -> float:
-    """Poll `check` until it holds (returns the seconds it took); fail with `what` at the deadline."""
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"not reached within {timeout} s: {what() if callable(what) else what}")
-        time.sleep(0.02)
-    return time.monotonic() - started
 
 
 @dataclass
@@ -78,7 +68,7 @@ class Node:
         return health(self.port) == 200
 
     def wait_ready(self) -> None:
-        wait_for(self.healthy, lambda: f"hivenote serve answering\n{self.log_tail()}", START_S)
+        wait_until(self.healthy, START_S, lambda: f"hivenote serve answering\n{self.log_tail()}")
 
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
         """`sig` to its process group (SIGTERM stops `hivenote serve` cleanly), SIGKILL if it hangs; the exit code."""

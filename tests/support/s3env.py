@@ -6,9 +6,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,10 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
+from tests.support.wait import wait_until
 
 WAIT_S = 20  # generous: sync rounds take a fraction of a second here
 FAST = {"s3_poll_s": 0.1, "s3_backoff_max_s": 0.5}  # settings.extra for quick rounds in tests
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = WAIT_S, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not reached before the deadline: {what}"
-        time.sleep(0.02)
 
 
 class Moto:

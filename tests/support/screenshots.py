@@ -21,7 +21,8 @@ from pathlib import Path
 from PIL import Image
 
 from hivenote.desktop.icons import tray_icon
-from tests.support.harness import poll, start_desktop
+from tests.support.harness import start_desktop
+from tests.support.wait import eventually
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 DIALOG = """
@@ -51,7 +52,7 @@ def error_dialog(target: Path) -> None:
         try:
             window = desktop.find_window("^Hivenote cannot start$", 30)
             assert window is not None, "no dialog"
-            assert poll(lambda: desktop.screenshot(window).getbbox() is not None, 10)
+            assert eventually(lambda: desktop.screenshot(window).getbbox() is not None, 10)
             desktop.screenshot(window).save(target)
             desktop.close_window(window)
             child.wait(30)

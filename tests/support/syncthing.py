@@ -12,16 +12,16 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.support.live import free_port
+from tests.support.wait import wait_until
 
 FOLDER_ID = "hivenote-log"
 START_S = 30  # 1.19 connects in ~3 s; a stalled Hello exchange can take much longer, so fail clearly instead
@@ -34,15 +34,6 @@ OFF = (
     "crashReportingEnabled",
     "startBrowser",
 )
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: Callable[[], str] | str) -> None:
-    """Poll `check` until it holds; fail with `what` (a message, or a function giving one) at the deadline."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout} s: {what() if callable(what) else what}")
-        time.sleep(0.02)
 
 
 def syncthing_binary() -> str:
@@ -197,8 +188,8 @@ def syncthing_pair(root: Path, folder_a: Path, folder_b: Path) -> Iterator[tuple
     try:
         for instance in (a, b):  # A answering before B starts, as the recipe does it
             instance.start()
-            wait_for(instance.answers, START_S, instance.log_tail)
-        wait_for(
+            wait_until(instance.answers, START_S, instance.log_tail)
+        wait_until(
             lambda: a.connected_to(b) and b.connected_to(a),
             START_S,
             lambda: f"a and b connected\n{a.log_tail()}\n{b.log_tail()}",

@@ -20,7 +20,7 @@ from hivenote.server.settings import load_settings
 from hivenote.server.storage.identity import read_node
 from hivenote.server.tokens import Tokens
 from tests.support.live import call, free_port, health
-from tests.support.syncthing import wait_for
+from tests.support.wait import wait_until
 
 START_S = 30
 
@@ -71,7 +71,7 @@ class Hivenote:
         return health(self.port) == 200
 
     def wait_ready(self) -> None:
-        wait_for(self.healthy, START_S, lambda: f"hivenote serve answering\n{self.log_tail()}")
+        wait_until(self.healthy, START_S, lambda: f"hivenote serve answering\n{self.log_tail()}")
 
     def stop(self) -> int:
         """SIGTERM to its process group (what `hivenote serve` stops on), SIGKILL if it hangs; the exit code."""

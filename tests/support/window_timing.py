@@ -19,9 +19,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from tests.support.harness import Desktop, poll, start_desktop
+from tests.support.harness import Desktop, start_desktop
 from tests.support.live import free_port
 from tests.support.tray import App, has_brand_colour, title
+from tests.support.wait import eventually
 
 WINDOW = "^Hivenote"
 
@@ -40,7 +41,7 @@ def closed(desktop: Desktop, window: str) -> bool:
     """Close the window as its close button does (again, if the last request was not seen yet)."""
     if desktop.window_visible(WINDOW):
         desktop.close_window(window)
-    return poll(lambda: not desktop.window_visible(WINDOW), 1)
+    return eventually(lambda: not desktop.window_visible(WINDOW), 1)
 
 
 def main() -> int:
@@ -63,13 +64,13 @@ def main() -> int:
             shown = time.monotonic() - start
             first = desktop.screenshot(window)
             flash = white_share(first)
-            assert poll(partial(painted_now, desktop, window), 60, interval=0.02)
+            assert eventually(partial(painted_now, desktop, window), 60, interval=0.02)
             painted.append(time.monotonic() - start)
             print(
                 f"run {run}: window mapped {shown:.2f} s, first frame {flash:.0%} white, painted {painted[-1]:.2f} s",
                 flush=True,
             )
-            assert poll(partial(closed, desktop, window), 30, interval=0), "the window did not close"
+            assert eventually(partial(closed, desktop, window), 30, interval=0), "the window did not close"
         item.click("Quit Hivenote")
         app.exit_code()
     print(f"median click-to-painted over {len(painted)} runs: {statistics.median(painted):.2f} s")

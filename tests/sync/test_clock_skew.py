@@ -15,7 +15,8 @@ from typing import Any
 
 from hivenote.server.sync.peer import add_peer
 from hivenote.server.tokens import new_token
-from tests.support.peer_nodes import Node, running, wait_for
+from tests.support.peer_nodes import Node, running
+from tests.support.wait import wait_until
 
 DAY_MS = 86_400_000
 
@@ -65,12 +66,12 @@ def test_a_machine_a_day_ahead_is_told_on_itself_drags_nobody_and_its_fixed_cloc
     add_peer(b.data_dir, a.url, token)
     with running(a, b):
         note_id = a.remember("written while a day ahead")
-        wait_for(lambda: "written while a day ahead" in b.titles(), "b holding a's note")
+        wait_until(lambda: "written while a day ahead" in b.titles(), what="b holding a's note")
 
         # The skewed machine says so itself (it measured b's clock through b's HTTP Date). With only two clocks,
         # either may be the wrong one, and both say so; a third machine or the bucket settles which.
         for node, side in ((a, "ahead of"), (b, "behind")):
-            wait_for(lambda: clock_failing(node), lambda: str(transport(node, "clock")))  # noqa: B023 - waited here
+            wait_until(lambda: clock_failing(node), what=lambda: str(transport(node, "clock")))  # noqa: B023 - waited here
             clock = transport(node, "clock")
             assert clock is not None and "this machine's clock is" in clock["error"] and side in clock["error"]
             assert "one of the two is wrong" in clock["error"] and "timedatectl set-ntp true" in clock["error"]
@@ -87,8 +88,12 @@ def test_a_machine_a_day_ahead_is_told_on_itself_drags_nobody_and_its_fixed_cloc
         a.call("PATCH", f"/api/notes/{note_id}", {"title": "edited after the clock was fixed"})
         # Its own later edit wins over its own earlier one (its stamps follow its own log), here and on b.
         assert note(a, note_id)["title"] == "edited after the clock was fixed"
-        wait_for(lambda: note(b, note_id)["title"] == "edited after the clock was fixed", lambda: str(note(b, note_id)))
+        wait_until(
+            lambda: note(b, note_id)["title"] == "edited after the clock was fixed", what=lambda: str(note(b, note_id))
+        )
         # And it still says its log runs ahead of its clock until real time catches up.
-        wait_for(lambda: (transport(a, "clock") or {}).get("failing") is True, lambda: str(transport(a, "clock")))
+        wait_until(
+            lambda: (transport(a, "clock") or {}).get("failing") is True, what=lambda: str(transport(a, "clock"))
+        )
         clock = transport(a, "clock")
         assert clock is not None and "wrote stamps" in clock["error"]

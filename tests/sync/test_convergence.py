@@ -7,12 +7,12 @@ acknowledged write in it. Also with relaying only (A→B→C: C never hears from
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,19 +26,15 @@ from hivenote.server.storage.identity import read_node
 from hivenote.server.sync.replica import Replicas, SyncRefused, complete_size
 from hivenote.server.tokens import Tokens
 from tests.support.live import call, free_port, health
+from tests.support.wait import eventually
 
 WAIT_S = 60
 WRITES_PER_WRITER = 30
 NAMES = ["Acme", "Globex", "Initech", "Umbrella", "Hooli"]  # few, so nodes touch the same entities
 
 
-def poll(check: Any, timeout: float = WAIT_S) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+def answers(port: int) -> bool:
+    return health(port) == 200
 
 
 @dataclass
@@ -78,7 +74,7 @@ def nodes(tmp_path: Path) -> Iterator[list[Node]]:
                 process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
             started.append(Node(name, data_dir, port, process))
         for node in started:
-            assert poll(lambda n=node: health(n.port) == 200), (tmp_path / f"{node.name}.log").read_text(
+            assert eventually(functools.partial(answers, node.port), WAIT_S), (tmp_path / f"{node.name}.log").read_text(
                 encoding="utf-8"
             )
             node.token = Tokens(node.data_dir / "tokens.json").default()
@@ -234,7 +230,9 @@ def test_three_nodes_converge_with_every_acknowledged_write(nodes: list[Node], r
     everything = op_ids(nodes[0].log_dir) | op_ids(nodes[1].log_dir) | op_ids(nodes[2].log_dir)
     for node in nodes:
         assert op_ids(node.log_dir) == everything
-    assert poll(lambda: nodes[0].state() == nodes[1].state() == nodes[2].state()), "the nodes did not converge"
+    assert eventually(lambda: nodes[0].state() == nodes[1].state() == nodes[2].state(), WAIT_S), (
+        "the nodes did not converge"
+    )
 
     notebook, graph = nodes[0].state()
     titles = {note["id"]: note["title"] for note in notebook["notes"]}

@@ -19,8 +19,8 @@ from hivenote.server.settings import load_settings
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.folder import FolderRefused, ServerRunning, use_default_folder, use_folder
 from tests.support.privileges import without_root_powers
-from tests.support.syncthing import wait_for
 from tests.support.syncthing_hivenote import serving
+from tests.support.wait import wait_until
 
 
 def write(data_dir: Path, *titles: str, log_dir: Path | None = None) -> str:
@@ -307,7 +307,7 @@ def test_a_server_started_after_the_move_writes_into_the_folder_and_follows_it(t
         tmp = target / f".syncthing.{c}.jsonl.tmp"
         shutil.copyfile(tmp_path / "c" / "log" / f"{c}.jsonl", tmp)
         tmp.rename(target / f"{c}.jsonl")
-        wait_for(
+        wait_until(
             lambda: "c1" in {n["title"] for n in server.call("GET", "/api/notes?limit=50")["results"]},
             5,
             "the new shard folded",

@@ -32,7 +32,8 @@ from hivenote.server.sync.peer import add_peer
 from hivenote.server.tokens import new_token
 from tests.support.live_faults import Cluster, Install, reported, run_checks
 from tests.support.s3env import Moto, moto_sandbox, objects, read
-from tests.support.syncthing import START_S, Syncthing, syncthing_pair, wait_for
+from tests.support.syncthing import START_S, Syncthing, syncthing_pair
+from tests.support.wait import wait_until
 
 STEPS = 26  # half of them faults: about a minute per transport on a 2-core machine
 
@@ -205,8 +206,8 @@ class Folder(Cluster):
         for instance in (b, a):
             if instance.process is None:
                 instance.start()
-                wait_for(instance.answers, START_S, instance.log_tail)
-        wait_for(lambda: a.connected_to(b) and b.connected_to(a), START_S, "syncthing a and b connected again")
+                wait_until(instance.answers, START_S, instance.log_tail)
+        wait_until(lambda: a.connected_to(b) and b.connected_to(a), START_S, "syncthing a and b connected again")
         self.say(f"syncthing {', '.join(stopped)} running again")
 
     def fault(self, kind: str) -> None:

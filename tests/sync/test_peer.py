@@ -34,7 +34,8 @@ from hivenote.server.sync.status import SyncStatus
 from hivenote.server.tokens import Tokens, new_token
 from tests.support.live import free_port
 from tests.support.peer_inprocess import Hostile, hostile_peer, served
-from tests.support.peer_nodes import Node, fetch, running, wait_for
+from tests.support.peer_nodes import Node, fetch, running
+from tests.support.wait import wait_until
 
 
 def seqs(shard: bytes) -> list[int]:
@@ -60,36 +61,36 @@ def test_three_servers_find_each_other_by_gossip_and_converge_after_one_is_kille
         titles = {f"written on {n.data_dir.name}" for n in nodes}
         for n in nodes:
             n.remember(f"written on {n.data_dir.name}")
-        wait_for(lambda: all(n.titles() == titles for n in nodes), lambda: str([n.titles() for n in nodes]))
+        wait_until(lambda: all(n.titles() == titles for n in nodes), what=lambda: str([n.titles() for n in nodes]))
 
         # Gossip: b told a about c and c about a; each was then reached with b's token and reported its node id.
-        wait_for(lambda: a.peers().get(c.url, {}).get("node") == c.node, lambda: str(a.peers()))
-        wait_for(lambda: c.peers().get(a.url, {}).get("node") == a.node, lambda: str(c.peers()))
+        wait_until(lambda: a.peers().get(c.url, {}).get("node") == c.node, what=lambda: str(a.peers()))
+        wait_until(lambda: c.peers().get(a.url, {}).get("node") == a.node, what=lambda: str(c.peers()))
         assert a.peers()[c.url]["learned_from"] == b.url and a.peers()[c.url]["up"] is True
         assert a.peers()[b.url]["learned_from"] == ""
 
         assert b.stop(signal.SIGKILL) == -signal.SIGKILL
         c.remember("written on c while b is down")
         titles.add("written on c while b is down")
-        wait_for(lambda: a.titles() == titles, lambda: str(a.titles()))  # only the link gossip made is left
+        wait_until(lambda: a.titles() == titles, what=lambda: str(a.titles()))  # only the link gossip made is left
         refused = f"cannot reach {b.url}: connection refused"
-        wait_for(lambda: a.peers()[b.url]["error"] == refused, lambda: str(a.peers()[b.url]))
+        wait_until(lambda: a.peers()[b.url]["error"] == refused, what=lambda: str(a.peers()[b.url]))
         assert a.peers()[b.url]["up"] is False
         a.remember("written on a while b is down")
         titles.add("written on a while b is down")
 
         b.start()
         b.wait_ready()
-        wait_for(lambda: b.titles() == titles, lambda: str(b.titles()))
+        wait_until(lambda: b.titles() == titles, what=lambda: str(b.titles()))
         b.remember("written on b after coming back")
         titles.add("written on b after coming back")
-        wait_for(lambda: all(n.titles() == titles for n in nodes), lambda: str([n.titles() for n in nodes]))
-        wait_for(lambda: a.peers()[b.url]["up"] is True, lambda: str(a.peers()[b.url]))
+        wait_until(lambda: all(n.titles() == titles for n in nodes), what=lambda: str([n.titles() for n in nodes]))
+        wait_until(lambda: a.peers()[b.url]["up"] is True, what=lambda: str(a.peers()[b.url]))
 
         def identical() -> bool:  # every copy of every shard is its owner's bytes
             return all(n.shard(owner.node) == owner.shard(owner.node) for owner in nodes for n in nodes)
 
-        wait_for(identical, "byte-identical shards everywhere")
+        wait_until(identical, what="byte-identical shards everywhere")
         assert all(seqs(n.shard(n.node)) == list(range(1, len(seqs(n.shard(n.node))) + 1)) for n in nodes)
 
 
@@ -104,7 +105,7 @@ def test_a_lost_own_shard_never_restarts_its_seq_and_comes_back_from_a_peer_as_a
         for i in range(3):
             a.remember(f"note {i}")
         old, before = a.node, a.shard(a.node)
-        wait_for(lambda: b.shard(old) == before, "b holding a's whole shard")
+        wait_until(lambda: b.shard(old) == before, what="b holding a's whole shard")
         assert a.stop() == 0
         (a.data_dir / "log" / f"{old}.jsonl").unlink()
 
@@ -112,10 +113,10 @@ def test_a_lost_own_shard_never_restarts_its_seq_and_comes_back_from_a_peer_as_a
         a.wait_ready()
         assert a.node != old and "missing" in a.log_tail()
         a.remember("after the loss")
-        wait_for(lambda: a.shard(old) == before, "a holding its old shard again, as a copy")
+        wait_until(lambda: a.shard(old) == before, what="a holding its old shard again, as a copy")
         assert seqs(a.shard(a.node)) == [1]
         everything = {"note 0", "note 1", "note 2", "after the loss"}
-        wait_for(lambda: a.titles() == everything == b.titles(), lambda: f"{a.titles()} {b.titles()}")
+        wait_until(lambda: a.titles() == everything == b.titles(), what=lambda: f"{a.titles()} {b.titles()}")
 
 
 # -- bad input on /sync (one real server) ---------------------------------------------------------------------------

@@ -43,8 +43,8 @@ from tests.support.s3env import (
     read,
     running,
     s3_settings,
-    wait_until,
 )
+from tests.support.wait import wait_until
 
 
 @pytest.fixture

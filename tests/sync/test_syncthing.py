@@ -22,8 +22,9 @@ from mcp.types import EmptyResult, Implementation, ResourceUpdatedNotification, 
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.folder import use_folder
-from tests.support.syncthing import syncthing_pair, wait_for
+from tests.support.syncthing import syncthing_pair
 from tests.support.syncthing_hivenote import Hivenote, serving
+from tests.support.wait import wait_until
 
 WRITES_EACH = 10  # per server, each one waited for on the other side: 20 latency samples
 BURST_EACH = 8
@@ -65,8 +66,8 @@ class Relay:
                 body = {"kind": "fact", "title": f"{self.tag} note {i}"}
                 note_id = self.writer.call("POST", "/api/notes", body)["note"]["id"]
                 acked = time.monotonic()
-                wait_for(functools.partial(self.arrived, note_id, acked), SYNC_S, f"{self.tag} note {i} arriving")
-            wait_for(self.served, SYNC_S, f"{self.tag}'s notes served on the other side")
+                wait_until(functools.partial(self.arrived, note_id, acked), SYNC_S, f"{self.tag} note {i} arriving")
+            wait_until(self.served, SYNC_S, f"{self.tag}'s notes served on the other side")
         except BaseException as exc:  # reported by the test
             self.errors.append(exc)
 
@@ -173,7 +174,7 @@ def test_two_servers_syncing_through_syncthing_converge_and_a_conflict_copy_chan
             thread.join()
         assert not errors, errors
         expected = 1 + 2 * WRITES_EACH + 2 * BURST_EACH
-        wait_for(
+        wait_until(
             lambda: len(a.state()["notes"]) == expected and a.state() == b.state(),
             SYNC_S,
             lambda: f"convergence: {len(a.state()['notes'])} and {len(b.state()['notes'])} of {expected} notes",
@@ -185,7 +186,7 @@ def test_two_servers_syncing_through_syncthing_converge_and_a_conflict_copy_chan
             return held(folder_a / name) == held(folder_b / name) != b""
 
         for name in (f"{a.node}.jsonl", f"{b.node}.jsonl"):  # Syncthing carried the very bytes each writer wrote
-            wait_for(functools.partial(same_in_both, name), SYNC_S, name)
+            wait_until(functools.partial(same_in_both, name), SYNC_S, name)
 
         # An MCP graph subscriber on b hears about a's new entity.
         subscriber_s = anyio.run(graph_change_reaches_subscriber, a, b)
@@ -203,7 +204,7 @@ def test_two_servers_syncing_through_syncthing_converge_and_a_conflict_copy_chan
         def tidied_everywhere() -> bool:
             return not conflict.exists() and not (folder_a / conflict.name).exists()
 
-        wait_for(tidied_everywhere, SYNC_S, "the conflict copy tidied away in both folders")
+        wait_until(tidied_everywhere, SYNC_S, "the conflict copy tidied away in both folders")
         said = [t for server in (a, b) for t in folder_transport(server)["detail"].get("tidied", [])]
         assert [t for t in said if t.startswith(conflict.name)] == [
             f"{conflict.name}: already in {a.node}.jsonl, deleted"

@@ -29,7 +29,8 @@ from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.rest import ENDPOINTS
 from hivenote.server.web.rest_schema import openapi_document
-from tests.support.live import Running, serve, wait_until
+from tests.support.live import Running, serve
+from tests.support.wait import wait_until
 
 DOC = openapi_document(ENDPOINTS, __version__)
 OPERATIONS = {(method.upper(), path) for path, ops in DOC["paths"].items() for method in ops}

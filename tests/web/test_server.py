@@ -18,7 +18,8 @@ from hivenote.server.graph import Graph
 from hivenote.server.mcp.wire import official_tools
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.serve import PortInUse, bind
-from tests.support.live import Inbox, Running, fetch, mcp_client, serve, subscribe, wait_until
+from tests.support.live import Inbox, Running, fetch, mcp_client, serve, subscribe
+from tests.support.wait import wait_until
 
 
 def text(result: CallToolResult) -> str:

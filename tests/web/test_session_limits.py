@@ -18,7 +18,8 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
-from tests.support.live import mcp_session, wait_until
+from tests.support.live import mcp_session
+from tests.support.wait import wait_until
 
 FLOOD = 260  # more than one person may hold
 INITIALIZE = {
