@@ -47,6 +47,15 @@ def note_line(note: Note, now_ms: int) -> str:
     )
 
 
+def annotation(note_id: str, reasons: dict[str, str], replaced_by: dict[str, str]) -> str:
+    """What a search says after a note's line: why it is listed when it is no exact match ("similar meaning",
+    "some words match", "replaces <id>"), and which note replaces it."""
+    parts = [reasons[note_id]] if note_id in reasons else []
+    if note_id in replaced_by:
+        parts.append(f"replaced by {replaced_by[note_id]}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def note_text(note: Note, now_ms: int) -> str:
     """The full note, for `get`."""
     lines = [
@@ -58,6 +67,8 @@ def note_text(note: Note, now_ms: int) -> str:
         lines.append(f"project: {note.project}")
     if note.tags:
         lines.append("tags: " + ", ".join(note.tags))
+    if note.replaces:
+        lines.append(f"replaces: {note.replaces}")
     lines.append(f"created: {ago(note.created, now_ms)} by {who(note.created_by, note.created_on)}")
     if note.updated != note.created or note.updated_on != note.created_on:
         lines.append(f"updated: {ago(note.updated, now_ms)} by {who(note.updated_by, note.updated_on)}")

@@ -64,8 +64,9 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
     p.add_argument("--body-file", help="read the body from a file ('-' for stdin)")
     p.add_argument("--project", help="the codebase's name, e.g. shop-api (not a path)")
     p.add_argument("--tag", action="append", help="repeat for several tags")
+    p.add_argument("--replaces", metavar="ID", help="the note this one replaces (a superseded decision)")
 
-    p = add("search", "find notes: every word must match", notes.cmd_search)
+    p = add("search", "find notes: every word must match, then the closest by meaning", notes.cmd_search)
     p.add_argument("query")
     filters(p)
     p.add_argument("--limit", type=int)
@@ -86,6 +87,7 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
     p.add_argument("--project", help="new project name ('' to clear)")
     p.add_argument("--tag", action="append", help="replaces all tags; repeat for several")
     p.add_argument("--no-tags", action="store_true", help="remove all tags")
+    p.add_argument("--replaces", metavar="ID", help="the note this one replaces ('' to drop the link)")
 
     add("forget", "move a note to the trash", notes.flag_command("forget", "Moved to the trash:")).add_argument("id")
     add("restore", "bring a note back from the trash", notes.flag_command("restore", "Restored")).add_argument("id")

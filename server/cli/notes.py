@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.hlc import wall_ms
 from ..core.listing import Filters
+from ..core.model import Note
 from ..graph import Graph, graph_json
+from ..meaning import open_index
 from ..notebook import UNSET, Notebook
-from ..render import ago, note_line, note_text
+from ..render import ago, annotation, note_line, note_text
+from ..settings import load_settings
 
 if TYPE_CHECKING:
     from .context import Context
@@ -42,13 +45,20 @@ def cmd_remember(ctx: Context) -> int:
     a = ctx.args
     with ctx.notebook() as notebook:
         result = notebook.remember(
-            kind=a.kind, title=a.title, body=_read_body(a) or "", tags=a.tag or [], project=a.project
+            kind=a.kind,
+            title=a.title,
+            body=_read_body(a) or "",
+            tags=a.tag or [],
+            project=a.project,
+            replaces=a.replaces,
         )
+    new = result.note.id
     lines = [f"Remembered {note_line(result.note, wall_ms())}"]
     lines += [
-        f"Looks like {n.id} {n.title!r}; if the new note replaces it, update that one instead "
-        f"(hivenote update {n.id} ...) and forget this one."
+        f"Looks like {n.id} {n.title!r}. If the new note replaces it: hivenote update {new} --replaces {n.id} "
+        f"(the older one stays, marked replaced). If it is the same fact: update {n.id} instead and forget {new}."
         for n in result.similar
+        if n.id != result.note.replaces
     ]
     ctx.emit({"note": result.note.to_json(), "similar": [n.to_json() for n in result.similar]}, "\n".join(lines))
     return 0
@@ -57,24 +67,33 @@ def cmd_remember(ctx: Context) -> int:
 def cmd_search(ctx: Context) -> int:
     a = ctx.args
     with ctx.store(write=False) as store:
-        result = Notebook(store).search(a.query, _filters(a, trashed=a.trash), a.limit)
+        index = open_index(ctx.data_dir, load_settings(data_dir=ctx.data_dir).meaning)
+        while index is not None and not index.refresh(store):  # from the server's cache, or built here
+            pass
+        result = Notebook(store, meaning=index).search(a.query, _filters(a, trashed=a.trash), a.limit)
     now = wall_ms()
+
+    def line(note: Note) -> str:
+        return note_line(note, now) + annotation(note.id, result.reasons, result.replaced_by)
+
     if result.hits:
         more = (
             f"\n({len(result.hits)} of {result.total} shown; use --limit for more)"
             if result.total > len(result.hits)
             else ""
         )
-        text = "\n".join(note_line(n, now) for n in result.hits) + more
+        text = "\n".join(line(n) for n in result.hits) + more
     else:
         text = "No matching notes."
         if result.near:
-            text += " Closest partial matches:\n" + "\n".join(note_line(n, now) for n in result.near)
+            text += " Closest matches:\n" + "\n".join(line(n) for n in result.near)
     ctx.emit(
         {
             "results": [n.to_json() for n in result.hits],
             "near": [n.to_json() for n in result.near],
             "total": result.total,
+            "reasons": result.reasons,
+            "replaced_by": result.replaced_by,
         },
         text,
     )
@@ -116,6 +135,7 @@ def cmd_update(ctx: Context) -> int:
             body=body if body is not None else UNSET,
             tags=tags,
             project=a.project if a.project is not None else UNSET,
+            replaces=UNSET if a.replaces is None else (a.replaces or None),
         )
     ctx.emit(note.to_json(), f"Updated {note_line(note, wall_ms())}")
     return 0

@@ -48,16 +48,26 @@ class RemoteNotebook:
         return dict(self._call("GET", "/api/status"))
 
     def remember(
-        self, *, kind: str, title: str, body: str = "", tags: Any = (), project: str | None = None
+        self,
+        *,
+        kind: str,
+        title: str,
+        body: str = "",
+        tags: Any = (),
+        project: str | None = None,
+        replaces: str | None = None,
     ) -> Remembered:
         doc = {"kind": kind, "title": title, "body": body, "tags": list(tags), "project": project}
+        if replaces is not None:
+            doc["replaces"] = replaces
         answer = self._call("POST", "/api/notes", json=doc)
         return Remembered(Note.from_json(answer["note"]), [Note.from_json(n) for n in answer["similar"]])
 
     def update(self, note_id: str, **fields: Any) -> Note:
         changes = {k: v for k, v in fields.items() if v is not UNSET}
-        if changes.get("project") == "":
-            changes["project"] = None
+        for name in ("project", "replaces"):
+            if changes.get(name) == "":
+                changes[name] = None
         return Note.from_json(self._call("PATCH", f"/api/notes/{note_id}", json=changes))
 
     def forget(self, note_id: str) -> Note:
