@@ -76,11 +76,6 @@ class DashboardWindow:
         self._closed = False  # the tray is quitting: never (re)open a window
         self._lock = threading.Lock()
 
-    @property
-    def is_open(self) -> bool:
-        with self._lock:
-            return self._proc is not None and self._proc.poll() is None
-
     def open(self, url: str) -> None:
         with self._lock:
             if self._closed:

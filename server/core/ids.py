@@ -18,11 +18,3 @@ def new_ulid(ms: int, randomness: bytes) -> str:
         chars.append(_ALPHABET[value & 31])
         value >>= 5
     return "".join(reversed(chars))
-
-
-def ulid_ms(ulid: str) -> int:
-    """The millisecond timestamp a ULID was minted at."""
-    value = 0
-    for ch in ulid[:10]:
-        value = value * 32 + _ALPHABET.index(ch)
-    return value

@@ -34,7 +34,7 @@ def author_of(rc: ServerRequestContext[Any, Any]) -> Author:
     return author_for(name, version, user_agent, person)
 
 
-def identify(rc: Any, tool: str = "") -> Author:
+def identify(rc: Any) -> Author:
     """`author_of` for the context any handler gets (MCPServer's Context wraps the lowlevel one)."""
     return author_of(getattr(rc, "request_context", rc))
 

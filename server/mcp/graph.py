@@ -78,7 +78,7 @@ AT_ONCE_NAMES: Final = 64
 SEND_TIMEOUT_S: Final = 2.0
 _FORGET_ON_CLOSE: Final = "hivenote.graph.forget_on_close"  # per-connection flag in `Connection.state`
 
-Identify = Callable[[ServerRequestContext[Any], str], Author]
+Identify = Callable[[ServerRequestContext[Any]], Author]
 
 
 # -- the nine tools over Graph (synchronous: they run in a worker thread) --------------------------------------------
@@ -226,7 +226,7 @@ class GraphMCP:
 
     async def _call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> dict[str, Any]:
         name, args = params.name, params.arguments or {}
-        author = self._identify(ctx, name)
+        author = self._identify(ctx)
         schema = self._schemas.get(name)
         # The official server's SDK answers these two as tool errors, with its JSON-RPC error's text as the content.
         if schema is None:

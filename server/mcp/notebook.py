@@ -19,7 +19,7 @@ from ..core.model import Author, Note
 from ..notebook import UNSET, Notebook
 from ..render import ago, note_line, note_text
 
-Identify = Callable[[Any, str], Author]  # (MCP request context, tool name) -> who is calling (mcp_common.identify)
+Identify = Callable[[Any], Author]  # MCP request context -> who is calling (mcp.common.identify)
 
 INSTRUCTIONS = """\
 Hivenote is the shared notebook of every AI agent this person uses (Cursor, Claude, Codex, Gemini, VS Code, ...).
@@ -83,7 +83,6 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         tag: str | None = None,
         limit: Annotated[int | None, Field(ge=1, le=50, description="At most this many results.")] = None,
     ) -> CallToolResult:
-        identify(ctx, "brain_search")
         try:
             result = notebook.search(query, Filters(kind=kind, project=project, tag=tag), limit)
         except HivenoteError as exc:
@@ -116,7 +115,6 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
     def brain_get(
         ctx: Context, id: Annotated[str, Field(description="The note's id (a unique prefix works).")]
     ) -> CallToolResult:
-        identify(ctx, "brain_get")
         try:
             note = notebook.get(id)
         except HivenoteError as exc:
@@ -145,7 +143,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         project: ProjectArg = None,
         tags: Annotated[list[str] | None, Field(description="Up to 20 short labels.")] = None,
     ) -> CallToolResult:
-        by = identify(ctx, "brain_remember")
+        by = identify(ctx)
         try:
             result = notebook.remember(kind=kind, title=title, body=body, tags=tags or [], project=project, by=by)
         except HivenoteError as exc:
@@ -179,7 +177,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         project: ProjectArg = None,
         tags: list[str] | None = None,
     ) -> CallToolResult:
-        by = identify(ctx, "brain_update")
+        by = identify(ctx)
         given: dict[str, Any] = {
             "title": title,
             "body": body,
@@ -208,7 +206,6 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         limit: Annotated[int, Field(ge=1, le=50)] = 20,
         offset: Annotated[int, Field(ge=0)] = 0,
     ) -> CallToolResult:
-        identify(ctx, "brain_list")
         try:
             notes, total = notebook.list(
                 Filters(kind=kind, project=project, tag=tag, agent=agent), limit=limit, offset=offset
@@ -233,7 +230,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         ),
     )
     def brain_forget(ctx: Context, id: Annotated[str, Field(description="The note's id.")]) -> CallToolResult:
-        by = identify(ctx, "brain_forget")
+        by = identify(ctx)
         try:
             note = notebook.forget(id, by=by)
         except HivenoteError as exc:
