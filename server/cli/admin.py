@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .. import __version__
+from .. import __version__, meaning
 from ..core.errors import HivenoteError, InvalidInput
 from ..core.hlc import wall_ms
 from ..core.model import Author
@@ -166,6 +166,7 @@ def cmd_doctor(ctx: Context) -> int:
     settings = load_settings(data_dir=ctx.data_dir)
     token_set = (ctx.data_dir / "tokens.json").is_file()
     url = running_server(ctx.data_dir)
+    meaning_on, meaning_why = meaning.why(settings.meaning)
     report = {
         "data_dir": str(ctx.data_dir),
         "node": node,
@@ -178,6 +179,7 @@ def cmd_doctor(ctx: Context) -> int:
         "clock_skew_ms": skew,
         "own_clock_behind_log_ms": lead,
         "forks": forks,
+        "meaning": {"on": meaning_on, "why": meaning_why},
         "shards": {
             name: {
                 "ops": h.ops,
@@ -198,6 +200,7 @@ def cmd_doctor(ctx: Context) -> int:
         + (", token required" if settings.auth else ", NO token required (--no-auth)"),
         f"token: {'set (hivenote token show)' if token_set else 'not created yet (made on first use)'}",
         f"notes: {counts['notes']} live, {counts['trashed']} in the trash; graph: {counts['entities']} entities",
+        f"meaning search: {meaning_why}",
     ]
     for name, h in health.items():
         state = "ok" if not (h.bad or h.unknown) else f"{h.bad} unreadable, {h.unknown} from a newer version"
