@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.model import Note
+from ..storage.files import private_dir, write_whole
 from .model import Embedder, Unavailable, question_text
 
 if TYPE_CHECKING:
@@ -274,15 +274,11 @@ class MeaningIndex:
             "ids": [note_id for note_id, _ in rows],
             "digests": [r[1] for _, r in rows],
         }
-        tmp = self.cache.with_name(f".{self.cache.name}.{os.getpid()}.tmp")
+        head = MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n"
+        vectors = np.stack([r[2] for _, r in rows]).astype(np.float32).tobytes() if rows else b""
         try:
-            self.cache.parent.mkdir(parents=True, exist_ok=True)
-            with tmp.open("wb") as fh:
-                fh.write(MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n")
-                if rows:
-                    fh.write(np.stack([r[2] for _, r in rows]).astype(np.float32).tobytes())
-            os.replace(tmp, self.cache)
+            private_dir(self.cache.parent)
+            write_whole(self.cache, (head, vectors), durable=False)  # derived data: a lost one is built again
             self._dirty_cache = False
         except OSError as exc:  # a read-only or full disk: the index still works, it is built again next start
             log.warning("could not write the meaning cache: %s", exc)
-            tmp.unlink(missing_ok=True)
