@@ -24,13 +24,23 @@ from mcp.types import Implementation, TextContent
 from tests.support.live import exchange, free_port
 
 DESKTOP_IMPORTS = ("pystray", "webview", "PIL", "pyperclip", "gi", "Xlib", "PyObjCTools")
-# This interpreter as `hivenote`, with each desktop package's import failing (None in sys.modules).
-BLOCKED_LAUNCHER = [
-    sys.executable,
-    "-c",
-    f"import sys\nfor name in {DESKTOP_IMPORTS!r}:\n    sys.modules[name] = None\n"
-    "from hivenote.desktop.main import main\nraise SystemExit(main())",
-]
+TRIED = "hivenote test: tried to import"
+# This interpreter as `hivenote`, with each desktop package's import failing (None in sys.modules), and every
+# `import` of one told on stderr, so an attempt is seen even where the ImportError is caught.
+_BLOCKING = f"""
+import builtins, sys
+for name in {DESKTOP_IMPORTS!r}:
+    sys.modules[name] = None
+_import = builtins.__import__
+def _telling(name, globals=None, locals=None, fromlist=(), level=0):
+    if level == 0 and name.split(".")[0] in {DESKTOP_IMPORTS!r}:
+        sys.stderr.write("{TRIED} " + name + chr(10))
+    return _import(name, globals, locals, fromlist, level)
+builtins.__import__ = _telling
+from hivenote.desktop.main import main
+raise SystemExit(main())
+"""
+BLOCKED_LAUNCHER = [sys.executable, "-c", _BLOCKING]
 MISSING_ON_LINUX = "missing: pystray, pywebview, pillow, pyperclip, PyGObject, python-xlib"
 WAIT_S = 60  # generous: a cold start takes about a second
 
@@ -53,6 +63,7 @@ def assert_refused_without_desktop_parts(done: subprocess.CompletedProcess[str],
     """Exit code 6, nothing on stdout, and on stderr what is missing, what works without it, and the command."""
     assert (done.returncode, done.stdout) == (6, ""), done.stderr
     assert done.stderr.startswith("hivenote: ") and "Traceback" not in done.stderr, done.stderr
+    assert TRIED not in done.stderr, done.stderr
     assert "needs Hivenote's desktop parts, which are not installed here" in done.stderr
     assert MISSING_ON_LINUX in done.stderr and "`hivenote serve`" in done.stderr
     assert f"To install the desktop parts: {install}\n" in done.stderr
@@ -93,7 +104,7 @@ def serve_and_use(launcher: Sequence[str], env: dict[str, str], log: Path) -> No
             server.wait()
         if server.stdout is not None:
             server.stdout.close()
-    assert "Traceback" not in log.read_text("utf-8")
+    assert "Traceback" not in log.read_text("utf-8") and TRIED not in log.read_text("utf-8")
 
 
 def _first_line(process: subprocess.Popen[bytes], timeout: float) -> str:
