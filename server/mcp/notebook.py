@@ -17,7 +17,7 @@ from ..core.hlc import wall_ms
 from ..core.listing import Filters
 from ..core.model import Author, Note
 from ..notebook import UNSET, Notebook
-from ..render import ago, note_line, note_text
+from ..render import ago, annotation, note_line, note_text
 
 Identify = Callable[[Any], Author]  # MCP request context -> who is calling (mcp.common.identify)
 
@@ -41,6 +41,13 @@ BODY_HELP = (
     "Why, details, and what to do. Markdown is fine. At most 64 KiB; a whole request past 1 MiB (the server's "
     "default limit) is refused: split long text into several notes."
 )
+ReplacesArg = Annotated[
+    str | None,
+    Field(
+        description="The id of a note this one replaces (a decision that changed): the old note stays in history, "
+        "and search lists this one first."
+    ),
+]
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
@@ -70,9 +77,10 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         description=(
             "Search the notebook every agent of this person shares. Do this before answering questions about "
             "earlier decisions, conventions, preferences or project facts: another agent (or you, in another "
-            "chat) may have stored the answer. Every word must match somewhere (title, body, tags, project, "
-            "kind; case and accents ignored). Returns one line per note with its id, kind, project and who "
-            "wrote it where and when; read a whole note with brain_get."
+            "chat) may have stored the answer. Notes where every word matches (title, body, tags, project, kind; "
+            "case and accents ignored) come first; when none does, the closest notes by meaning or by some of "
+            "the words, each with the reason. A note another one replaces is listed after it. Returns one line "
+            "per note with its id, kind, project and who wrote it where and when; read a whole note with brain_get."
         ),
     )
     def brain_search(
@@ -88,19 +96,25 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         except HivenoteError as exc:
             return _error(exc)
         now = wall_ms()
+
+        def line(note: Note) -> str:
+            return note_line(note, now) + annotation(note.id, result.reasons, result.replaced_by)
+
         if result.hits:
-            lines = [note_line(n, now) for n in result.hits]
+            lines = [line(n) for n in result.hits]
             if result.total > len(result.hits):
                 lines.append(f"({len(result.hits)} of {result.total} shown; narrow the query or raise limit)")
         else:
             lines = ["No matching memories. If this is a new decision or fact, store it with brain_remember."]
             if result.near:
-                lines.append("Closest partial matches:")
-                lines += [note_line(n, now) for n in result.near]
+                lines.append("Closest matches (the reason is in brackets):")
+                lines += [line(n) for n in result.near]
         structured = {
             "results": [_summary(n) for n in result.hits],
             "near": [_summary(n) for n in result.near],
             "total": result.total,
+            "reasons": result.reasons,
+            "replaced_by": result.replaced_by,
         }
         return _ok("\n".join(lines), structured)
 
@@ -142,17 +156,23 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         body: Annotated[str, Field(description=BODY_HELP)] = "",
         project: ProjectArg = None,
         tags: Annotated[list[str] | None, Field(description="Up to 20 short labels.")] = None,
+        replaces: ReplacesArg = None,
     ) -> CallToolResult:
         by = identify(ctx)
         try:
-            result = notebook.remember(kind=kind, title=title, body=body, tags=tags or [], project=project, by=by)
+            result = notebook.remember(
+                kind=kind, title=title, body=body, tags=tags or [], project=project, replaces=replaces, by=by
+            )
         except HivenoteError as exc:
             return _error(exc)
+        new = result.note.id
         lines = [f"Stored: {note_line(result.note, wall_ms())}"]
         lines += [
-            f"Looks like {n.id} {n.title!r}; if this replaces it, call brain_update on {n.id} and brain_forget the "
-            "new one."
+            f"Looks like {n.id} {n.title!r}. If the new note replaces that decision, call brain_update with "
+            f"id={new} and replaces={n.id} (the older note stays in history, marked replaced, and search shows the "
+            f"new one first). If it is the same fact, brain_update {n.id} instead and brain_forget {new}."
             for n in result.similar
+            if n.id != result.note.replaces
         ]
         structured = {"note": result.note.to_json(), "similar": [_summary(n) for n in result.similar]}
         return _ok("\n".join(lines), structured)
@@ -176,6 +196,9 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         kind: Kind | None = None,
         project: ProjectArg = None,
         tags: list[str] | None = None,
+        replaces: Annotated[
+            str | None, Field(description="The id of the note this one replaces ('' drops the link).")
+        ] = None,
     ) -> CallToolResult:
         by = identify(ctx)
         given: dict[str, Any] = {
@@ -185,8 +208,11 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
             "project": project,
             "tags": tags,
         }
+        link: Any = UNSET if replaces is None else (replaces or None)
         try:
-            note = notebook.update(id, by=by, **{k: (UNSET if v is None else v) for k, v in given.items()})
+            note = notebook.update(
+                id, by=by, replaces=link, **{k: (UNSET if v is None else v) for k, v in given.items()}
+            )
         except HivenoteError as exc:
             return _error(exc)
         return _ok(f"Updated: {note_line(note, wall_ms())}", note.to_json())

@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import EmptyResult, Implementation, ResourceUpdatedNotification, SubscribeRequest, SubscribeRequestParams
 
 from hivenote.server.agents import AgentTracker
+from hivenote.server.notebook import Notebook
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
@@ -44,6 +45,7 @@ class Running:
     tracker: AgentTracker
     clock: Clock
     tokens: Tokens
+    notebook: Notebook  # the server's own (with its meaning index, when meaning search is on)
 
 
 def free_port() -> int:
@@ -157,11 +159,13 @@ def serve(data_dir: Path, tracker: AgentTracker | None = None, **changes: Any) -
     tracker = tracker or AgentTracker(now_ms=clock)
     tokens = Tokens(data_dir / "tokens.json")
     with Store(data_dir) as store:
-        server = ServerThread(create_app(settings, store, tokens=tokens, tracker=tracker), settings, sock)
+        app = create_app(settings, store, tokens=tokens, tracker=tracker)
+        server = ServerThread(app, settings, sock)
         server.start()
         wait_until(lambda: server.started or not server.thread.is_alive())
         assert server.started, server.error
         try:
-            yield Running(f"http://127.0.0.1:{server.port}", tokens.default(), store, tracker, clock, tokens)
+            notebook = app.state.services.notebook
+            yield Running(f"http://127.0.0.1:{server.port}", tokens.default(), store, tracker, clock, tokens, notebook)
         finally:
             server.stop()

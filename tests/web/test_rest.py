@@ -22,6 +22,7 @@ from hivenote.server import __version__
 from hivenote.server.agents import AgentTracker
 from hivenote.server.core.listing import Filters
 from hivenote.server.core.model import Author
+from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.notebook import Notebook
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
@@ -218,12 +219,18 @@ def test_search_answers_exactly_what_mcp_and_the_cli_get_from_the_same_store(
     params = {"q": query} | {k: v for k, v in (("kind", filters.kind), ("project", filters.project)) if v}
     params |= {"tag": filters.tag} if filters.tag else {}
     params |= {"limit": str(limit)} if limit else {}
+    index = running.notebook.meaning
+    assert isinstance(index, MeaningIndex) and index.wait_warm(30)  # the meaning index too is the same
+    while not index.refresh(running.store):
+        pass
     got = api("GET", "/api/notes", params=params, expect=200).body
-    want = Notebook(running.store).search(query, filters, limit)
+    want = Notebook(running.store, meaning=index).search(query, filters, limit)
     assert got == {
         "results": [n.to_json() for n in want.hits],
         "near": [n.to_json() for n in want.near],
         "total": want.total,
+        "reasons": want.reasons,
+        "replaced_by": want.replaced_by,
     }
 
 
@@ -232,7 +239,13 @@ def test_lists_and_search_pages_follow_the_notebook(api: Api, running: Running) 
         remember(api, f"Fact number {i}", kind="fact")
     notes, total = Notebook(running.store).list(Filters(kind="fact"), limit=3, offset=2)
     page = api("GET", "/api/notes", params={"kind": "fact", "limit": "3", "offset": "2"}, expect=200).body
-    assert page == {"results": [n.to_json() for n in notes], "near": [], "total": total}
+    assert page == {
+        "results": [n.to_json() for n in notes],
+        "near": [],
+        "total": total,
+        "reasons": {},
+        "replaced_by": {},
+    }
     best = Notebook(running.store).search("fact number", limit=5).hits
     paged = api("GET", "/api/notes", params={"q": "fact number", "limit": "3", "offset": "2"}, expect=200).body
     assert [n["id"] for n in paged["results"]] == [n.id for n in best[2:5]] and paged["total"] == 7
