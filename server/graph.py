@@ -16,8 +16,7 @@ from typing import Any
 from .core.errors import EntityNotFound, InvalidInput
 from .core.fold import State
 from .core.graphsearch import open_graph, search_graph
-from .core.model import Author, Entity, Relation
-from .provenance import current_author
+from .core.model import LOCAL_AUTHOR, Author, Entity, Relation
 from .storage.store import Payload, Store
 
 
@@ -98,11 +97,12 @@ def _refuse(issue: str | None) -> None:
 class Graph:
     """The official memory server's nine operations over a `Store`."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, author: Author = LOCAL_AUTHOR) -> None:
         self.store = store
+        self.author = author  # who writes when a call names no `by` (the server always names one)
 
     def _write(self, decide: Any, by: Author | None) -> None:
-        self.store.write(decide, by or current_author.get())
+        self.store.write(decide, by or self.author)
 
     def create_entities(self, entities: Sequence[Entity], *, by: Author | None = None) -> list[Entity]:
         for e in entities:

@@ -19,9 +19,8 @@ from .core.errors import InvalidInput, NoteNotFound
 from .core.fold import State
 from .core.ids import new_ulid
 from .core.listing import NO_FILTERS, Filters, list_notes
-from .core.model import NOTE_KINDS, Author, Note, Version
+from .core.model import LOCAL_AUTHOR, NOTE_KINDS, Author, Note, Version
 from .core.search import Meaning, SearchResult, search_notes, similar_notes
-from .provenance import current_author
 from .storage.store import Payload, Store
 
 MAX_TITLE = 200
@@ -146,12 +145,19 @@ def check_project(project: Any) -> str | None:
 
 
 class Notebook:
-    """Notes on top of a `Store`. Provenance comes from `provenance.current_author` unless given."""
+    """Notes on top of a `Store`. Each write is made as its `by`: the server passes the caller (MCP clientInfo,
+    User-Agent, token owner) per request; without one, as the notebook's own `author` (the CLI's, or LOCAL_AUTHOR)."""
 
     def __init__(
-        self, store: Store, *, random_bytes: Callable[[int], bytes] = os.urandom, meaning: Meaning | None = None
+        self,
+        store: Store,
+        *,
+        author: Author = LOCAL_AUTHOR,
+        random_bytes: Callable[[int], bytes] = os.urandom,
+        meaning: Meaning | None = None,
     ) -> None:
         self.store = store
+        self.author = author
         self._random = random_bytes
         self.meaning = meaning  # a meaning index (hivenote.server.meaning) when meaning search is on
 
@@ -237,7 +243,7 @@ class Notebook:
             similar.extend(similar_notes(state, kind=fields["kind"], project=fields["project"], title=fields["title"]))
             return [("note.set", {"id": note_id, "fields": fields})]
 
-        self.store.write(decide, by or current_author.get())
+        self.store.write(decide, by or self.author)
         return Remembered(self.get(note_id), similar)
 
     def update(
@@ -285,7 +291,7 @@ class Notebook:
             # The purge this edit was made after: one made meanwhile elsewhere wins over it (OPLOG.md).
             return [("note.set", {"id": note.id, "fields": changed, "since": seen or None})]
 
-        self.store.write(decide, by or current_author.get())
+        self.store.write(decide, by or self.author)
         return self.get(resolved[0])
 
     def _replaced(self, state: State, replaces: Any, own_id: str) -> str:
@@ -305,7 +311,7 @@ class Notebook:
             resolved.append(note.id)
             return make(note)
 
-        self.store.write(decide, by or current_author.get())
+        self.store.write(decide, by or self.author)
         return self.get(resolved[0])
 
     def forget(self, note_id: str, *, by: Author | None = None) -> Note:
@@ -328,5 +334,5 @@ class Notebook:
             resolved.append(note.id)
             return [("note.purge", {"id": note.id})]
 
-        self.store.write(decide, by or current_author.get())
+        self.store.write(decide, by or self.author)
         return resolved[0]

@@ -10,7 +10,6 @@ from hivenote.server.core.errors import InvalidInput, NoteNotFound
 from hivenote.server.core.listing import Filters
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import MAX_BODY_BYTES, Notebook
-from hivenote.server.provenance import acting_as
 from hivenote.server.storage.store import Store
 
 
@@ -126,11 +125,11 @@ def test_forget_twice_and_restore_of_a_live_note_change_nothing(store: Store) ->
 
 def test_history_records_every_version_with_its_author(store: Store) -> None:
     notebook = Notebook(store)
-    with acting_as(Author(agent="cursor", client="cursor-vscode 1.7", person="ana")):
-        note = notebook.remember(kind="decision", title="Use Drizzle").note
-    with acting_as(Author(agent="claude-code", client="claude-code 2.1")):
-        notebook.update(note.id, title="Use Drizzle, not Prisma")
-        notebook.forget(note.id)
+    ana = Author(agent="cursor", client="cursor-vscode 1.7", person="ana")
+    note = notebook.remember(kind="decision", title="Use Drizzle", by=ana).note
+    claude = Author(agent="claude-code", client="claude-code 2.1")
+    notebook.update(note.id, title="Use Drizzle, not Prisma", by=claude)
+    notebook.forget(note.id, by=claude)
     versions = notebook.history(note.id)
     assert [(v.action, v.by.agent) for v in versions] == [
         ("set", "cursor"),

@@ -65,3 +65,11 @@ def test_files_are_written_whole_one_way() -> None:
             assert not re.search(r"\b(mkstemp|NamedTemporaryFile|mkdtemp)\(", text), f"{where} makes its own temp file"
         if where not in RENAMES_ALLOWED:
             assert not re.search(r"\bos\.(replace|rename)\(", text), f"{where} renames by hand: use files.write_whole"
+
+
+def test_provenance_travels_as_an_argument() -> None:
+    """One provenance path: every write names its author (`by=`, or the Notebook's/Graph's own); no ambient state
+    such as a ContextVar that one entry point sets and another forgets."""
+    for path in [*(ROOT / "server").rglob("*.py"), *(ROOT / "desktop").rglob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        assert "ContextVar" not in text, f"{path.relative_to(ROOT)} keeps ambient state: pass the author instead"

@@ -20,7 +20,6 @@ from ..core.hlc import wall_ms
 from ..core.model import Author
 from ..graph import Graph
 from ..notebook import Notebook
-from ..provenance import acting_as
 from ..render import ago
 from ..settings import load_settings
 from ..storage import statefile
@@ -93,9 +92,8 @@ def cmd_import(ctx: Context) -> int:
         summary = ImportSummary(fmt, rejected=list(bad))
         by = Author(agent="import", client=f"hivenote import {path.name}")
         progress = _progress(ctx, "importing")
-        with acting_as(by):
-            import_notes(notebook, notes, summary, by=by, progress=progress)
-            import_graph(Graph(notebook.store), entities, relations, summary, by=by, progress=progress)
+        import_notes(notebook, notes, summary, by=by, progress=progress)
+        import_graph(Graph(notebook.store), entities, relations, summary, by=by, progress=progress)
     _report_import(ctx, path, fmt, summary.to_json())
     return 0
 

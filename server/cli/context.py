@@ -10,12 +10,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from .. import __version__
+from ..core.model import Author
 from ..notebook import Notebook
 from ..settings import load_settings, resolve_data_dir
 from ..storage.serverfile import running_server
 from ..storage.store import Store
 from .remote import RemoteNotebook
 
+CLI_AUTHOR = Author(agent="cli", client=f"hivenote-cli {__version__}")  # the author of every op the CLI writes
 LOCK_WAIT_S = 5.0  # another CLI command may hold the data dir for a moment
 
 
@@ -50,7 +53,7 @@ class Context:
                 remote.close()
             return
         with self.store(write=True) as store:
-            yield Notebook(store)
+            yield Notebook(store, author=CLI_AUTHOR)
 
     def emit(self, value: Any, text: str) -> None:
         if self.json:

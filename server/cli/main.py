@@ -16,14 +16,10 @@ from typing import TextIO
 
 from .. import __version__
 from ..core.errors import HivenoteError
-from ..core.model import NOTE_KINDS, Author
-from ..provenance import acting_as
+from ..core.model import NOTE_KINDS
 from . import admin, notes
 from .context import AddCommand, Context, DoctorCheck
 from .sync import cmd_sync
-
-CLI_AUTHOR = Author(agent="cli", client=f"hivenote-cli {__version__}")
-
 
 # -- parser -----------------------------------------------------------------------------------------
 
@@ -188,8 +184,7 @@ def main(
     ctx.doctor_checks = tuple(doctor_checks)
     func: Callable[[Context], int] = getattr(args, "func", default or admin.cmd_status)
     try:
-        with acting_as(CLI_AUTHOR):
-            return func(ctx)
+        return func(ctx)
     except HivenoteError as exc:
         if ctx.json:
             err.write(json.dumps({"error": {"code": exc.code, "message": str(exc)}}, ensure_ascii=False) + "\n")

@@ -10,8 +10,8 @@ import functools
 import hashlib
 import json
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple, Protocol
 
 FORMAT_VERSION: Final = 1
 PLACEHOLDER: Final = "seq.keep"  # compaction's content-free stand-in for a last line whose op no longer matters
@@ -90,25 +90,136 @@ class Author:
         return {k: v for k, v in (("agent", self.agent), ("client", self.client), ("person", self.person)) if v}
 
 
-@dataclass(slots=True)
+_NO_AUTHOR: Final = Author()  # the default of an Op made without one (Author() is "cli")
+LOCAL_AUTHOR = Author(agent="cli", client="hivenote")  # a Notebook or Graph made without an author (tests, scripts)
+
+
+class LineSource(Protocol):
+    """Where an op's log line can be read again (the storage layer's shard file): the line at byte offset `at` whose
+    digest is `digest`, without its newline, or None when that file no longer holds it (compacted away)."""
+
+    def line(self, at: int, digest: int) -> bytes | None: ...
+
+
+class PayloadGone(LookupError):
+    """A released op's payload is no longer in its shard (compaction dropped the line)."""
+
+
+NOTE_OPS: Final = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
+_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}  # one shared tuple per combination of field names
+
+
+def shared_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The one tuple of these field names every released op shares."""
+    return _NAMES.setdefault(names, names)
+
+
 class Op:
     """One log line: `kind` with its payload `data`, written by `node` as its `seq`-th op at HLC `(wall, counter)`.
 
-    Treat as immutable (not frozen only because frozen dataclasses are slow to build, and a cold start builds
-    one per line of every shard)."""
+    Treat as immutable (a plain class with slots, not a frozen dataclass: a cold start builds one per line of every
+    shard). A note op the fold no longer needs the payload of (superseded in every field it set, or a trash, restore
+    or purge, whose payload is only the id) is *released* once it knows where its line is (`src`, `at`): it keeps its
+    note id and the names of the fields it set, and `data` reads the line again from the log when asked (a note's
+    history, the rare purge fallback). A year of edits then costs a few hundred bytes an op, not its text."""
 
-    node: str
-    seq: int
-    wall: int
-    counter: int
-    kind: str
-    data: dict[str, Any]
-    by: Author = field(default_factory=Author)
-    digest: int = field(default=0, compare=False)  # line_digest of its log line (0 until encoded or decoded)
-    stamp: Stamp = field(init=False, repr=False, compare=False)
+    __slots__ = ("_data", "_names", "at", "by", "counter", "digest", "kind", "node", "seq", "src", "stamp", "wall")
+    __hash__ = None  # type: ignore[assignment]  # as the dataclass it was: compared by value, never hashed
 
-    def __post_init__(self) -> None:
-        self.stamp = Stamp(self.wall, self.counter, self.node, self.seq, self.digest)
+    def __init__(
+        self,
+        node: str,
+        seq: int,
+        wall: int,
+        counter: int,
+        kind: str,
+        data: dict[str, Any] | str,
+        by: Author | None = None,
+        digest: int = 0,
+        names: tuple[str, ...] | None = None,
+    ) -> None:
+        self.node = node
+        self.seq = seq
+        self.wall = wall
+        self.counter = counter
+        self.kind = kind
+        self._data = data  # the payload, or (released) the note id, with the field names in `_names`
+        self._names = names
+        self.by = _NO_AUTHOR if by is None else by
+        self.digest = digest  # line_digest of its log line (0 until encoded or decoded)
+        self.stamp = Stamp(wall, counter, node, seq, digest)
+        self.at = -1  # byte offset of its line in `src` (-1: not known)
+        self.src: LineSource | None = None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        data = self._data
+        if type(data) is dict:
+            return data
+        return self._read()
+
+    @property
+    def held(self) -> bool:
+        """Whether the payload is in memory (False: released, read from the log on demand)."""
+        return type(self._data) is dict
+
+    @property
+    def note_id(self) -> str:
+        data = self._data
+        return data if type(data) is str else data["id"]  # type: ignore[index]
+
+    @property
+    def field_names(self) -> tuple[str, ...] | dict[str, Any]:
+        """The fields a `note.set` sets (its payload's, or the names kept when released)."""
+        data = self._data
+        if type(data) is dict:
+            fields: dict[str, Any] = data.get("fields", {})
+            return fields
+        return self._names or ()
+
+    def cached_payload(self) -> dict[str, Any] | str:
+        """What the op cache keeps: the payload, or a released op's note id (`cached_names` has its field names)."""
+        return self._data
+
+    @property
+    def cached_names(self) -> tuple[str, ...] | None:
+        return self._names
+
+    def release(self, note_id: str | None = None) -> None:
+        """Drop the payload of a note op whose line can be read again (`src` known); `note_id`, if given, is the same
+        id as the payload's (shared with the note's record). No-op otherwise."""
+        data = self._data
+        if self.src is None or type(data) is not dict or self.kind not in NOTE_OPS:
+            return
+        self._names = shared_names(tuple(data.get("fields", ())))
+        self._data = note_id if note_id is not None and note_id == data["id"] else data["id"]
+
+    def _read(self) -> dict[str, Any]:
+        src = self.src
+        line = src.line(self.at, self.digest) if src is not None else None
+        if line is None:
+            raise PayloadGone(f"{self.node} seq {self.seq} is no longer in its shard")
+        return decode_op(line).data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Op):
+            return NotImplemented
+        return (self.node, self.seq, self.wall, self.counter, self.kind, self.data, self.by) == (
+            other.node,
+            other.seq,
+            other.wall,
+            other.counter,
+            other.kind,
+            other.data,
+            other.by,
+        )
+
+    def __repr__(self) -> str:
+        data = self._data if type(self._data) is dict else f"<released {self._data!r} {self._names!r}>"
+        return (
+            f"Op(node={self.node!r}, seq={self.seq!r}, wall={self.wall!r}, counter={self.counter!r}, "
+            f"kind={self.kind!r}, data={data}, by={self.by!r}, digest={self.digest!r})"
+        )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -11,7 +11,6 @@ from hivenote.server.core.listing import TOKEN_BUDGET, Filters, estimated_tokens
 from hivenote.server.core.model import Author, Op
 from hivenote.server.core.search import fold_text, search_notes
 from hivenote.server.notebook import Notebook
-from hivenote.server.provenance import acting_as
 from hivenote.server.storage.store import Store
 
 
@@ -76,11 +75,10 @@ def test_near_matches_come_apart_and_only_when_nothing_matches(store: Store) -> 
 
 
 def test_filters_narrow_search_and_list(store: Store) -> None:
+    ids = seed(Notebook(store, author=Author(agent="codex")))
     notebook = Notebook(store)
-    with acting_as(Author(agent="codex")):
-        ids = seed(notebook)
-    with acting_as(Author(agent="cursor", person="ana")):
-        mine = notebook.remember(kind="fact", title="Prisma is pinned to 5.x", project="shop-api").note
+    ana = Author(agent="cursor", person="ana")
+    mine = notebook.remember(kind="fact", title="Prisma is pinned to 5.x", project="shop-api", by=ana).note
     assert {n.id for n in notebook.search("prisma", Filters(project="shop-api")).hits} == {
         ids["drizzle"],
         ids["tabs"],
