@@ -1,21 +1,14 @@
-"""CLI commands around the notebook: status, import/export, compaction, doctor, and the server side (`serve`,
-`stdio`, `connect`, `token`)."""
+"""CLI commands on the data dir as a whole: `status`, `import`, `export`, `compact`, `doctor`."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sys
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from .. import __version__, meaning
-from ..core.errors import HivenoteError, InvalidInput
+from ..core.errors import InvalidInput
 from ..core.hlc import wall_ms
 from ..core.model import Author
 from ..graph import Graph
@@ -24,7 +17,7 @@ from ..render import ago
 from ..settings import load_settings
 from ..storage import statefile
 from ..storage.serverfile import running_server
-from ..storage.store import Store, lock_holder
+from ..storage.store import lock_holder
 from ..transfer import (
     ImportSummary,
     detect_format,
@@ -227,142 +220,4 @@ def cmd_doctor(ctx: Context) -> int:
         report[key] = value
         lines += more
     ctx.emit(report, "\n".join(lines))
-    return 0
-
-
-def cmd_serve(ctx: Context) -> int:
-    from ..web.app import create_app  # the server's dependencies load only for the commands that need them
-    from ..web.serve import ServerThread, bind, run_until_stopped
-
-    a = ctx.args
-    settings = load_settings(
-        {"host": a.host, "port": a.port, "auth": False if a.no_auth else None}, data_dir=ctx.data_dir
-    )
-    if not settings.auth:
-        ctx.err.write(
-            "WARNING: --no-auth: any program on this machine can read and change the notebook without a token.\n"
-        )
-    sock = bind(settings.host, settings.port)
-    with Store(settings.data_dir, log_dir=settings.log_path) as store:
-        server = ServerThread(create_app(settings, store), settings, sock)
-        stop = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            server.start()
-            while not server.started and server.thread.is_alive():
-                server.thread.join(0.05)
-            if not server.started:
-                raise HivenoteError(f"the server did not start: {server.error}")
-            url = f"http://{settings.base_url.removeprefix('http://')}"
-            ctx.out.write(f"Hivenote {__version__} serving {settings.data_dir} on {url}\n")
-            ctx.out.write(f"  MCP (notebook): {url}/mcp\n  MCP (memory graph): {url}/mcp/graph\n")
-            ctx.out.write("  `hivenote connect <client>` prints a ready config. Ctrl-C stops.\n")
-            ctx.out.flush()
-            run_until_stopped(server, stop)  # raises when the server ends by itself: a non-zero exit
-        except KeyboardInterrupt:
-            pass
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-            server.stop()
-    return 0
-
-
-STOP_WAIT_S = 30.0
-
-
-def cmd_stop(ctx: Context) -> int:
-    """Stop whichever Hivenote server holds this data dir: the tray's, `hivenote serve`, or one `hivenote stdio`
-    started in the background (nothing else stops that one)."""
-    holder = lock_holder(ctx.data_dir)
-    if not holder:
-        ctx.emit({"running": False}, f"No Hivenote server is running for {ctx.data_dir}.")
-        return 0
-    url = running_server(ctx.data_dir)
-    if url is None:  # the lock is held by a command (an import, a compaction), not a server
-        raise InvalidInput(
-            f"pid {holder} holds {ctx.data_dir} but is not a Hivenote server (a command still running?); wait for it "
-            "to finish, then try again"
-        )
-    try:
-        os.kill(holder, signal.SIGTERM)
-    except ProcessLookupError:
-        pass  # it just ended by itself
-    except PermissionError:
-        raise InvalidInput(
-            f"pid {holder} serves {ctx.data_dir} but belongs to another account; stop it there"
-        ) from None
-    deadline = time.monotonic() + STOP_WAIT_S
-    while lock_holder(ctx.data_dir):
-        if time.monotonic() > deadline:
-            raise HivenoteError(
-                f"pid {holder} did not stop within {STOP_WAIT_S:.0f} s; end it yourself (kill {holder})"
-            )
-        time.sleep(0.05)
-    ctx.emit({"running": False, "stopped": holder, "url": url}, f"Stopped the Hivenote server at {url} (pid {holder}).")
-    return 0
-
-
-def cmd_token(ctx: Context) -> int:
-    from ..tokens import Tokens
-
-    a = ctx.args
-    tokens = Tokens(ctx.data_dir / "tokens.json")
-    if a.token_command == "show":
-        token = tokens.default()
-        ctx.emit({"token": token}, token)
-    elif a.token_command == "add":
-        token = tokens.add(a.name)
-        ctx.emit(
-            {"name": a.name, "token": token},
-            f"{token}\nThe token for {a.name}; it is shown only this once. Notes they write carry their name.",
-        )
-    elif a.token_command == "revoke":
-        tokens.revoke(a.name)
-        ctx.emit({"revoked": a.name}, f"Revoked the token of {a.name}.")
-    else:
-        people = tokens.people()
-        ctx.emit(
-            [{"name": p.name, "created": p.created} for p in people],
-            "\n".join(f"{p.name}  (since {ago(p.created, wall_ms())})" for p in people) or "No personal tokens yet.",
-        )
-    return 0
-
-
-def cmd_connect(ctx: Context) -> int:
-    from ..connect import CLIENTS, snippet, stdio_command
-    from ..tokens import Tokens
-
-    a = ctx.args
-    if not a.client:
-        ctx.emit(list(CLIENTS), "Clients: " + ", ".join(CLIENTS) + "\nRun `hivenote connect <client>` for its config.")
-        return 0
-    settings = load_settings(data_dir=ctx.data_dir)
-    token = Tokens(ctx.data_dir / "tokens.json").default() if settings.auth else None
-    base = running_server(ctx.data_dir) or settings.base_url  # the server running for this data dir, if any
-    url = f"{base}/mcp/graph" if a.graph else f"{base}/mcp"
-    port = urlsplit(base).port or settings.port
-    found = snippet(a.client, url=url, token=token, graph=a.graph, stdio_command=stdio_command(ctx.data_dir, port))
-    where = "\n".join(f"  {system}: {path}" for system, path in found.where.items())
-    steps = "\n".join(f"  - {step}" for step in found.steps)
-    ctx.emit(found.to_json(), f"{found.title} ({found.format}):\n\n{found.text}\n\nWhere:\n{where}\n\nSteps:\n{steps}")
-    return 0
-
-
-def cmd_stdio(ctx: Context) -> int:
-    from ..mcp.stdio import NotOurServer, ensure_server, refuse_all, run_bridge
-    from ..tokens import Tokens
-
-    a = ctx.args
-    settings = load_settings({"port": a.port}, data_dir=ctx.data_dir)
-    # The server for this data dir may run on another port (`serve --port`): it says where in server.json.
-    base = (None if a.port else running_server(ctx.data_dir)) or settings.base_url
-    token = Tokens(ctx.data_dir / "tokens.json").default()
-    try:
-        ensure_server(base, ctx.data_dir, settings.port, token)  # the token goes only to this data dir's server
-    except NotOurServer as exc:
-        ctx.err.write(f"hivenote: {exc}\n")
-        ctx.err.flush()
-        refuse_all(str(exc), sys.stdin.buffer, sys.stdout.buffer)  # the client is told too, request by request
-        return 1
-    run_bridge(f"{base}/mcp/graph" if a.graph else f"{base}/mcp", token, ctx.data_dir)
     return 0

@@ -17,7 +17,7 @@ from typing import TextIO
 from .. import __version__
 from ..core.errors import HivenoteError
 from ..core.model import NOTE_KINDS
-from . import admin, notes
+from . import data, notes, serving
 from .context import AddCommand, Context, DoctorCheck
 from .sync import cmd_sync
 
@@ -90,34 +90,34 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
     add("purge", "delete a trashed note for good", notes.cmd_purge).add_argument("id")
     add("history", "every version of a note, with who and when", notes.cmd_history).add_argument("id")
 
-    p = add("import", "import a memory.jsonl or a notebook export (idempotent)", admin.cmd_import)
+    p = add("import", "import a memory.jsonl or a notebook export (idempotent)", data.cmd_import)
     p.add_argument("file")
     p.add_argument("--format", choices=("notebook", "memory-jsonl"))
     p.add_argument("--skip-bad", action="store_true", help="import every good line, report the bad ones")
 
-    p = add("export", "export the notebook or the graph as memory.jsonl", admin.cmd_export)
+    p = add("export", "export the notebook or the graph as memory.jsonl", data.cmd_export)
     p.add_argument("file", help="target file, or - for stdout")
     p.add_argument("--format", choices=("notebook", "memory-jsonl"))
 
-    add("compact", "shrink this machine's log shard (drops old history)", admin.cmd_compact)
-    add("doctor", "check the data dir, the log and the clock", admin.cmd_doctor)
+    add("compact", "shrink this machine's log shard (drops old history)", data.cmd_compact)
+    add("doctor", "check the data dir, the log and the clock", data.cmd_doctor)
 
-    p = add("serve", "run the Hivenote server headless (MCP, REST)", admin.cmd_serve)
+    p = add("serve", "run the Hivenote server headless (MCP, REST)", serving.cmd_serve)
     p.add_argument("--host", help="address to listen on (default 127.0.0.1; beyond loopback needs a token)")
     p.add_argument("--port", type=int, help="port (default 7788)")
     p.add_argument("--no-auth", action="store_true", help="no token needed (loopback only)")
 
-    p = add("connect", "print a ready config for an agent (Cursor, Claude, Codex, ...)", admin.cmd_connect)
+    p = add("connect", "print a ready config for an agent (Cursor, Claude, Codex, ...)", serving.cmd_connect)
     p.add_argument("client", nargs="?", help="cursor, claude-desktop, claude-code, codex, gemini-cli, vscode, ...")
     p.add_argument("--graph", action="store_true", help="the official memory tools endpoint instead")
 
-    add("stop", "stop the Hivenote server of this data dir (tray, serve, or one stdio started)", admin.cmd_stop)
+    add("stop", "stop the Hivenote server of this data dir (tray, serve, or one stdio started)", serving.cmd_stop)
 
-    p = add("stdio", "MCP over stdin/stdout for stdio-only clients (starts the server if needed)", admin.cmd_stdio)
+    p = add("stdio", "MCP over stdin/stdout for stdio-only clients (starts the server if needed)", serving.cmd_stdio)
     p.add_argument("--graph", action="store_true", help="the official memory tools (drop-in for server-memory)")
     p.add_argument("--port", type=int, help="port of the local server (default 7788)")
 
-    p = add("token", "show the token, or manage per-person tokens", admin.cmd_token)
+    p = add("token", "show the token, or manage per-person tokens", serving.cmd_token)
     tsub = p.add_subparsers(dest="token_command", required=True, metavar="show|add|list|revoke")
     tsub.add_parser("show", parents=[common], help="print the default token")
     tsub.add_parser("list", parents=[common], help="list per-person tokens")
@@ -134,7 +134,7 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
         g.add_argument("--offset", type=int, default=0)
         g.add_argument("--names-only", action="store_true")
     gsub.add_parser("open", parents=[common]).add_argument("names", nargs="+")
-    add("status", "is the server running, and how big is the notebook", admin.cmd_status)
+    add("status", "is the server running, and how big is the notebook", data.cmd_status)
 
     p = add("sync", "use the notebook on several machines: status, folder, s3, peer", cmd_sync)
     ssub = p.add_subparsers(dest="sync_command", required=True, metavar="status|folder|s3|peer")
@@ -182,7 +182,7 @@ def main(
     args = parser.parse_args(argv)
     ctx = Context(args, out, err)
     ctx.doctor_checks = tuple(doctor_checks)
-    func: Callable[[Context], int] = getattr(args, "func", default or admin.cmd_status)
+    func: Callable[[Context], int] = getattr(args, "func", default or data.cmd_status)
     try:
         return func(ctx)
     except HivenoteError as exc:
