@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 BATCH = 512  # notes embedded per step (a few ms each step)
 TITLE_WEIGHT = 0.3
+CENTRE_PRIOR = 30  # notes' worth of a zero mean the notebook's mean is shrunk towards
 CANDIDATES = 30  # meaning matches handed to the fusion
 SAME_DECISION = 0.6  # cosine at which a newer note that says it replaces something is taken to replace an older one
 MAGIC = b"HNMEAN1\n"
@@ -184,7 +185,8 @@ class MeaningIndex:
         rows = list(self._rows.values())
         dim = self.model.dim if self.model else 0
         vectors = np.stack([r[2] for r in rows]).astype(np.float32) if rows else np.zeros((0, dim), np.float32)
-        mean = vectors.mean(axis=0) if rows else np.zeros(dim, np.float32)
+        # What every note shares is taken out in proportion to how many notes say so (a handful tell little).
+        mean = vectors.mean(axis=0) * (len(rows) / (len(rows) + CENTRE_PRIOR)) if rows else np.zeros(dim, np.float32)
         self._snapshot = _Snapshot(
             ids,
             vectors,

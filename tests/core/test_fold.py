@@ -17,11 +17,22 @@ NOTE_IDS = ("N1", "N2", "N3")
 NAMES = ("Ann", "Bob", "Cy")
 TEXTS = ("likes tea", "plays chess", "ünïcode ✓")
 
-note_fields = st.dictionaries(
-    st.sampled_from(("kind", "title", "body", "tags", "project")),
-    st.sampled_from(("fact", "decision", "x", "y")),
-    min_size=1,
-).map(lambda d: {k: ([v] if k == "tags" else v) for k, v in d.items()})
+# `replaces` (the note a note replaces, or None: the link dropped) is a register like the fields; a line carries
+# at least one other field, as the notebook writes it (older readers need one).
+note_fields = (
+    st.dictionaries(
+        st.sampled_from(("kind", "title", "body", "tags", "project", "replaces")),
+        st.sampled_from(("fact", "decision", "x", "y", None)),
+        min_size=1,
+    )
+    .filter(lambda d: set(d) != {"replaces"})
+    .map(
+        lambda d: {
+            k: ([v or "x"] if k == "tags" else v if k == "replaces" else (v or "x") if k != "project" else v)
+            for k, v in d.items()
+        }
+    )
+)
 
 payloads = st.one_of(
     st.builds(lambda i, f: ("note.set", {"id": i, "fields": f}), st.sampled_from(NOTE_IDS), note_fields),

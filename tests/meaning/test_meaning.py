@@ -1,0 +1,222 @@
+"""Meaning search on real parts: a store on disk, the shipped model (WordLlama's table inside its wheel), the
+background index and its cache file; the fusion rules, the `replaces` link on the op line, newer first."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hivenote.server.core.errors import InvalidInput, NoteNotFound
+from hivenote.server.core.model import decode_op
+from hivenote.server.core.search import SIMILAR, SOME_WORDS, search_notes
+from hivenote.server.meaning import open_index
+from hivenote.server.meaning.index import MeaningIndex
+from hivenote.server.meaning.model import Embedder, StaticModel, load_default
+from hivenote.server.notebook import Notebook
+from hivenote.server.storage.store import Store
+
+NOTES = [
+    ("fact", "Pocket-app crashes are reported to Firebase Crashlytics", "Symbol files are uploaded by the build hook."),
+    ("fact", "Where the team goes for lunch on Fridays", "The noodle place; book for more than six."),
+    ("fact", "Notes from the Monday planning meeting", "Do the release checklist before noon."),
+    ("decision", "Orders database is PostgreSQL 16", "Chosen over MySQL for JSONB."),
+    ("fact", "The billing service listens on port 8085", "Health check at /healthz."),
+    ("fact", "Money is stored as integer cents", "Never floats; rounding only at display time."),
+    ("fact", "Do not deploy on Fridays", "Nobody is around to roll back."),
+]
+
+
+WORDS = ["orders", "app", "phone", "port", "money", "the", "where", "8085", "cents", "deploy", "x"]
+
+
+@pytest.fixture(scope="module")
+def model() -> StaticModel:
+    return load_default()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "data") as opened:
+        yield opened
+
+
+def fill(store: Store) -> dict[str, str]:
+    notebook = Notebook(store)
+    return {title: notebook.remember(kind=k, title=title, body=b).note.id for k, title, b in NOTES}
+
+
+def warmed(store: Store, model: Embedder, cache: Path | None = None) -> MeaningIndex:
+    index = MeaningIndex(cache, lambda: model)
+    while not index.refresh(store, budget=3):
+        pass
+    return index
+
+
+def test_a_meaning_only_match_leads_the_near_list_over_weak_word_leftovers(store: Store, model: StaticModel) -> None:
+    ids = fill(store)
+    question = "where do reports of the mobile client dying go?"
+    words_only = Notebook(store).search(question)
+    crash = ids[NOTES[0][1]]
+    assert words_only.near[0].id != crash  # "where", "do", "go", "the" lead elsewhere
+    result = Notebook(store, meaning=warmed(store, model)).search(question)
+    assert result.hits == [] and result.total == 0
+    assert result.near[0].id == crash and result.reasons[crash] == SIMILAR
+    leftovers = [n.id for n in result.near if result.reasons[n.id] == SOME_WORDS]
+    assert leftovers, "notes holding some of the words still show, after the meaning match"
+
+
+def test_identifiers_and_exact_matches_stay_first_and_unchanged(store: Store, model: StaticModel) -> None:
+    ids = fill(store)
+    notebook = Notebook(store, meaning=warmed(store, model))
+    found = notebook.search("8085")
+    assert [n.id for n in found.hits] == [ids["The billing service listens on port 8085"]] and found.near == []
+    assert notebook.search("which service is on port 8085?").near[0].id == ids[NOTES[4][1]]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(WORDS), max_size=3))
+def test_exact_hits_are_the_lexical_search_s_exactly(tmp_path: Path, model: StaticModel, words: list[str]) -> None:
+    """Meaning never changes which notes match every word, nor their order (with no `replaces` link)."""
+    data = tmp_path / "exact"
+    with Store(data) as store:
+        if not store.state.notes:
+            fill(store)
+        index = warmed(store, model)
+        query = " ".join(words)
+        plain = Notebook(store).search(query)
+        both = Notebook(store, meaning=index).search(query)
+        assert ([n.id for n in both.hits], both.total) == ([n.id for n in plain.hits], plain.total)
+        if plain.hits or not query.strip():
+            assert both.near == plain.near
+
+
+def test_a_search_while_the_index_warms_answers_lexically(store: Store, model: StaticModel) -> None:
+    fill(store)
+    gate = threading.Event()
+
+    def slow_load() -> Embedder:
+        assert gate.wait(30)
+        return model
+
+    index = MeaningIndex(None, slow_load)
+    builder = threading.Thread(target=lambda: index.refresh(store, budget=1000))
+    builder.start()
+    question = "where do reports of the mobile client dying go?"
+    notebook = Notebook(store, meaning=index)
+    while_warming = notebook.search(question)
+    assert [n.id for n in while_warming.near] == [n.id for n in Notebook(store).search(question).near]
+    assert set(while_warming.reasons.values()) <= {SOME_WORDS}
+    gate.set()
+    builder.join(30)
+    assert index.warm and SIMILAR in notebook.search(question).reasons.values()
+
+
+class Counting:
+    """A model under another name: counts what it embeds."""
+
+    def __init__(self, inner: StaticModel, model_id: str) -> None:
+        self.inner, self.model_id, self.dim, self.embedded = inner, model_id, inner.dim, 0
+
+    def embed(self, texts: list[str]) -> Any:
+        self.embedded += len(texts)
+        return self.inner.embed(texts)
+
+
+def test_the_cache_is_reused_and_rebuilt_when_the_model_changes(store: Store, model: StaticModel) -> None:
+    fill(store)
+    cache = store.data_dir / "cache" / "meaning.bin"
+    first = Counting(model, "model-a")
+    warmed(store, first, cache)
+    assert cache.is_file() and first.embedded == 2 * len(NOTES)  # whole text and title
+    again = Counting(model, "model-a")
+    warmed(store, again, cache)
+    assert again.embedded == 0  # a restart embeds nothing
+    Notebook(store).update(next(iter(store.state.notes)), body="changed")
+    after_edit = Counting(model, "model-a")
+    warmed(store, after_edit, cache)
+    assert after_edit.embedded == 2  # only the changed note
+    other = Counting(model, "model-b")
+    index = warmed(store, other, cache)
+    assert other.embedded == 2 * len(NOTES) and index.scores("crash reports") is not None
+    assert json.loads(cache.read_bytes().split(b"\n")[1])["model"] == "model-b"
+
+
+def test_a_damaged_cache_is_rebuilt(store: Store, model: StaticModel) -> None:
+    fill(store)
+    cache = store.data_dir / "cache" / "meaning.bin"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(b"HNMEAN1\n{not json")
+    counting = Counting(model, "model-a")
+    warmed(store, counting, cache)
+    assert counting.embedded == 2 * len(NOTES)
+
+
+def test_the_setting_turns_it_off(tmp_path: Path) -> None:
+    assert open_index(tmp_path, enabled=False) is None
+    assert isinstance(open_index(tmp_path, enabled=True), MeaningIndex)
+
+
+# -- the replaces link ----------------------------------------------------------------------------------------------
+
+
+def test_a_replaced_note_follows_the_note_that_replaces_it(store: Store) -> None:
+    notebook = Notebook(store)
+    old = notebook.remember(kind="decision", title="Background jobs run on Celery", project="shop").note
+    other = notebook.remember(kind="fact", title="Celery workers log to stdout", project="shop").note
+    new = notebook.remember(kind="decision", title="Jobs use Dramatiq", project="shop", replaces=old.id[:10]).note
+    assert new.replaces == old.id
+    found = notebook.search("celery")
+    assert [n.id for n in found.hits] == [other.id, new.id, old.id] or [n.id for n in found.hits][-2:] == [
+        new.id,
+        old.id,
+    ]
+    assert found.replaced_by == {old.id: new.id} and found.reasons[new.id] == f"replaces {old.id}"
+    assert found.total == 2  # the replacing note is shown with the hits, not counted as one
+    notebook.forget(new.id)
+    assert notebook.search("celery").replaced_by == {}  # a trashed note replaces nothing
+    with pytest.raises(InvalidInput):
+        notebook.update(old.id, replaces=old.id)
+    with pytest.raises(NoteNotFound):
+        notebook.remember(kind="fact", title="x", replaces="no-such-note")
+
+
+def test_the_link_rides_beside_the_fields_where_older_readers_ignore_it(store: Store) -> None:
+    notebook = Notebook(store)
+    old = notebook.remember(kind="decision", title="Use Loki for logs").note
+    new = notebook.remember(kind="decision", title="Use Datadog for logs").note
+    notebook.update(new.id, replaces=old.id)
+    assert store.shard_path is not None
+    line = store.shard_path.read_bytes().splitlines()[-1]
+    raw = json.loads(line)
+    assert raw["replaces"] == old.id and "replaces" not in raw["fields"]
+    assert raw["fields"] == {"kind": "decision"}  # a field every reader knows: an older one sees an edit of it
+    assert decode_op(line).data["fields"]["replaces"] == old.id
+    del raw["replaces"]  # what a reader that does not know the key works with
+    assert decode_op(json.dumps(raw)).data["fields"] == {"kind": "decision"}
+    dropped = notebook.update(new.id, replaces=None)
+    assert dropped.replaces is None and notebook.get(new.id).title == "Use Datadog for logs"
+
+
+def test_a_newer_note_that_says_it_replaces_one_comes_first_without_a_link(store: Store, model: StaticModel) -> None:
+    notebook = Notebook(store)
+    old = notebook.remember(kind="decision", title="Deploys are done by Argo CD", project="infra").note
+    notebook.remember(kind="fact", title="Argo CD dashboards are at argo.internal", project="blog")
+    new = notebook.remember(
+        kind="decision", title="Deploys switch from Argo CD to Flux", body="We no longer run Argo CD.", project="infra"
+    ).note
+    notebook.meaning = warmed(store, model)
+    found = notebook.search("how are services deployed?")
+    ids = [n.id for n in found.near]
+    assert new.id in ids and (old.id not in ids or ids.index(new.id) < ids.index(old.id))
+    exact = notebook.search("argo")
+    assert [n.id for n in exact.hits].index(new.id) < [n.id for n in exact.hits].index(old.id)
+    assert exact.replaced_by.get(old.id) == new.id
+    notebook.meaning = None
+    assert search_notes(store.state, "argo").replaced_by == {}  # words only: no guess without a link
