@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -100,3 +101,24 @@ def test_one_wall_clock() -> None:
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 name = f"{node.value.id}.{node.attr}"
                 assert name not in readers, f"{path.relative_to(ROOT)}:{node.lineno} reads {name}: use core.hlc.wall_ms"
+
+
+def test_every_file_the_architecture_page_names_exists() -> None:
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    named = set(
+        re.findall(r"(?<![\w/.])((?:server|desktop|tests|bench|packaging|assets|scripts|docs)/[\w./-]*[\w/])", text)
+    )
+    assert len(named) > 60, sorted(named)
+    missing = sorted(path for path in named if not (ROOT / path).exists())
+    assert not missing, f"docs/ARCHITECTURE.md names files that do not exist: {missing}"
+
+
+def test_every_module_appears_on_the_architecture_page() -> None:
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    modules = [*(ROOT / "server").rglob("*.py"), *(ROOT / "desktop").rglob("*.py")]
+    unmapped = sorted(
+        str(path.relative_to(ROOT))
+        for path in modules
+        if not path.name.startswith("__") and str(path.relative_to(ROOT)) not in text
+    )
+    assert not unmapped, f"modules missing from docs/ARCHITECTURE.md's code map: {unmapped}"

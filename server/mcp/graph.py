@@ -1,10 +1,10 @@
 """The official memory server's nine tools (`@modelcontextprotocol/server-memory`) as an exact drop-in over the
-knowledge graph: the tools (their wire format, checks and texts are `memory_wire`'s), the result shapes, the
+knowledge graph: the tools (their wire format, checks and texts are wire.py's), the result shapes, the
 `memory://knowledge-graph` resource and the `notifications/resources/updated` its subscribers get.
 
 Built on the lowlevel MCP `Server` because only that serves a foreign tool list unchanged. The graph semantics live in
 `graph.Graph`; this module only adapts (the official tool list is official_memory_tools.json; its answer texts
-and argument checks are in memory_wire.py).
+and argument checks are in wire.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The official memory server's wire format, byte for byte: its recorded tool list (plus Hivenote's paging extras on
 `read_graph` / `search_nodes`), its argument checks with zod's messages, and its answer text, `JSON.stringify(x, null,
-2)`. Pure functions; `mcp_graph` serves them."""
+2)`. Pure functions; graph.py serves them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""The store: the only code that touches the log folder (OPLOG.md).
+"""The store: this node's writer and the reader of every shard in the log folder (OPLOG.md).
 
-It owns this node's shard (see node.py for identity and the one-writer lock), appends ops with flush + fsync
+It owns this node's shard (identity.py has the node id and the one-writer lock), appends ops with flush + fsync
 before acknowledging (group commit when writers wait), repairs its own torn tail, follows every shard in
-`log/` (shards.py), and compacts its own shard atomically.
+`log/` (shards.py), and compacts its own shard atomically. Other nodes' shards are written by sync/replica.py
+(every transport) and served to peers by sync/routes.py; nothing else writes in the log folder.
 """
 
 from __future__ import annotations
