@@ -452,6 +452,9 @@ def _newer_first(
 
     hits = arrange(hits)
     near = arrange(near)
+    for old, new in replaced_by.items():
+        if old in seen and new in seen:
+            reasons.setdefault(new, f"replaces {old}")
     return hits, near, {old: new for old, new in replaced_by.items() if old in seen}
 
 

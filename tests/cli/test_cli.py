@@ -60,7 +60,7 @@ def test_search_without_matches_offers_near_ones_apart(run: Run) -> None:
     remember(run, "Use Drizzle, not Prisma")
     code, out, _ = run("search", "drizzles")
     assert code == 0 and out.startswith("No matching notes. Closest matches:")
-    assert "(some words match)" in out
+    assert "(similar meaning)" in out or "(some words match)" in out
     assert run.json("search", "drizzles")["results"] == []
 
 
@@ -205,3 +205,14 @@ def test_a_large_import_shows_progress_on_stderr(run: Run, tmp_path: Path) -> No
     code, out, err = run("import", str(source))
     assert code == 0 and "added 1500 entities" in out
     assert "importing: 500/1500 (33%)" in err and "importing: 1500/1500 (100%)" in err
+
+
+def test_remember_replaces_and_search_lists_the_newer_first(run: Run) -> None:
+    old = remember(run, "Deploys are done by Argo CD")
+    new = remember(run, "Deploys are done by Flux", "--replaces", old)
+    assert run.json("get", new)["replaces"] == old
+    result = run.json("search", "deploys")
+    assert [n["id"] for n in result["results"]] == [new, old] and result["replaced_by"] == {old: new}
+    code, out, _ = run("search", "deploys")
+    assert code == 0 and f"(replaced by {new})" in out
+    assert run.json("update", new, "--replaces", "")["replaces"] is None

@@ -715,3 +715,17 @@ def test_a_bad_host_is_a_documented_421_on_every_operation(api: Api) -> None:
         assert "421" in DOC["paths"][template][method.lower()]["responses"], (method, template)
     reply = api("GET", "/api/export", headers={"Host": "evil.example"}, expect=421)
     assert reply.body["error"]["code"] == "bad_host"
+
+
+def test_a_note_replaces_another_over_rest(api: Api, running: Running) -> None:
+    old = remember(api, "Logs go to Loki", project="infra")
+    new = api(
+        "POST", "/api/notes", {"kind": "decision", "title": "Logs go to Datadog", "replaces": old["id"]}, expect=201
+    )
+    assert new.body["note"]["replaces"] == old["id"]
+    found = api("GET", "/api/notes", params={"q": "logs go"}, expect=200).body
+    assert [n["id"] for n in found["results"]] == [new.body["note"]["id"], old["id"]]
+    assert found["replaced_by"] == {old["id"]: new.body["note"]["id"]}
+    dropped = api("PATCH", "/api/notes/{id}", {"replaces": None}, expect=200, id=new.body["note"]["id"]).body
+    assert dropped["replaces"] is None
+    api("PATCH", "/api/notes/{id}", {"replaces": old["id"]}, expect=400, id=old["id"])

@@ -284,3 +284,29 @@ def test_the_search_index_warms_batch_after_batch_without_waiting_a_tick_between
     with serve(data) as server:
         wait_until(lambda: not server.store.state.changed_notes, timeout=5)
         assert len(server.store.state.note_index) == 300
+
+
+def test_brain_remember_replaces_and_search_shows_the_newer_first(running: Running) -> None:
+    async def scenario() -> None:
+        with anyio.fail_after(60):
+            async with mcp_client(running, "cursor-vscode") as cursor:
+                old = await cursor.call_tool(
+                    "brain_remember", {"kind": "decision", "title": "Jobs run on Celery", "project": "shop-api"}
+                )
+                assert old.structured_content is not None
+                old_id = old.structured_content["note"]["id"]
+                twin = await cursor.call_tool(
+                    "brain_remember", {"kind": "decision", "title": "Jobs run on Celery workers", "project": "shop-api"}
+                )
+                assert f"replaces={old_id}" in text(twin)  # the duplicate hint offers the link
+                assert twin.structured_content is not None
+                twin_id = twin.structured_content["note"]["id"]
+                linked = await cursor.call_tool("brain_update", {"id": twin_id, "replaces": old_id})
+                assert not linked.is_error and linked.structured_content is not None
+                assert linked.structured_content["replaces"] == old_id
+                found = await cursor.call_tool("brain_search", {"query": "celery"})
+                lines = text(found).splitlines()
+                assert twin_id in lines[0] and f"replaces {old_id}" in lines[0]
+                assert old_id in lines[1] and f"replaced by {twin_id}" in lines[1]
+
+    anyio.run(scenario)
