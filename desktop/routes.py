@@ -18,8 +18,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from hivenote.server.core.errors import HivenoteError
+from hivenote.server.responses import error_response
 from hivenote.server.settings import is_loopback
-from hivenote.server.web.responses import error_response
 
 if TYPE_CHECKING:
     from .supervisor import Supervisor

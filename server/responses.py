@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..core.errors import HivenoteError
+from .core.errors import HivenoteError
 
 # Starlette's own HTTP errors (no route, wrong method, a crash) in the same vocabulary.
 HTTP_CODES = {

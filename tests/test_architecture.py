@@ -122,3 +122,63 @@ def test_every_module_appears_on_the_architecture_page() -> None:
         if not path.name.startswith("__") and str(path.relative_to(ROOT)) not in text
     )
     assert not unmapped, f"modules missing from docs/ARCHITECTURE.md's code map: {unmapped}"
+
+
+# The layers, lowest first (ARCHITECTURE.md, "Code map"). A runtime import may only point to its own layer or a lower
+# one; an import under `if TYPE_CHECKING:` may name a higher layer's type (sync's transports take the web app's
+# Services) because it never runs.
+LAYERS = ["core", "storage", "use-cases", "sync", "mcp", "web", "cli", "desktop"]
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if parts[1] == "desktop":
+        return "desktop"
+    sub = parts[2] if len(parts) > 2 else ""
+    return sub if sub in LAYERS else "use-cases"  # server/*.py and server/meaning/
+
+
+def runtime_imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import that runs (not under `if TYPE_CHECKING:`)."""
+    found: list[tuple[int, str]] = []
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((child.lineno, alias.name) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = ".".join(package[: len(package) - child.level + 1]) if child.level else ""
+                name = ".".join(part for part in (base, child.module or "") if part)
+                found.append((child.lineno, name))
+                found.extend((child.lineno, f"{name}.{alias.name}") for alias in child.names)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_runtime_imports_point_down_the_layers() -> None:
+    upward = []
+    for folder, package in [("server", "hivenote.server"), ("desktop", "hivenote.desktop")]:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = [*path.relative_to(ROOT / folder).with_suffix("").parts]
+            module = ".".join([package, *[p for p in parts if p != "__init__"]])
+            mine = LAYERS.index(layer_of(module))
+            for line, target in runtime_imports(path, module):
+                if not target.startswith("hivenote.") or target in ("hivenote.server", "hivenote.desktop"):
+                    continue
+                if (
+                    target.startswith("hivenote.server.")
+                    and len(target.split(".")) == 3
+                    and target.endswith("__version__")
+                ):
+                    continue
+                theirs = LAYERS.index(layer_of(target))
+                if theirs > mine:
+                    upward.append(f"{path.relative_to(ROOT)}:{line} ({layer_of(module)}) imports {target}")
+    assert not upward, "imports pointing up a layer:\n" + "\n".join(upward)

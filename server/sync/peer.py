@@ -18,7 +18,7 @@ from .peerbook import PEERS_FILE, Peer, add_peer, list_peers, load_peers, remove
 from .pull import Puller
 
 if TYPE_CHECKING:
-    from ..services import Services
+    from ..web.services import Services
 
 __all__ = ["Peer", "add_peer", "list_peers", "remove_peer", "run"]
 

@@ -42,7 +42,7 @@ from .peerbook import announced_peers
 from .replica import NO_FOLLOW, NODE_NAME, SHARD_NAME, writer_of
 
 if TYPE_CHECKING:
-    from ..services import Services
+    from ..web.services import Services
 
 MAX_LIMIT = 4 << 20  # bytes per range response
 LINE_SCAN = 1 << 20  # longest first/last line looked at (a note is at most 64 KiB)
@@ -155,7 +155,7 @@ class ShardServer:
     """Answers `/sync` from the log folder. The own shard is capped at what the store has acknowledged."""
 
     def __init__(self, services: Services) -> None:
-        from ..web.responses import error_response
+        from ..responses import error_response
 
         self.services = services
         self.error = error_response

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 if TYPE_CHECKING:
-    from ..services import Services
+    from ..web.services import Services
 
 # A synced folder already carries every shard. If a bucket or a peer also wrote other nodes' shards into it, the
 # sync tool would see them changed here and copy them back over their owners' live files.

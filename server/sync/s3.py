@@ -42,8 +42,8 @@ from .bucket import BadObject, Bucket, BucketConflict, BucketError
 from .replica import Replicas, SyncRefused, check_node_name
 
 if TYPE_CHECKING:
-    from ..services import Services
     from ..storage.store import Store
+    from ..web.services import Services
 
 __all__ = ["BucketConflict", "BucketError", "BucketSync", "after_compaction", "configure", "run"]
 

@@ -33,7 +33,7 @@ from ..mcp.graph import GraphMCP
 from ..mcp.notebook import build_notebook_server
 from ..meaning import open_index
 from ..notebook import Notebook
-from ..services import Services
+from ..responses import error_response, hivenote_error, http_error
 from ..settings import Settings
 from ..storage.gcpause import collector_paused
 from ..storage.serverfile import announce, withdraw
@@ -43,8 +43,8 @@ from ..sync.run import run_transports
 from ..tokens import IDENTITY_CHALLENGE, Tokens, identity_proof
 from .auth import Guard, request_limit
 from .dashboard import web_routes
-from .responses import error_response, hivenote_error, http_error
 from .rest import rest_routes
+from .services import Services
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute, Route
 
 from .. import __version__
 from ..agents import AGENT_NAMES
-from .responses import error_response
+from ..responses import error_response
 
 ASSET_PREFIX = "/ui/"
 # No inline script or style anywhere, nothing from another origin, and no framing (clickjacking).

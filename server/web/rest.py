@@ -40,7 +40,7 @@ from .rest_schema import (
 )
 
 if TYPE_CHECKING:
-    from ..services import Services
+    from .services import Services
 
 TOKEN_PLACEHOLDER = "<your token>"
 # Tokens is not thread-safe and the guard reads it on the event loop: token routes run there too (small file writes).

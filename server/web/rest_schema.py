@@ -26,7 +26,7 @@ from ..settings import SETTINGS_HELP, SYNC_SETTINGS, Settings
 from ..tokens import _NAME as _TOKEN_NAME  # the one rule for a person's name (Tokens.add checks it)
 
 if TYPE_CHECKING:
-    from ..services import Services
+    from .services import Services
 
 log = logging.getLogger(__name__)
 

@@ -8,16 +8,16 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .sync.replica import Replicas
-from .sync.status import SyncStatus
+from ..sync.replica import Replicas
+from ..sync.status import SyncStatus
 
 if TYPE_CHECKING:
-    from .agents import AgentTracker
-    from .graph import Graph
-    from .notebook import Notebook
-    from .settings import Settings
-    from .storage.store import Store
-    from .tokens import Tokens
+    from ..agents import AgentTracker
+    from ..graph import Graph
+    from ..notebook import Notebook
+    from ..settings import Settings
+    from ..storage.store import Store
+    from ..tokens import Tokens
 
 
 @dataclass

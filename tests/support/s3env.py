@@ -19,12 +19,12 @@ from moto.server import ThreadedMotoServer
 from hivenote.server.agents import AgentTracker
 from hivenote.server.core.fold import State
 from hivenote.server.core.model import CorruptLine, decode_op
-from hivenote.server.services import Services
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
+from hivenote.server.web.services import Services
 from tests.support.wait import wait_until
 
 WAIT_S = 20  # generous: sync rounds take a fraction of a second here
