@@ -1,0 +1,47 @@
+"""Synthetic notes: random titles and bodies over a fixed vocabulary, and a whole log of them written directly (filling
+it through fsync'd appends would take minutes). The load test and the benchmarks seed and drive the notebook with
+these."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import TypedDict
+
+from hivenote.server.core.model import Author, Op
+
+RND = random.Random(7)
+VOCAB = ["".join(RND.choice("abcdefghijklmnoprstuvwy") for _ in range(RND.randint(3, 10))) for _ in range(5000)]
+WORDS = [*VOCAB, "drizzle", "prisma", "postgres", "redis", "auth", "token", "deploy", "café", "kubernetes"]
+PROJECTS = ["shop-api", "auth-svc", "web", "infra", "mobile", "billing", None]
+KINDS = ["fact", "decision", "preference", "project"]
+
+
+class NoteFields(TypedDict):
+    kind: str
+    title: str
+    body: str
+    tags: list[str]
+    project: str | None
+
+
+def note_fields(rnd: random.Random) -> NoteFields:
+    return {
+        "kind": rnd.choice(KINDS),
+        "title": " ".join(rnd.choices(WORDS, k=rnd.randint(3, 8))).capitalize(),
+        "body": " ".join(rnd.choices(WORDS, k=rnd.randint(10, 60))) + ".",
+        "tags": rnd.sample(WORDS[:200], k=rnd.randint(0, 3)),
+        "project": rnd.choice(PROJECTS),
+    }
+
+
+def write_log(data_dir: Path, n: int, seed: int = 1) -> None:
+    """A realistic log of n notes (written directly: filling it through fsync'd appends would take minutes)."""
+    rnd = random.Random(seed)
+    (data_dir / "log").mkdir(parents=True, exist_ok=True)
+    by = Author(agent="cursor", client="cursor-vscode 1.7")
+    base = 1_760_000_000_000
+    with open(data_dir / "log" / "seed-0001.jsonl", "wb") as fh:
+        for i in range(1, n + 1):
+            data = {"id": f"01SEED{i:020d}", "fields": dict(note_fields(rnd))}
+            fh.write(Op("seed-0001", i, base + i * 1000, 0, "note.set", data, by).encode())
