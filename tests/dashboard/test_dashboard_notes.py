@@ -7,6 +7,7 @@ from pathlib import Path
 from playwright.sync_api import Dialog, Page, Route, expect
 
 from hivenote.server.core.model import Op
+from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.notebook import Notebook
 from tests.support.browser import Pages
 from tests.support.dashboard import CURSOR, api, card_ids, screenshot, seed, write_log
@@ -224,3 +225,30 @@ def test_any_timestamp_a_shard_can_carry_renders(tmp_path: Path, page: Page, err
             expect(page.locator("main h1, main h2").first).to_be_visible(timeout=WAIT_MS)
         expect(page.locator("main")).to_contain_text("skewed", timeout=WAIT_MS)  # Settings lists the machine
     assert errors == [], errors
+
+
+def test_a_note_that_replaces_another_is_written_and_shown_first(running: Running, page: Page) -> None:
+    notebook = Notebook(running.store)
+    old = notebook.remember(kind="decision", title="Deploys are done by Argo CD", project="infra").note
+    notebook.remember(kind="fact", title="Pocket-app crashes are reported to Firebase Crashlytics")
+    page.goto(running.url + "/")
+    page.get_by_role("button", name="New note").click()
+    form = page.locator("dialog[open] form")
+    form.locator("select[name=kind]").select_option("decision")
+    form.locator("input[name=title]").fill("Deploys are done by Flux")
+    form.locator("input[name=project]").fill("infra")
+    form.locator("input[name=replaces]").fill(old.id)
+    form.get_by_role("button", name="Save note").click()
+    dialog = page.locator("dialog[open]")
+    expect(dialog.locator(".chip.replaces")).to_have_text(f"replaces {old.id}", timeout=WAIT_MS)
+    new_id = dialog.locator(".id").inner_text()
+    page.keyboard.press("Escape")
+    search(page, "deploys")
+    assert card_ids(page) == [new_id, old.id]
+    expect(page.locator(f'.card[data-id="{old.id}"] .chip.replaced')).to_be_visible()
+    index = running.notebook.meaning
+    assert isinstance(index, MeaningIndex) and index.wait_warm(30)
+    while not index.refresh(running.store):
+        pass
+    search(page, "where do reports of the mobile client dying go")
+    expect(page.locator(".card .chip.reason").first).to_have_text("similar meaning", timeout=WAIT_MS)

@@ -8,7 +8,7 @@ import { Markdown } from "./markdown.js";
 import { Confirm, Dialog, ErrorNote, toast } from "./ui.js";
 import { KINDS, ago, when, who } from "./util.js";
 
-const FIELDS = ["kind", "title", "project", "tags", "body"];
+const FIELDS = ["kind", "title", "project", "tags", "body", "replaces"];
 
 function tagsOf(text) {
   return text
@@ -24,6 +24,7 @@ function NoteForm({ initial, submit, onCancel, action }) {
   const [project, setProject] = useState(initial.project || "");
   const [tags, setTags] = useState((initial.tags || []).join(", "));
   const [body, setBody] = useState(initial.body || "");
+  const [replaces, setReplaces] = useState(initial.replaces || "");
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
   const save = async (event) => {
@@ -31,7 +32,8 @@ function NoteForm({ initial, submit, onCancel, action }) {
     setBusy(true);
     setError(null);
     try {
-      await submit({ kind, title: title.trim(), project: project.trim() || null, tags: tagsOf(tags), body });
+      const link = replaces.trim() || null;
+      await submit({ kind, title: title.trim(), project: project.trim() || null, tags: tagsOf(tags), body, replaces: link });
     } catch (e) {
       setError(e);
       setBusy(false);
@@ -58,6 +60,10 @@ function NoteForm({ initial, submit, onCancel, action }) {
         <input name="tags" value=${tags} onInput=${(e) => setTags(e.currentTarget.value)} placeholder="db, perf" />
       </label>
     </div>
+    <label class="field">Replaces (the id of a note this one takes the place of, e.g. a changed decision)
+      <input name="replaces" value=${replaces} onInput=${(e) => setReplaces(e.currentTarget.value)}
+        placeholder="01J…" spellcheck="false" />
+    </label>
     <label class="field">Body (Markdown)
       <textarea name="body" rows="10" value=${body} onInput=${(e) => setBody(e.currentTarget.value)}></textarea>
     </label>
@@ -73,9 +79,14 @@ export function NewNoteDialog({ onClose, onCreated }) {
   const submit = async (fields) => {
     const body = { ...fields };
     if (body.project === null) delete body.project;
+    if (body.replaces === null) delete body.replaces;
     const done = await api("/api/notes", { method: "POST", body });
-    const similar = done.similar.length;
-    toast(similar ? `Saved. ${similar} similar note${similar === 1 ? "" : "s"} already exist.` : "Saved.");
+    const similar = done.similar.filter((n) => n.id !== done.note.replaces);
+    toast(
+      similar.length
+        ? `Saved. It looks like “${similar[0].title}” (${similar[0].id}): if it replaces that note, edit it and set Replaces.`
+        : "Saved.",
+    );
     onCreated(done.note.id);
   };
   return html`<${Dialog} title="New note" onClose=${onClose} wide>
@@ -220,6 +231,7 @@ export function NoteDialog({ id, onClose, onChanged, revision }) {
         ${note.project && html`<span class="chip project">${note.project}</span>`}
         ${note.tags.map((t) => html`<span class="tag" key=${t}>#${t}</span>`)}
         ${note.trashed && html`<span class="chip trashed">in the trash</span>`}
+        ${note.replaces && html`<span class="chip replaces" title="This note takes the place of that one">replaces ${note.replaces}</span>`}
       </div>
       <div class="provenance">
         <span><${AgentIcon} agent=${created.agent} size=${16} /> Written by ${who(created)}, <time title=${when(note.created)}>${ago(note.created)}</time></span>

@@ -14,7 +14,7 @@ const FILTERS = ["kind", "project", "agent", "person", "node"];
 
 let painted = false; // the first-paint mark is set once per page load
 /** One note as a card; every field is a text node (titles, tags and names are never parsed as HTML). */
-export function NoteCard({ note, onOpen, onFilter, children }) {
+export function NoteCard({ note, onOpen, onFilter, reason, replacedBy, children }) {
   const by = { ...note.updated_by };
   const open = () => onOpen(note.id);
   const keys = (event) => {
@@ -35,6 +35,8 @@ export function NoteCard({ note, onOpen, onFilter, children }) {
       ${note.project &&
       html`<button type="button" class="chip project" onClick=${filter("project", note.project)}
         title=${`Only notes of ${note.project}`}>${note.project}</button>`}
+      ${reason && html`<span class="chip reason" title="Why this note is listed">${reason}</span>`}
+      ${replacedBy && html`<span class="chip replaced" title=${`Replaced by ${replacedBy}`}>replaced</span>`}
     </div>
     <h3 class="card-title">${note.title}</h3>
     ${note.body && html`<p class="card-body">${preview(note.body)}</p>`}
@@ -201,11 +203,12 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
     <//>`}
     ${page.loaded && shown === 0 && searching &&
     html`<${Empty} icon="search" title=${query ? `Nothing matches “${query}”` : "No notes match these filters"}>
-      <p>Every word must match (case and accents do not matter). Try fewer words${active.length ? " or clear the filters" : ""}.</p>
-      ${page.near.length > 0 && html`<p class="near-title">Closest notes:</p>`}
+      <p>No note holds every word (case and accents do not matter). Try fewer words${active.length ? " or clear the filters" : ""}.</p>
+      ${page.near.length > 0 && html`<p class="near-title">Closest notes, by meaning or by some of the words:</p>`}
     <//>`}
     <div class="cards" data-query=${page.query ?? ""}>
-      ${(shown ? page.results : page.near).map((n) => html`<${NoteCard} key=${n.id} note=${n} onOpen=${onOpen} onFilter=${setFilter} />`)}
+      ${(shown ? page.results : page.near).map((n) => html`<${NoteCard} key=${n.id} note=${n} onOpen=${onOpen} onFilter=${setFilter}
+        reason=${page.reasons?.[n.id]} replacedBy=${page.replaced_by?.[n.id]} />`)}
     </div>
     ${canMore &&
     html`<div class="more">
