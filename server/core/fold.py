@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import PLACEHOLDER, Entity, Note, Op, Relation, Stamp, Version
+from .model import PLACEHOLDER, Entity, Note, Op, PayloadGone, Relation, Stamp, Version
 from .textindex import SubstringIndex
 
 _LEGACY: Any = object()  # an obs.add without `since` (written before incarnations were recorded)
@@ -49,16 +49,26 @@ class NoteRecord:
             bisect.insort(self.ops, op, key=_STAMP)
         if op.kind == "note.set":
             fields = self.fields
-            for name in op.data["fields"]:
+            displaced: list[Op] = []
+            for name in op.field_names:
                 cur = fields.get(name)
                 if cur is None or stamp > cur.stamp:
+                    if cur is not None and cur is not op:
+                        displaced.append(cur)
                     fields[name] = op
-        elif op.kind == "note.purge":
-            if self.purge is None or stamp > self.purge:
-                self.purge = stamp
+            # An op that decides no field any more keeps only its place in the history: its payload is read back
+            # from the log when the history is shown (memory stays that of the notebook, not of every edit).
+            held = fields.values()
+            for old in (op, *displaced):
+                if all(holder is not old for holder in held):
+                    old.release(self.id)
         else:
-            if self.trash is None or stamp > self.trash[0]:
+            if op.kind == "note.purge":
+                if self.purge is None or stamp > self.purge:
+                    self.purge = stamp
+            elif self.trash is None or stamp > self.trash[0]:
                 self.trash = (stamp, op.kind == "note.trash")
+            op.release(self.id)  # its payload is the id: the history shows none of it
         self.view = False
 
     def _counts(self, op: Op) -> bool:
@@ -86,9 +96,12 @@ class NoteRecord:
         values = {k: op.data["fields"][k] for k, op in self.fields.items() if self._counts(op)}
         if len(values) < len(self.fields) and purge is not None:  # an edit that never saw the purge: purge wins
             for op in reversed(self.live_ops()):
-                if op.kind == "note.set" and self._counts(op):
-                    for name, value in op.data["fields"].items():
-                        values.setdefault(name, value)
+                try:  # older edits are released: read back from the log (rare: a purge met a concurrent edit)
+                    if op.kind == "note.set" and self._counts(op):
+                        for name, value in op.data["fields"].items():
+                            values.setdefault(name, value)
+                except PayloadGone:  # compacted away: it decides nothing
+                    continue
         view: Note | None = None
         if values:
             ops = self.live_ops()
@@ -226,9 +239,9 @@ class State:
             return True
         if op.wall > self.last_wall[node]:
             self.last_wall[node] = op.wall
-        kind, data = op.kind, op.data
+        kind = op.kind
         if kind in _NOTE_OPS:
-            note_id = data["id"]
+            note_id = op.note_id  # a released op (from the op cache) has no payload to look in
             rec = self.notes.get(note_id)
             if rec is None:
                 rec = self.notes[note_id] = NoteRecord(note_id)
@@ -238,7 +251,7 @@ class State:
                 self.recent_changed.add(note_id)
             self.notes_version += 1
             return True
-        stamp = op.stamp
+        stamp, data = op.stamp, op.data
         if kind == "entity.add":
             key = (data["name"], data.get("k", 0))
             cur = self.ent_add.get(key)
@@ -348,17 +361,18 @@ class State:
         rec = self.notes.get(note_id)
         if rec is None:
             return []
-        return [
-            Version(
-                at=op.wall,
-                node=op.node,
-                seq=op.seq,
-                by=op.by,
-                action=op.kind.removeprefix("note."),
-                fields=dict(op.data.get("fields", {})),
+        versions = []
+        for op in rec.live_ops():
+            try:  # a released edit's fields are read back from the log
+                fields = dict(op.data["fields"]) if op.kind == "note.set" else {}
+            except PayloadGone:  # compaction dropped its line (it decides nothing): a restart would not show it either
+                continue
+            versions.append(
+                Version(
+                    at=op.wall, node=op.node, seq=op.seq, by=op.by, action=op.kind.removeprefix("note."), fields=fields
+                )
             )
-            for op in rec.live_ops()
-        ]
+        return versions
 
     # -- knowledge graph ----------------------------------------------------------------------------
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.model import Op, author
+from ..core.model import NOTE_OPS, Op, author, shared_names
 from .files import private_dir, write_whole
 from .gcpause import collector_paused
 
-MAGIC = b"hivenote-opcache-3\n"
+MAGIC = b"hivenote-opcache-4\n"  # 4: each op's line offset; released note ops kept as id and field names
 
 
 @dataclass
@@ -54,8 +54,13 @@ def _rows(entries: list[ShardEntry]) -> list[Any]:
             e.line_no,
             e.digest,
             e.health,
-            [(o.node, o.seq, o.wall, o.counter, o.kind, o.data, o.by.agent, o.by.client, o.by.person) for o in e.ops],
+            [
+                (o.node, o.seq, o.wall, o.counter, o.kind, o.cached_payload(), o.by.agent, o.by.client, o.by.person)
+                + ((o.cached_names,) if not o.held else ())  # a released op: its note id and field names, no text
+                for o in e.ops
+            ],
             array("Q", [o.digest for o in e.ops]).tobytes(),  # one bytes object: quicker to save and load than ints
+            array("q", [o.at for o in e.ops]).tobytes(),  # where each line is, so released ops can read it back
         )
         for e in entries
     ]
@@ -74,21 +79,30 @@ def load(path: Path) -> dict[str, ShardEntry]:
     try:
         rows: Any = marshal.loads(payload)
         entries = {}
-        for name, offset, line_no, digest, health, ops, digests in rows:
-            hashes = array("Q")
+        for name, offset, line_no, digest, health, ops, digests, places in rows:
+            hashes, ats = array("Q"), array("q")
             hashes.frombytes(digests)
-            if len(hashes) != len(ops):
+            ats.frombytes(places)
+            if len(hashes) != len(ops) or len(ats) != len(ops):
                 return {}
+            built = []
+            for row, h, at in zip(ops, hashes, ats, strict=True):
+                n, s, w, c, k, d, a, cl, p = row[:9]
+                if len(row) == 9:
+                    op = Op(n, s, w, c, k, d, author(a, cl, p), h)
+                elif type(d) is str and k in NOTE_OPS and type(row[9]) is tuple and at >= 0:  # released
+                    op = Op(n, s, w, c, k, d, author(a, cl, p), h, shared_names(row[9]))
+                else:
+                    return {}
+                op.at = at
+                built.append(op)
             entries[name] = ShardEntry(
                 name,
                 offset,
                 line_no,
                 digest,
                 (health[0], health[1], health[2], [(line, reason) for line, reason in health[3]]),
-                [
-                    Op(n, s, w, c, k, d, author(a, cl, p), h)
-                    for (n, s, w, c, k, d, a, cl, p), h in zip(ops, hashes, strict=True)
-                ],
+                built,
             )
         return entries
     except (ValueError, TypeError, EOFError, IndexError):

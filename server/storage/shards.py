@@ -15,7 +15,7 @@ from typing import IO, Any, BinaryIO
 
 from ..core.fold import State
 from ..core.hlc import Clock
-from ..core.model import CorruptLine, Op, UnknownOp, decode_op
+from ..core.model import CorruptLine, Op, UnknownOp, decode_op, line_digest
 from . import opcache
 from .gcpause import collector_paused
 
@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 MAX_REPORTED_BAD_LINES = 50  # per shard; the count keeps going
 READ_BLOCK = 4 << 20  # shards are read in blocks so a cold start never holds a whole log in memory twice
+_PAYLOAD_FREE = frozenset(("note.trash", "note.restore", "note.purge"))  # a payload that is only the note id
 MISSING_GRACE_S = 5.0  # how long a shard may be missing before it is forgotten (replaced by a sync tool)
 
 
@@ -43,6 +44,33 @@ class ShardHealth:
     torn_tail_bytes: int = 0
 
 
+class ShardFile:
+    """Where released ops read their lines back (`Op.data` of an op whose payload the fold let go): one shard file.
+    The line at the recorded offset is used only if its digest is the op's; a file rewritten since (compaction, a sync
+    tool's copy) is searched line by line for it. Holds nothing but the path."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def line(self, at: int, digest: int) -> bytes | None:
+        try:
+            with open(self.path, "rb") as fh:
+                if at >= 0:
+                    fh.seek(at)
+                    line = fh.readline()
+                    if line.endswith(b"\n") and line_digest(line[:-1]) == digest:
+                        return line[:-1]
+                fh.seek(0)
+                for line in fh:  # rewritten since: look for the very line (rare; compaction keeps lines as they are)
+                    if line.endswith(b"\n") and line_digest(line[:-1]) == digest:
+                        return line[:-1]
+        except OSError:
+            pass
+        return None
+
+
 @dataclass
 class Cursor:
     """How far one shard file has been read."""
@@ -56,6 +84,10 @@ class Cursor:
     health: ShardHealth = field(default_factory=ShardHealth)
     ops: list[Op] = field(default_factory=list)  # every valid op read from it, for the op cache
     missing_since: float | None = None  # monotonic time it was first seen missing
+    source: ShardFile = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.source = ShardFile(self.path)
 
 
 def is_shard_file(name: str) -> bool:
@@ -152,12 +184,13 @@ class Shards:
                 chunk = fh.read(min(READ_BLOCK, st.st_size - pos))
                 if not chunk:  # shrank while we read: the next call re-reads it
                     break
+                block_at = pos - len(carry)  # where `block` starts in the file
                 pos += len(chunk)
                 block = carry + chunk
                 cut = block.rfind(b"\n") + 1
                 if cut:
                     cur.prefix.update(block[:cut])
-                    applied += self._apply_lines(block[:cut], cur)
+                    applied += self._apply_lines(block[:cut], cur, block_at)
                 carry = block[cut:]
             cur.health.torn_tail_bytes = len(carry)  # a write in progress, or torn: read once it ends
             cur.offset = pos - len(carry)
@@ -169,6 +202,12 @@ class Shards:
         if cur is None:  # first write to a fresh shard
             st = os.fstat(fd)
             cur = self.cursors[name] = Cursor(self.log_dir / name, st.st_ino, st.st_dev)
+        at, source = cur.offset, cur.source
+        for op, line in zip(ops, batch.split(b"\n"), strict=False):  # one line each, in order
+            op.at, op.src = at, source
+            at += len(line) + 1
+            if op.kind in _PAYLOAD_FREE:
+                op.release()
         cur.offset += len(batch)
         cur.health.ops += len(ops)
         cur.line_no += len(ops)  # one line each
@@ -178,21 +217,22 @@ class Shards:
 
     # -- reading lines ------------------------------------------------------------------------------
 
-    def _apply_lines(self, data: bytes, cur: Cursor) -> int:
-        try:
-            lines: list[str | bytes] = list(data.decode("utf-8").split("\n")[:-1])
-        except UnicodeDecodeError:  # some line is not UTF-8: decode line by line so only it is reported
-            lines = list(data.split(b"\n")[:-1])
+    def _apply_lines(self, data: bytes, cur: Cursor, at: int) -> int:
+        """Fold the whole lines in `data`, which starts at byte `at` of the shard (each op learns where its line is,
+        so the fold may let go of its payload and read it back)."""
+        lines = data.split(b"\n")[:-1]
         with collector_paused(when=len(data) > 1 << 20):  # a big read keeps objects for every op it folds
-            return self._apply_decoded(lines, cur)
+            return self._apply_decoded(lines, cur, at)
 
-    def _apply_decoded(self, lines: list[str | bytes], cur: Cursor) -> int:
+    def _apply_decoded(self, lines: list[bytes], cur: Cursor, at: int) -> int:
         applied = 0
-        health, parsed = cur.health, cur.ops
+        health, parsed, source = cur.health, cur.ops, cur.source
         apply, observe = self.state.apply, self.clock.observe
         for line in lines:
             cur.line_no += 1
-            if not line or line.isspace():
+            line_at = at
+            at += len(line) + 1
+            if not line or (line[0] != 0x7B and line.decode("utf-8", "replace").isspace()):  # blank (str's sense)
                 continue
             try:
                 op = decode_op(line)
@@ -205,6 +245,7 @@ class Shards:
                 self._report(cur, str(exc))
                 continue
             health.ops += 1
+            op.at, op.src = line_at, source
             parsed.append(op)
             observe(op.wall, op.counter, op.node)
             if apply(op):
@@ -229,9 +270,10 @@ class Shards:
         prefix = hash_prefix(fh, entry.offset)  # hashing is some ten times quicker than parsing the same bytes
         if prefix.digest() != entry.digest:
             return 0
-        apply = self.state.apply
+        apply, source = self.state.apply, cur.source
         latest: dict[str, tuple[int, int]] = {}  # the clock only needs each node's latest stamp
         for op in entry.ops:
+            op.src = source  # its offset came with it
             apply(op)
             if (op.wall, op.counter) > latest.get(op.node, (-1, -1)):
                 latest[op.node] = (op.wall, op.counter)

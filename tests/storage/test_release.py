@@ -1,0 +1,63 @@
+"""The store lets go of superseded payloads (the fold's `Op.release`) and reads them back from the shard by offset:
+after a start that parses the log, after one from the op cache, after its own writes and after compaction, a note's
+history still shows every version's fields, and only the ops that decide something hold their payloads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hivenote.server.notebook import Notebook
+from hivenote.server.storage.store import Store
+
+
+def edited(data: Path, edits: int) -> str:
+    with Store(data) as store:
+        notebook = Notebook(store)
+        note = notebook.remember(kind="fact", title="v0", body="the body, written once").note
+        for i in range(1, edits + 1):
+            notebook.update(note.id, title=f"v{i}")
+        # Its own writes: each edit is released once the next one supersedes it (its line is written by then).
+        assert held(store, note.id) == [True, *[False] * (edits - 1), True]
+        return note.id
+
+
+def held(store: Store, note_id: str) -> list[bool]:
+    return [op.held for op in store.state.notes[note_id].ops]
+
+
+def titles(store: Store, note_id: str) -> list[str | None]:
+    return [v.fields.get("title") for v in Notebook(store).history(note_id)]
+
+
+def test_superseded_payloads_are_not_held_after_any_start_and_come_back_for_the_history(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    note_id = edited(data, 5)
+    expected = [f"v{i}" for i in range(6)]
+    with Store(data) as writer:  # its own writes: released once the next edit supersedes them
+        assert held(writer, note_id) == [True, False, False, False, False, True]  # the first still holds kind, body
+        assert titles(writer, note_id) == expected
+        writer.checkpoint()
+    with Store(data, readonly=True) as cached:  # from the op cache: released ops are cached as id and field names
+        assert cached.cached_ops == 6
+        assert held(cached, note_id) == [True, False, False, False, False, True]
+        assert titles(cached, note_id) == expected
+        note = Notebook(cached).get(note_id)
+        assert (note.title, note.body) == ("v5", "the body, written once")
+    (data / "cache" / "oplog.bin").unlink()
+    with Store(data, readonly=True) as parsed:  # parsing the log
+        assert parsed.cached_ops == 0
+        assert held(parsed, note_id) == [True, False, False, False, False, True]
+        assert titles(parsed, note_id) == expected
+
+
+def test_after_compaction_the_history_reads_what_is_left_and_skips_what_is_gone(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    note_id = edited(data, 3)
+    with Store(data) as store:
+        Notebook(store).remember(kind="fact", title="another", body="so the last line is not the note's")
+        assert titles(store, note_id) == ["v0", "v1", "v2", "v3"]
+        before, after = store.compact()
+        assert after < before
+        # The released v1 and v2 are gone from the shard, the kept lines moved: found again by their digests.
+        assert titles(store, note_id) == ["v0", "v3"]
+        assert Notebook(store).get(note_id).title == "v3"
