@@ -152,6 +152,8 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
                 postings.append(number)
         index.set(note_id, text)
     changed.difference_update(todo)
+    if not changed and _SCAN:
+        _SCAN.clear()  # warm: the stand-in's texts are not needed any more
     return not changed
 
 
@@ -176,12 +178,24 @@ class _Scan:
         return len(self._texts)
 
 
+# The scan a cold index answers from, kept between queries while the notes do not change: a server warming its index
+# after start meets agents' first searches, and building the stand-in (every note's text) costs far more than
+# scanning it. Dropped once the index is warm.
+_SCAN: list[tuple[weakref.ref[State], int, _Scan]] = []
+
+
 def _texts(state: State) -> SubstringIndex[str] | _Scan:
     """The index when it is (nearly) up to date; otherwise a scan, while the index catches up a step at a
     time. A long-running server warms it with `refresh_note_index` right after start."""
+    if _SCAN:
+        ref, version, scan = _SCAN[0]
+        if ref() is state and version == state.notes_version and state.changed_notes:
+            return scan  # still warming, nothing written since: the same texts
     if refresh_note_index(state, budget=COLD_INDEX):
         return state.note_index
-    return _Scan(state)
+    scan = _Scan(state)
+    _SCAN[:] = [(weakref.ref(state), state.notes_version, scan)]
+    return scan
 
 
 def _fields(text: str) -> list[str]:
