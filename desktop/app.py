@@ -80,10 +80,11 @@ class DesktopApp:
         with self._refresh_lock:  # the worker and the ticker both refresh; one at a time keeps "last drawn" true
             status = self.supervisor.status()
             tray.show(status, self.menu(status))
-            if status.storage_problem != self._storage_problem:
+            # Told as the running server's problem changes (a stop and start in between is no change).
+            if status.running and status.storage_problem != self._storage_problem:
                 if status.storage_problem:
                     self.tell(f"Hivenote cannot save notes. {status.storage_problem}")
-                elif status.running:
+                else:
                     self.tell("Hivenote saves notes again.")
                 self._storage_problem = status.storage_problem
 
@@ -349,13 +350,16 @@ def load_pystray(backend: str) -> Any:
 
 def run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
     """`hivenote`: the single tray app for this data dir, or ask the running one to show its dashboard. A data dir
-    this account cannot write ends it with the storage exit code and a message (a dialog when started from a menu)."""
+    this account may read but not write is served read-only (the supervisor says why in the tray); one it cannot make
+    or read ends it with the storage exit code and a message (a dialog when started from a menu)."""
     try:
         return _run_tray(data_dir, flags, err)
     except OSError as exc:
         if not problems.cannot_write(exc):
             raise
-        problems.tell("Hivenote cannot start", problems.unwritable(data_dir, exc), err)
+        readable = os.access(data_dir, os.R_OK | os.X_OK)  # else not even a read-only tray: nothing to show
+        text = problems.unwritable(data_dir, exc) if readable else problems.unreadable(data_dir, exc)
+        problems.tell("Hivenote cannot start", text, err)
         return problems.EXIT_STORE
 
 

@@ -33,25 +33,74 @@ def cannot_write(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in CANNOT_WRITE
 
 
-def unwritable(data_dir: Path, exc: OSError, *, user: str | None = None, platform: str = sys.platform) -> str:
-    """The message for a data dir (or a file in it) this account cannot write: which folder, why, and the fix."""
+def write_refusal(exc: BaseException) -> OSError | None:
+    """The OSError behind `exc` when it means "this account may not write here": `exc` itself, the write a state
+    file's error carries (`error`), or the cause a store error was raised from; else None."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        if cannot_write(current):
+            return current if isinstance(current, OSError) else None
+        inner = getattr(current, "error", None)
+        current = inner if isinstance(inner, BaseException) else current.__cause__
+    return None
+
+
+def unwritable(
+    data_dir: Path,
+    exc: OSError,
+    *,
+    user: str | None = None,
+    platform: str = sys.platform,
+    serving: bool = False,
+) -> str:
+    """The message for a data dir (or a file in it) this account cannot write: which folder, why, and the fix.
+    `serving`: the tray serves the notebook read-only meanwhile (else: it did not start, and the CLI still reads)."""
     where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(data_dir) else ""
+    if serving:
+        meanwhile = ", so Hivenote serves it read-only: reading and search work, new notes are refused"
+        after = " Hivenote saves notes again by itself once it can."
+    else:
+        meanwhile, after = "", " Reading still works: hivenote list, hivenote search."
     if exc.errno == errno.EROFS:
         return (
-            f"Hivenote cannot write to its data folder {data_dir}: the disk it is on is read-only{where}. "
+            f"Hivenote cannot write to its data folder {data_dir}: it is on a read-only file system{where}{meanwhile}. "
             "Remount it read-write, or start Hivenote with a folder on another disk (--data-dir, or "
-            "HIVENOTE_DATA_DIR). Reading still works: hivenote list, hivenote search."
+            f"HIVENOTE_DATA_DIR).{after}"
         )
-    if platform == "win32":
-        fix = f"give your account Full control of {data_dir} (Properties > Security)"
-    else:
-        owner = user or _user()
-        fix = f"give it back to your account: sudo chown -R {shlex.quote(owner)}: {shlex.quote(str(data_dir))}"
     return (
-        f"Hivenote cannot write to its data folder {data_dir}: permission denied{where}. It was probably created "
-        f"by running Hivenote as another user (sudo hivenote). To fix it, {fix} (or start Hivenote with another "
-        "folder: --data-dir, or HIVENOTE_DATA_DIR). Reading still works: hivenote list, hivenote search."
+        f"Hivenote cannot write to its data folder {data_dir}: permission denied{where}{meanwhile}. It was probably "
+        f"created by running Hivenote as another user (sudo hivenote). To fix it, {_fix(data_dir, user, platform)} "
+        f"(or start Hivenote with another folder: --data-dir, or HIVENOTE_DATA_DIR).{after}"
     )
+
+
+def unreadable(data_dir: Path, exc: OSError, *, user: str | None = None, platform: str = sys.platform) -> str:
+    """The message for a data dir this account may not even read (what `sudo hivenote` leaves: a folder another
+    account owns, for that account only) or cannot create: nothing can be shown, so no "reading still works"."""
+    if not data_dir.exists():  # the folder above it is another account's
+        above = Path(exc.filename).parent if exc.filename else data_dir.parent
+        return (
+            f"Hivenote cannot create its data folder {data_dir}: permission denied in {above}. It was probably "
+            f"created by running Hivenote as another user (sudo hivenote). To fix it, "
+            f"{_fix(above, user, platform, whole=False)} (or start Hivenote with another folder: --data-dir, or "
+            "HIVENOTE_DATA_DIR)."
+        )
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(data_dir) else ""
+    return (
+        f"Hivenote cannot open its data folder {data_dir}: permission denied{where}, so it can neither show nor save "
+        "notes. It was probably created by running Hivenote as another user (sudo hivenote). To fix it, "
+        f"{_fix(data_dir, user, platform)} (or start Hivenote with another folder: --data-dir, or HIVENOTE_DATA_DIR)."
+    )
+
+
+def _fix(folder: Path, user: str | None, platform: str, *, whole: bool = True) -> str:
+    if platform == "win32":
+        return f"give your account Full control of {folder} (Properties > Security)"
+    owner = user or _user()
+    recursive = "-R " if whole else ""
+    return f"give it back to your account: sudo chown {recursive}{shlex.quote(owner)}: {shlex.quote(str(folder))}"
 
 
 def _user() -> str:

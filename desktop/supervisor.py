@@ -8,7 +8,9 @@ the data dir's lock and fold the log, then run uvicorn in its thread. Stop = sto
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import queue
 import socket
 import threading
@@ -21,9 +23,11 @@ from typing import Any, Literal
 from starlette.routing import BaseRoute
 
 from hivenote.server.agents import PEOPLE_NOT_AGENTS, AgentTracker, agent_name
-from hivenote.server.core.errors import HivenoteError, ShardLocked
+from hivenote.server.core.errors import HivenoteError, ShardLocked, StoreError
+from hivenote.server.core.hlc import wall_ms
 from hivenote.server.render import ago
 from hivenote.server.settings import Settings, is_loopback, load_settings
+from hivenote.server.storage.ownshard import DiskProblem, ProblemKind, disk_writable
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.status import SyncStatus
 from hivenote.server.web.serve import PortInUse, ServerThread, bind
@@ -135,6 +139,7 @@ class Supervisor:
         self._retry_at: float | None = None  # when to try a start again (the port or the data dir was taken)
         self._port_busy = False
         self._elsewhere = ""
+        self._refused: Path | None = None  # serving read-only: the path the writer could not write
         self._worker = threading.Thread(target=self._work, name="hivenote-supervisor", daemon=True)
         self._worker.start()
 
@@ -219,6 +224,10 @@ class Supervisor:
         if retry is not None and time.monotonic() >= retry:
             self._retry_at = None
             self._queue("retry")
+        refused = self._refused
+        if refused is not None and may_write(refused):  # given back: the writer tries again, once per change
+            self._refused = None
+            self._queue("writable")
 
     # -- worker -----------------------------------------------------------------------------------------
 
@@ -226,6 +235,8 @@ class Supervisor:
         while True:
             command, done, arg = self._commands.get()
             try:
+                if command == "writable":
+                    self._take_writes()
                 if command == "move-log":
                     self._move_log(arg)
                 if command in ("stop", "exit", "died", "restart", "lan-on", "lan-off"):
@@ -273,23 +284,26 @@ class Supervisor:
             with self._lock:
                 self._settings = settings
             sock = bind(settings.host, settings.port)
-            store = Store(settings.data_dir, log_dir=settings.log_path)
             try:
-                store.open()
+                store = self._open_store(settings)
             except BaseException:
                 sock.close()
                 raise
-            from hivenote.server.web.app import create_app  # the server's imports load once the tray is up
+            try:
+                from hivenote.server.web.app import create_app  # the server's imports load once the tray is up
 
-            app = create_app(settings, store, tracker=self.tracker, extra_routes=self.extra_routes())
-            server = ServerThread(app, settings, sock)
-            server.start()
-            while not server.started and server.thread.is_alive():
-                server.thread.join(0.05)
-            if not server.started:
-                server.stop()
+                app = create_app(settings, store, tracker=self.tracker, extra_routes=self.extra_routes())
+                server = ServerThread(app, settings, sock)
+                server.start()
+                while not server.started and server.thread.is_alive():
+                    server.thread.join(0.05)
+                if not server.started:
+                    server.stop()
+                    raise HivenoteError(f"the server did not start: {server.error or 'unknown error'}")
+            except BaseException:  # e.g. no token file, and none can be saved: nothing is left open
                 store.close()
-                raise HivenoteError(f"the server did not start: {server.error or 'unknown error'}")
+                sock.close()
+                raise
         except PortInUse:
             self._retry_later(port_busy=True)
             self._set(
@@ -309,13 +323,13 @@ class Supervisor:
                 "connect snippet use it. This one starts when it stops.",
             )
             return
-        except HivenoteError as exc:
-            self._set("error", str(exc))
-            return
-        except OSError as exc:  # e.g. log/ made by `sudo hivenote`: say which folder and how to fix it
-            if not problems.cannot_write(exc):
+        except (HivenoteError, OSError) as exc:  # e.g. a data dir without a token file that cannot save one
+            refusal = problems.write_refusal(exc)
+            if refusal is None and not isinstance(exc, HivenoteError):
                 raise
-            self._set("error", problems.unwritable(self.data_dir, exc))
+            if refusal is not None:  # which folder, and how to fix it; tried again once it is writable
+                self._refused = Path(refusal.filename) if refusal.filename else self.data_dir
+            self._set("error", str(exc) if refusal is None else problems.unwritable(self.data_dir, refusal))
             return
         self._server, self._store = server, store
         self._retry_at, self._port_busy, self._elsewhere = None, False, ""
@@ -323,14 +337,45 @@ class Supervisor:
         self._sync = app.state.services.sync
         self._set("running")
 
-    def _stop(self) -> None:
+    def _open_store(self, settings: Settings) -> Store:
+        """The writer. When this account may not write the data dir or its log folder (a read-only disk, a folder
+        made by `sudo hivenote`), a reader instead, serving the notebook read-only: its problem says why and how to
+        fix it (the tray's title and notification, the dashboard, and every refused write say it), and once the
+        refused path is writable again (`check_alive`) the writer takes over."""
+        self._refused = None
+        try:
+            return Store(settings.data_dir, log_dir=settings.log_path).open()
+        except (StoreError, OSError) as exc:
+            refusal = problems.write_refusal(exc)
+            if refusal is None:
+                raise
+        store = Store(settings.data_dir, readonly=True, log_dir=settings.log_path).open()
+        message = problems.unwritable(self.data_dir, refusal, serving=True)
+        kind: ProblemKind = "read_only" if refusal.errno == errno.EROFS else "no_permission"
+        store.problem = DiskProblem(kind, message, wall_ms())
+        self._refused = Path(refusal.filename) if refusal.filename else self.data_dir
+        log.warning("%s", message)
+        return store
+
+    def _take_writes(self) -> None:
+        """The data dir is writable again: the server starts again over the writer (or stays read-only, saying
+        why, if something else in the folder still refuses); one that could not start for it starts now."""
+        store = self._store
+        if store is not None and store.readonly:
+            self._stop("starting")
+            self._start()
+        elif self._server is None and self._state == "error":
+            self._start()
+
+    def _stop(self, then: ServerState = "stopped") -> None:
         server, store = self._server, self._store
         if server is None or store is None:
             return
         self._server = self._store = None
+        self._refused = None
         server.stop()
         store.close()
-        self._set("stopped")
+        self._set(then)
 
     def _set(self, state: ServerState, message: str = "") -> None:
         with self._lock:
@@ -363,3 +408,12 @@ class Supervisor:
 
         save_setting(self.data_dir, "host", host)
         self.flags.pop("host", None)  # the saved setting decides from now on
+
+
+def may_write(path: Path) -> bool:
+    """Whether a write refused at `path` could succeed now (its folder writable, with room; the file itself too when
+    it exists). Never writes."""
+    folder = path if path.is_dir() else path.parent
+    if not disk_writable(folder):
+        return False
+    return path.is_dir() or not path.exists() or os.access(path, os.W_OK)

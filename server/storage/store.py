@@ -136,7 +136,7 @@ class Store:
         try:
             self.node = read_node(self.data_dir) if readonly else claim_node(self.data_dir, fingerprint(), now_ms())
         except OSError as exc:
-            raise cannot_start(exc, self.data_dir) from None
+            raise cannot_start(exc, self.data_dir) from exc
         self.shard_path = self.log_dir / f"{self.node}.jsonl" if self.node else None
         self._claim = ShardClaim(self.data_dir, self.node, lock_timeout)
 
@@ -156,7 +156,7 @@ class Store:
                 if not (isinstance(exc, OSError) and lacks_space(exc)):
                     self._claim.release()
                     if isinstance(exc, OSError):
-                        raise cannot_start(exc, Path(exc.filename).parent if exc.filename else self.data_dir) from None
+                        raise cannot_start(exc, Path(exc.filename).parent if exc.filename else self.data_dir) from exc
                     raise
                 full = exc
         self.clock.own_nodes = {self.node, *previous_nodes(self.data_dir)}
@@ -168,7 +168,7 @@ class Store:
                 except OSError as exc:
                     if not lacks_space(exc):
                         self._claim.release()
-                        raise cannot_start(exc, self.log_dir) from None
+                        raise cannot_start(exc, self.log_dir) from exc
                     full = exc
             if full is not None:
                 self._wait_for_room(full)
@@ -385,6 +385,8 @@ class Store:
             if self._opening and self.problem is not None:
                 raise StoreWriteFailed(f"Nothing was saved: {self.problem.message}")
         if self.readonly or self._own is None:
+            if self.problem is not None:  # a reader serving in the writer's stead (the tray on an unwritable dir)
+                raise ReadOnlyStore(f"Nothing was saved: {self.problem.message}")
             raise ReadOnlyStore("this store is open read-only; open it as the writer to change the notebook")
         if self._own.missing() or (self.problem is not None and self.problem.kind not in RETRIED_PROBLEMS):
             self.watch()  # puts the shard back or clears the problem, or raises: nothing is decided then
