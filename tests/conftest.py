@@ -1,15 +1,17 @@
-"""Shared fixtures (the browser ones come from tests/support/browser.py); and CI's rule that a skipped test is a
-failure unless it is expected."""
+"""Shared fixtures (the browser ones come from tests/support/browser.py); the `system` marker put on every test that
+reaches a helper registered with tests.support.system.needs (the fast lane deselects them); and CI's rule that a
+skipped test is a failure unless it is expected."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 from hivenote.server.storage.store import Store
+from tests.support import system
 from tests.support.live import Running, serve
 
 pytest_plugins = ["tests.support.browser"]
@@ -17,6 +19,23 @@ pytest_plugins = ["tests.support.browser"]
 os.environ.setdefault("PYTHONWARNDEFAULTENCODING", "1")
 
 _skipped: list[str] = []
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker(system.MARK) is None and (needed := system.item_reason(item)):
+            item.add_marker(pytest.mark.system)
+            item.user_properties.append((system.MARK, needed))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    system.running = item  # registered helpers check the test that calls them is marked
+    try:
+        return (yield)
+    finally:
+        system.running = None
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

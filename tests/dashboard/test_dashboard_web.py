@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -19,6 +18,7 @@ from hivenote.server.web.app import create_app
 from hivenote.server.web.dashboard import CSP
 from tests.support.dashboard import CLIENT, api
 from tests.support.live import Running, exchange, fetch
+from tests.support.privileges import as_nobody
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "server" / "dashboard"
 STRICT = {
@@ -185,9 +185,7 @@ def test_every_vendored_file_is_listed_with_its_licence() -> None:
 def test_another_account_on_this_machine_gets_no_token_from_the_session(running: Running) -> None:
     """Loopback is shared by every account of a machine; tokens.json is not (0600). A process of another user
     (here `nobody`, via setpriv) must be refused even with the dashboard's header."""
-    assert shutil.which("setpriv"), "setpriv (util-linux) is needed to act as another account"
-    command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-    command += ["curl", "-s", "-H", f"X-Hivenote-Client: {CLIENT}", running.url + "/api/session"]
+    command = [*as_nobody(), "curl", "-s", "-H", f"X-Hivenote-Client: {CLIENT}", running.url + "/api/session"]
     answer = subprocess.run(command, capture_output=True, encoding="utf-8", timeout=30, check=True).stdout
     assert json.loads(answer)["error"]["code"] == "forbidden"
     assert fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT})[0] == 200  # this account still may

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from hivenote.desktop.menu_entry import (
 from hivenote.server.core.errors import HivenoteError
 from tests.support.desktop_entry import AWKWARD, desktop_keys, parse_exec, validate
 from tests.support.privileges import without_root_powers
+from tests.support.system import program
 
 # The one hint desktop-file-validate gives, on purpose: Hivenote is listed under both Utility and Development.
 TWO_MAIN_CATEGORIES = "contains more than one main category"
@@ -124,8 +124,7 @@ def test_installing_twice_leaves_one_set_of_files_and_no_temp_files(data_home: P
 
 
 def test_an_icon_cache_is_refreshed_when_present_but_never_created(data_home: Path) -> None:
-    tool = shutil.which("gtk-update-icon-cache")
-    assert tool, "gtk-update-icon-cache is missing: apt-get install libgtk-3-bin"
+    tool = program("gtk-update-icon-cache", "apt-get install libgtk-3-bin")
     hicolor = data_home / "icons" / "hicolor"
     install(["hivenote"], data_home=data_home, platform="linux")
     assert not (hicolor / "icon-theme.cache").exists()

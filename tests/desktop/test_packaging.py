@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import plistlib
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from hivenote.desktop.autostart import autostart, launcher_command
+from tests.support.system import program
 
 PACKAGING = Path(__file__).resolve().parent.parent.parent / "packaging"
 # systemd.exec(5): only for system services, or for user services with PrivateUsers= (user namespaces).
@@ -36,8 +36,7 @@ def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.Comple
 
 
 def test_the_menu_entry_passes_desktop_file_validate() -> None:
-    tool = shutil.which("desktop-file-validate")
-    assert tool, "desktop-file-validate is missing: apt-get install desktop-file-utils"
+    tool = program("desktop-file-validate", "apt-get install desktop-file-utils")
     done = run([tool, str(PACKAGING / "hivenote.desktop")])
     assert done.returncode == 0, done.stdout + done.stderr
     # The one hint left is deliberate: Hivenote is listed under both Utility and Development.
@@ -55,8 +54,7 @@ def test_the_menu_entry_starts_the_launcher_on_path() -> None:
 
 
 def verify_user_unit(unit: Path, home: Path, runtime: Path) -> subprocess.CompletedProcess[str]:
-    tool = shutil.which("systemd-analyze")
-    assert tool, "systemd-analyze is missing: apt-get install systemd"
+    tool = program("systemd-analyze", "apt-get install systemd")
     runtime.mkdir(mode=0o700, exist_ok=True)
     # verify --user builds a user manager in memory: it needs XDG_RUNTIME_DIR, not a running systemd.
     env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(runtime), "SYSTEMD_LOG_COLOR": "0"}

@@ -11,18 +11,24 @@ from mcp import Client, StdioServerParameters
 from mcp.types import Implementation
 
 from tests.support.live import Running
+from tests.support.system import needs
 
 MCP_REMOTE = Path(__file__).resolve().parents[1] / "tools" / "node_modules" / ".bin" / "mcp-remote"
+
+
+@needs("Node.js and mcp-remote (npm ci --prefix tests/tools)")
+def mcp_remote() -> Path:
+    assert MCP_REMOTE.exists(), (
+        "mcp-remote is missing: run `npm ci --prefix tests/tools` (the README's test command does)"
+    )
+    return MCP_REMOTE
 
 
 def test_mcp_remote_reaches_hivenote_with_a_bearer_header_and_is_named_in_provenance(
     running: Running, tmp_path: Path
 ) -> None:
-    assert MCP_REMOTE.exists(), (
-        "mcp-remote is missing: run `npm ci --prefix tests/tools` (the README's test command does)"
-    )
     params = StdioServerParameters(
-        command=str(MCP_REMOTE),
+        command=str(mcp_remote()),
         args=[f"{running.url}/mcp", "--header", "Authorization:${AUTH_HEADER}", "--transport", "http-only"],
         env={
             **os.environ,

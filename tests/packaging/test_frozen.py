@@ -31,6 +31,7 @@ from hivenote.server import __version__
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.dashboard import load_assets
 from tests.support.live import free_port
+from tests.support.system import needs
 
 SPEC = Path(__file__).resolve().parents[2] / "packaging" / "hivenote.spec"
 BUILD_TIMEOUT_S = 600  # 55-100 s on 2 cores; the limit only stops a hung build
@@ -59,6 +60,7 @@ class Build:
 
 
 @pytest.fixture(scope="module")
+@needs("PyInstaller and a minute or two of CPU to build the frozen app")
 def build(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Build:
     assert importlib.util.find_spec("PyInstaller"), "PyInstaller is missing: pip install -e '.[test]'"
     root = tmp_path_factory.mktemp("pyinstaller")

@@ -21,12 +21,14 @@ from pathlib import Path
 from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from tests.support.live import free_port
+from tests.support.system import SERVE, needs
 
 ROUNDS = 20
 WRITERS = 8
 WAIT_S = 60
 
 
+@needs(SERVE)
 def start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir), "serve", "--port", str(port)]
     with log.open("ab") as sink:

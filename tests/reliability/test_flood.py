@@ -24,6 +24,7 @@ from hivenote.server.tokens import Tokens
 from hivenote.server.web import serve
 from hivenote.server.web.app import create_app
 from tests.support.live import free_port, health
+from tests.support.system import SERVE, needs
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +37,7 @@ def _limit_open_files() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
 
 
+@needs(SERVE)
 @contextlib.contextmanager
 def serving(data_dir: Path, log: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     port = free_port()

@@ -4,14 +4,13 @@ machine gets nothing."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 from tests.support.live import fetch, serve
+from tests.support.privileges import as_nobody
 
 CLIENT = "hivenote-dashboard/0.1.0"
-AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 PROXY_HEADERS = {
     "X-Forwarded-For": "127.0.0.1",
     "X-Forwarded-Proto": "https",
@@ -21,8 +20,7 @@ PROXY_HEADERS = {
 
 
 def _curl_as_nobody(url: str, headers: dict[str, str]) -> dict[str, object]:
-    assert shutil.which("setpriv"), "setpriv (util-linux) is needed to act as another account"
-    command = [*AS_NOBODY, "curl", "-s", "--max-time", "20"]
+    command = [*as_nobody(), "curl", "-s", "--max-time", "20"]
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
     answer = subprocess.run([*command, url], capture_output=True, encoding="utf-8", timeout=30, check=True).stdout

@@ -9,6 +9,8 @@ from typing import Literal
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, sync_playwright
 
+from tests.support.system import needs
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -23,6 +25,7 @@ Pages = Callable[..., Page]  # (color_scheme="light", clipboard=False) -> a fres
 
 
 @pytest.fixture(scope="module")
+@needs("Chromium (/usr/bin/chromium, driven by Playwright)")
 def browser() -> Iterator[Browser]:
     # Module scope, not session: Playwright's sync API runs an event loop on the main thread while it is open, and
     # the rest of the suite calls anyio.run / asyncio.run there.

@@ -3,9 +3,10 @@ quoting, then %%), the keys of an entry, and `desktop-file-validate` (desktop-fi
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
+
+from tests.support.system import program
 
 # Every character the Desktop Entry spec reserves, plus `%` (field codes) and a slash.
 AWKWARD = 'My Apps/it\'s "$HOME" 100% \\ back`tick` (a|b) <x>&y;z~*?#\ttab'
@@ -69,8 +70,7 @@ def desktop_keys(path: Path) -> dict[str, str]:
 
 
 def validate(path: Path) -> str:
-    tool = shutil.which("desktop-file-validate")
-    assert tool, "desktop-file-validate is missing: apt-get install desktop-file-utils"
+    tool = program("desktop-file-validate", "apt-get install desktop-file-utils")
     done = subprocess.run([tool, str(path)], capture_output=True, text=True, encoding="utf-8", check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr

@@ -8,11 +8,15 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.system import needs
 
+
+@needs("root, to mount file systems (tmpfs, ext4 on a loop device)")
 def run(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True, timeout=60)
 
 
+@needs("root, to mount a tmpfs")
 @contextlib.contextmanager
 def tmpfs(mount: Path, size: str = "4m") -> Iterator[Path]:
     mount.mkdir(parents=True, exist_ok=True)
@@ -23,6 +27,7 @@ def tmpfs(mount: Path, size: str = "4m") -> Iterator[Path]:
         run("umount", "-l", str(mount))
 
 
+@needs("root, to mount an ext4 image on a loop device")
 @contextlib.contextmanager
 def ext4(image: Path, mount: Path, size: int = 16 << 20) -> Iterator[Path]:
     """An ext4 file system mounted with errors=remount-ro (see `trigger_error`)."""

@@ -22,6 +22,7 @@ from typing import IO, Any
 import gi
 from PIL import Image, ImageGrab
 
+from tests.support.system import needs
 from tests.support.wait import eventually
 
 gi.require_version("Gio", "2.0")
@@ -635,6 +636,7 @@ def _marked_processes(marker: str) -> list[int]:
     return pids
 
 
+@needs("Xvfb, a D-Bus session bus and the X tools (xdotool, xclip, trayer; scripts/install-test-deps)")
 def start_desktop(tmp_path: Path, *, watcher: bool = True, trayer: bool = False, timeout: float = 20) -> Desktop:
     """Start Xvfb, a session bus, and the SNI watcher and/or trayer (the XEmbed host: use watcher=False so the
     appindicator backend falls back to it). Everything lives under tmp_path/"desktop"; close() ends it."""

@@ -30,6 +30,7 @@ from hivenote.server.tokens import Tokens
 from tests.support.live import free_port, mcp_session
 from tests.support.notes import WORDS, note_fields, write_log
 from tests.support.proc import cpu_s, rss_mb, settle
+from tests.support.system import SERVE, needs
 
 ROOT = Path(__file__).resolve().parents[2]  # the client processes import this module from the project root
 
@@ -197,6 +198,7 @@ def check_writes(data_dir: Path, tally: Tally) -> tuple[list[str], int]:
         return lost, len(state.notes)
 
 
+@needs(SERVE)
 def run_load(data_dir: Path, *, clients: int, seconds: float, processes: int, notes: int = 0) -> Report:
     """Start a server over `data_dir` (seeded with `notes` notes), run `clients` clients split over `processes`
     processes for `seconds`, stop the server and check every acknowledged write."""

@@ -19,12 +19,14 @@ from typing import Any
 from hivenote.server.storage.identity import read_node
 from hivenote.server.tokens import Tokens
 from tests.support.live import call, exchange, free_port, health
+from tests.support.system import SERVE, needs
 from tests.support.wait import wait_until
 
 START_S = 30
 WAIT_S = 20  # for anything that should take a second or two
 
 
+@needs(SERVE)
 @dataclass
 class Node:
     """One data dir and the port its server listens on; `start` and `stop` as often as needed."""

@@ -9,7 +9,6 @@ import contextlib
 import copy
 import json
 import os
-import shutil
 import signal
 import subprocess
 import urllib.error
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.live import free_port
+from tests.support.system import program
 from tests.support.wait import wait_until
 
 FOLDER_ID = "hivenote-log"
@@ -37,9 +37,7 @@ OFF = (
 
 
 def syncthing_binary() -> str:
-    found = shutil.which("syncthing")
-    assert found, "syncthing is missing: apt-get install syncthing"
-    return found
+    return program("syncthing", "apt-get install syncthing")
 
 
 @dataclass

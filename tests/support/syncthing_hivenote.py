@@ -20,6 +20,7 @@ from hivenote.server.settings import load_settings
 from hivenote.server.storage.identity import read_node
 from hivenote.server.tokens import Tokens
 from tests.support.live import call, free_port, health
+from tests.support.system import SERVE, needs
 from tests.support.wait import wait_until
 
 START_S = 30
@@ -86,6 +87,7 @@ class Hivenote:
             return -signal.SIGKILL
 
 
+@needs(SERVE)
 def launch(data_dir: Path) -> Hivenote:
     """Start `hivenote serve` without waiting for it (see `wait_ready`)."""
     data_dir.mkdir(parents=True, exist_ok=True)

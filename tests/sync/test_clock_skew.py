@@ -16,9 +16,17 @@ from typing import Any
 from hivenote.server.sync.peer import add_peer
 from hivenote.server.tokens import new_token
 from tests.support.peer_nodes import Node, running
+from tests.support.system import needs
 from tests.support.wait import wait_until
 
 DAY_MS = 86_400_000
+
+
+@needs("libfaketime (Debian package faketime; scripts/install-test-deps installs it)")
+def libfaketime() -> str:
+    libraries = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
+    assert libraries, "libfaketime is missing: scripts/install-test-deps installs it (Debian package faketime)"
+    return str(libraries[0])
 
 
 @dataclass
@@ -30,9 +38,7 @@ class SkewedNode(Node):
     def start(self) -> None:
         if not self.ahead:
             return super().start()
-        libraries = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
-        assert libraries, "libfaketime is missing: scripts/install-test-deps installs it (Debian package faketime)"
-        env = {**os.environ, "LD_PRELOAD": str(libraries[0]), "FAKETIME": self.ahead, "FAKETIME_DONT_RESET": "1"}
+        env = {**os.environ, "LD_PRELOAD": libfaketime(), "FAKETIME": self.ahead, "FAKETIME_DONT_RESET": "1"}
         assert self.process is None, "already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.token  # noqa: B018 - created before the server starts

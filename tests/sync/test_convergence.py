@@ -26,6 +26,7 @@ from hivenote.server.storage.identity import read_node
 from hivenote.server.sync.replica import Replicas, SyncRefused, complete_size
 from hivenote.server.tokens import Tokens
 from tests.support.live import call, free_port, health
+from tests.support.system import SERVE, needs
 from tests.support.wait import eventually
 
 WAIT_S = 60
@@ -63,6 +64,7 @@ class Node:
 
 
 @pytest.fixture
+@needs(SERVE)
 def nodes(tmp_path: Path) -> Iterator[list[Node]]:
     started: list[Node] = []
     try:
