@@ -73,3 +73,21 @@ def test_provenance_travels_as_an_argument() -> None:
     for path in [*(ROOT / "server").rglob("*.py"), *(ROOT / "desktop").rglob("*.py")]:
         text = path.read_text(encoding="utf-8")
         assert "ContextVar" not in text, f"{path.relative_to(ROOT)} keeps ambient state: pass the author instead"
+
+
+def test_the_fold_state_holds_no_derived_index() -> None:
+    """Search, listing and graph-search indexes belong to their modules (`State.derived`), not to the fold: the
+    State's fields name no index type, fold.py imports none of their modules, and no module keeps a cache of
+    its own keyed by a State (weak references to states)."""
+    from dataclasses import fields
+
+    from hivenote.server.core.fold import State
+
+    for spec in fields(State):
+        annotation = str(spec.type)
+        assert not re.search(r"SubstringIndex|Recent|\bAny\b|NoteIndex|EntityIndex", annotation), spec
+    fold = (ROOT / "server" / "core" / "fold.py").read_text(encoding="utf-8")
+    assert not re.search(r"from \.(search|listing|graphsearch|textindex) import", fold)
+    for path in (ROOT / "server").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "weakref.ref[State]" not in text, f"{path.relative_to(ROOT)} caches per State: use State.derived"

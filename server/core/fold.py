@@ -9,12 +9,11 @@ from __future__ import annotations
 import bisect
 import operator
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .model import PLACEHOLDER, Entity, Note, Op, PayloadGone, Relation, Stamp, Version
-from .textindex import SubstringIndex
 
 _LEGACY: Any = object()  # an obs.add without `since` (written before incarnations were recorded)
 _NOTE_OPS = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
@@ -128,6 +127,9 @@ class NoteRecord:
         return view
 
 
+D = TypeVar("D")  # an index derived from a State (State.derived)
+
+
 @dataclass
 class Fork:
     """Evidence that two different lines claim one writer position `(node, seq)`: two installs wrote as one node (a
@@ -175,16 +177,11 @@ class State:
     rel_by_name: dict[str, set[tuple[str, str, str, int]]] = field(default_factory=dict)
     graph_version: int = 0
     notes_version: int = 0
-    changed_notes: set[str] = field(default_factory=set)
-    changed_names: set[str] = field(default_factory=set)
-    note_index: SubstringIndex[str] = field(default_factory=SubstringIndex)
-    trashed_notes: set[str] = field(default_factory=set)  # the indexed notes in the trash
-    # The duplicate hint's postings: (kind, project, title word) -> note numbers (stale entries tolerated). In
-    # compact arrays, not id strings in lists: counting them then never chases pointers across the heap.
-    title_words: dict[str, array[int]] = field(default_factory=dict)
-    note_numbers: dict[str, int] = field(default_factory=dict)
-    numbered_notes: list[str] = field(default_factory=list)
-    entity_index: SubstringIndex[OccKey] = field(default_factory=SubstringIndex)
+    # Change feeds of the indexes derived from this state (search, listing, graph search): each index adds a set
+    # when it is made (`derived`) and takes what the fold puts in it; the fold knows nothing else of them.
+    note_feeds: list[set[str]] = field(default_factory=list)  # the id of every note an op touches
+    name_feeds: list[set[str]] = field(default_factory=list)  # the name of every entity an op touches
+    _derived: dict[type, object] = field(default_factory=dict)
     _graph_cache: tuple[int, list[Entity], list[Relation]] | None = None
     # Entities as built, kept until an op touches their name: reading the whole graph after one write then builds
     # one entity, not every one (their observations are folded and sorted when built).
@@ -194,8 +191,15 @@ class State:
     _relations: list[Relation] | None = None
     # The live entities' keys in graph order, kept until an entity is deleted or added anywhere but last.
     _entity_order: list[OccKey] | None = None
-    recent_notes: Any = None  # listing.list_notes' recency order (listing.Recent), kept across calls
-    recent_changed: set[str] = field(default_factory=set)  # notes changed since `recent_notes` was built
+
+    def derived(self, kind: type[D], make: Callable[[State], D]) -> D:
+        """The index of type `kind` derived from this state, made by `make(self)` on first use and kept with the
+        state (a new State, as after a reload, starts without any). Its owner module alone knows what is in it."""
+        found = self._derived.get(kind)
+        if found is None:
+            found = self._derived[kind] = make(self)
+        assert isinstance(found, kind)
+        return found
 
     # -- applying ops -------------------------------------------------------------------------------
 
@@ -246,9 +250,8 @@ class State:
             if rec is None:
                 rec = self.notes[note_id] = NoteRecord(note_id)
             rec.apply(op)
-            self.changed_notes.add(note_id)
-            if self.recent_notes is not None:
-                self.recent_changed.add(note_id)
+            for feed in self.note_feeds:
+                feed.add(note_id)
             self.notes_version += 1
             return True
         stamp, data = op.stamp, op.data
@@ -321,7 +324,8 @@ class State:
             self._entity_order = None
 
     def _changed_entity(self, name: str) -> None:
-        self.changed_names.add(name)
+        for feed in self.name_feeds:
+            feed.add(name)
         if self._entities:
             for k in self.ent_ks.get(name, ()):
                 self._entities.pop((name, k), None)

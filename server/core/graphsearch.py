@@ -7,14 +7,32 @@ Pure: imports only the standard library.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from .fold import OccKey, State
 from .model import Entity, Relation
+from .textindex import SubstringIndex
 
 
-def refresh_entity_index(state: State) -> None:
-    index = state.entity_index
-    for name in state.changed_names:
+@dataclass
+class EntityIndex:
+    """The entities' search index, derived from a State and kept with it (`State.derived`): the fold puts the
+    name of every entity an op touches in `pending`."""
+
+    pending: set[str]
+    texts: SubstringIndex[OccKey] = field(default_factory=SubstringIndex)
+
+
+def _new_index(state: State) -> EntityIndex:
+    index = EntityIndex(pending=set(state.ent_ks))  # made late: every entity is still to index
+    state.name_feeds.append(index.pending)
+    return index
+
+
+def refresh_entity_index(state: State) -> EntityIndex:
+    derived = state.derived(EntityIndex, _new_index)
+    index = derived.texts
+    for name in derived.pending:
         for k in state.ent_ks.get(name, ()):
             occ = (name, k)
             if state.entity_alive(occ):
@@ -23,7 +41,8 @@ def refresh_entity_index(state: State) -> None:
                 index.set(occ, text.lower())
             else:
                 index.discard(occ)
-    state.changed_names.clear()
+    derived.pending.clear()
+    return derived
 
 
 def _matches(entity: Entity, q: str) -> bool:
@@ -39,11 +58,10 @@ def search_graph(state: State, query: str) -> tuple[list[Entity], list[Relation]
     if not q:  # every entity matches; relations only where an end is an entity, as for any other query
         entities, _ = state.graph()
         return entities, state.relations_touching({e.name for e in entities})
-    refresh_entity_index(state)
+    index = refresh_entity_index(state).texts
     pieces = q.split()
     occs: Iterable[OccKey]
     if pieces:
-        index = state.entity_index
         pieces.sort(key=index.count_estimate)
         found = index.candidates(pieces[0])
         for piece in pieces[1:]:

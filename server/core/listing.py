@@ -103,9 +103,25 @@ class Recent:
     stale: int = 0
 
 
+@dataclass
+class _Recency:
+    """The recency order derived from a State and kept with it (`State.derived`): the fold puts every changed
+    note's id in `pending` once the order exists."""
+
+    pending: set[str]
+    recent: Recent | None = None
+
+
+def _new_recency(state: State) -> _Recency:
+    recency = _Recency(pending=set())
+    state.note_feeds.append(recency.pending)
+    return recency
+
+
 def _recent(state: State) -> Recent:
-    recent: Recent | None = state.recent_notes
-    changed = state.recent_changed
+    recency = state.derived(_Recency, _new_recency)
+    recent = recency.recent
+    changed = recency.pending
     if recent is not None and recent.version == state.notes_version:
         return recent
     if recent is not None and len(changed) <= REFRESH_RECENT:
@@ -130,7 +146,7 @@ def _recent(state: State) -> Recent:
     counts = {False: 0, True: 0}
     for note in notes:
         counts[note.trashed] += 1
-    recent = state.recent_notes = Recent(state.notes_version, notes, {n.id: n for n in notes}, counts)
+    recent = recency.recent = Recent(state.notes_version, notes, {n.id: n for n in notes}, counts)
     changed.clear()
     return recent
 

@@ -14,7 +14,6 @@ import math
 import operator
 import re
 import unicodedata
-import weakref
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -122,12 +121,45 @@ def _title_keys(text: str) -> set[str]:
     return {_title_key(kind, project, word) for word in _folded_words(title)}
 
 
+@dataclass
+class NoteIndex:
+    """The notes' search index, derived from a State and kept with it (`State.derived`); this module alone reads
+    and writes it. The fold puts every changed note's id in `pending`; `refresh_note_index` takes them out."""
+
+    pending: set[str]  # notes changed since they were last indexed
+    texts: SubstringIndex[str] = field(default_factory=SubstringIndex)
+    trashed: set[str] = field(default_factory=set)  # the indexed notes in the trash
+    # The duplicate hint's postings: (kind, project, title word) -> note numbers (stale entries tolerated). In
+    # compact arrays, not id strings in lists: counting them then never chases pointers across the heap.
+    title_words: dict[str, array[int]] = field(default_factory=dict)
+    numbers: dict[str, int] = field(default_factory=dict)
+    numbered: list[str] = field(default_factory=list)
+    # The scan a cold index answers from (for a notes version), kept between queries while the notes do not change:
+    # a server warming its index after start meets agents' first searches, and building the stand-in (every note's
+    # text) costs far more than scanning it. Dropped once the index is warm.
+    scan: tuple[int, _Scan] | None = None
+    # Every note another live note names in its `replaces` field (old id -> the newest such note), for a version.
+    replacements: tuple[int, dict[str, str]] | None = None
+
+
+def _new_index(state: State) -> NoteIndex:
+    index = NoteIndex(pending=set(state.notes))  # made late: every note is still to index
+    state.note_feeds.append(index.pending)
+    return index
+
+
+def note_index(state: State) -> NoteIndex:
+    """This state's note index (made on first use)."""
+    return state.derived(NoteIndex, _new_index)
+
+
 def refresh_note_index(state: State, budget: int | None = None) -> bool:
     """Index up to `budget` of the notes the fold changed since the last call (all when None).
     Returns True when the index is fully up to date."""
-    index, changed = state.note_index, state.changed_notes
+    derived = note_index(state)
+    index, changed = derived.texts, derived.pending
     todo = list(changed) if budget is None or budget >= len(changed) else list(itertools.islice(changed, budget))
-    title_words, trashed = state.title_words, state.trashed_notes
+    title_words, trashed = derived.title_words, derived.trashed
     for note_id in todo:
         note = state.note(note_id)
         if note is None or not note.trashed:
@@ -141,10 +173,10 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
         old = index.text(note_id)
         new_words = _title_keys(text) - (_title_keys(old) if old is not None else set())
         if new_words:
-            number = state.note_numbers.get(note_id)
+            number = derived.numbers.get(note_id)
             if number is None:
-                number = state.note_numbers[note_id] = len(state.numbered_notes)
-                state.numbered_notes.append(note_id)
+                number = derived.numbers[note_id] = len(derived.numbered)
+                derived.numbered.append(note_id)
             for word in new_words:
                 postings = title_words.get(word)
                 if postings is None:
@@ -152,8 +184,8 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
                 postings.append(number)
         index.set(note_id, text)
     changed.difference_update(todo)
-    if not changed and _SCAN:
-        _SCAN.clear()  # warm: the stand-in's texts are not needed any more
+    if not changed:
+        derived.scan = None  # warm: the stand-in's texts are not needed any more
     return not changed
 
 
@@ -162,7 +194,8 @@ class _Scan:
     over the notes costs less than building the whole index for a single query."""
 
     def __init__(self, state: State) -> None:
-        index, changed = state.note_index, state.changed_notes
+        derived = note_index(state)
+        index, changed = derived.texts, derived.pending
         self._texts = {
             note.id: (None if note.id in changed else index.text(note.id)) or note_text(note)
             for note in state.iter_notes()
@@ -178,23 +211,16 @@ class _Scan:
         return len(self._texts)
 
 
-# The scan a cold index answers from, kept between queries while the notes do not change: a server warming its index
-# after start meets agents' first searches, and building the stand-in (every note's text) costs far more than
-# scanning it. Dropped once the index is warm.
-_SCAN: list[tuple[weakref.ref[State], int, _Scan]] = []
-
-
 def _texts(state: State) -> SubstringIndex[str] | _Scan:
     """The index when it is (nearly) up to date; otherwise a scan, while the index catches up a step at a
     time. A long-running server warms it with `refresh_note_index` right after start."""
-    if _SCAN:
-        ref, version, scan = _SCAN[0]
-        if ref() is state and version == state.notes_version and state.changed_notes:
-            return scan  # still warming, nothing written since: the same texts
+    derived = note_index(state)
+    if derived.scan is not None and derived.scan[0] == state.notes_version and derived.pending:
+        return derived.scan[1]  # still warming, nothing written since: the same texts
     if refresh_note_index(state, budget=COLD_INDEX):
-        return state.note_index
+        return derived.texts
     scan = _Scan(state)
-    _SCAN[:] = [(weakref.ref(state), state.notes_version, scan)]
+    derived.scan = (state.notes_version, scan)
     return scan
 
 
@@ -319,7 +345,7 @@ def _head_first(
     most of a big notebook: a note holding no term in its title, tags, project or kind scores at most a whole-word
     body match per term, so the notes that do and score more come first, and only the places they leave are
     ranked among the rest. Returns (hits, total), or None when a term is too broad to tell where it matched."""
-    in_trash = state.trashed_notes
+    in_trash = note_index(state).trashed
     matches = keys & in_trash if trashed else keys - in_trash
     if len(terms) == 1:
         # The most a term can score: standing whole in a title, or, when it is nowhere a whole word, in a title at
@@ -472,15 +498,12 @@ def _newer_first(
     return hits, near, {old: new for old, new in replaced_by.items() if old in seen}
 
 
-_REPLACED: dict[int, tuple[weakref.ref[State], int, dict[str, str]]] = {}  # id(state) -> (state, version, links)
-
-
 def _replacements(state: State) -> dict[str, str]:
     """Every note another live note names in its `replaces` field: old id -> the newest such note. Worked out
     again only when the notes changed."""
-    cached = _REPLACED.get(id(state))
-    if cached is not None and cached[0]() is state and cached[1] == state.notes_version:
-        return cached[2]
+    derived = note_index(state)
+    if derived.replacements is not None and derived.replacements[0] == state.notes_version:
+        return derived.replacements[1]
     links: dict[str, tuple[Stamp, str]] = {}
     for note in state.iter_notes():
         old = note.replaces
@@ -490,9 +513,7 @@ def _replacements(state: State) -> dict[str, str]:
         if cur is None or note.revision > cur[0]:
             links[old] = (note.revision, note.id)
     out = {old: new for old, (_, new) in links.items()}
-    for key in [k for k, v in _REPLACED.items() if v[0]() is None]:
-        del _REPLACED[key]
-    _REPLACED[id(state)] = (weakref.ref(state), state.notes_version, out)
+    derived.replacements = (state.notes_version, out)
     return out
 
 
@@ -588,9 +609,10 @@ def similar_notes(
     mine = words(title)
     if not mine:
         return []
-    if len(state.changed_notes) > PENDING_DIRECT:
+    derived = note_index(state)
+    if len(derived.pending) > PENDING_DIRECT:
         refresh_note_index(state, budget=COLD_INDEX)
-    pending = state.changed_notes
+    pending = derived.pending
     want = (fold_text(project or ""), fold_text(kind))
     found: dict[str, float] = {}
 
@@ -607,15 +629,15 @@ def similar_notes(
         # Jaccard >= t means the other title holds at least ceil(t * n) of our n words: count each note's
         # hits over the words' postings and look closer only at notes that reach that (minus the words
         # too common to count).
-        postings = state.title_words
+        postings = derived.title_words
         keys = (_title_key(want[1], want[0], word) for word in mine)
         lists = [ids for ids in (postings.get(key, ()) for key in keys) if len(ids) <= COMMON_TITLE_WORD]
         need = max(1, math.ceil(threshold * len(mine)) - (len(mine) - len(lists)))
         # Stale ids may count twice: that only adds a candidate to check, never loses one.
         hits = Counter(itertools.chain.from_iterable(lists))
-        numbered = state.numbered_notes
+        numbered = derived.numbered
         for key in {numbered[n] for n, count in hits.items() if count >= need} - pending:
-            folded_title, _, folded_project, folded_kind, _ = _fields(state.note_index.text(key) or "")
+            folded_title, _, folded_project, folded_kind, _ = _fields(derived.texts.text(key) or "")
             consider(key, folded_title, folded_project, folded_kind)
     for note_id in direct:
         note = state.note(note_id)

@@ -84,15 +84,16 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
             # Batch after batch (the lock is free between them) for up to a tick, then the next tick at once:
             # until the index is warm, a search scans every note.
             until = time.monotonic() + FOLLOW_INTERVAL_S
-            while store.state.changed_notes and time.monotonic() < until:
-                await anyio.to_thread.run_sync(warm)
-            if not frozen and not store.state.changed_notes:
+            warmed = await anyio.to_thread.run_sync(warm)
+            while not warmed and time.monotonic() < until:
+                warmed = await anyio.to_thread.run_sync(warm)
+            if not frozen and warmed:
                 # The folded notebook lives as long as the server: keep the collector from walking it again
                 # and again (a full pass over a big notebook is a latency spike on whichever request meets it).
                 await anyio.to_thread.run_sync(_settle_memory)
                 frozen = True
             await graph_mcp.publish_if_changed()
-            if store.state.changed_notes:
+            if not warmed:
                 pause = 0  # still warming
         except Exception:  # keep following; the error shows in the log and in status
             log.exception("following the log folder failed")

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hivenote.server.core.fold import State
 from hivenote.server.core.listing import TOKEN_BUDGET, Filters, estimated_tokens, list_notes
 from hivenote.server.core.model import Author, Op
-from hivenote.server.core.search import fold_text, search_notes
+from hivenote.server.core.search import fold_text, note_index, search_notes
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 
@@ -287,7 +287,7 @@ def test_a_cold_index_scans_and_finds_exactly_what_the_index_finds(store: Store,
         setattr(search, "COLD_INDEX", 1)  # noqa: B010 - patched for this test only
         try:
             scanned = [search.search_notes(cold.state, queries[0], limit=50)]
-            assert len(cold.state.note_index) < len(cold.state.notes)  # answered by scanning
+            assert len(note_index(cold.state).texts) < len(cold.state.notes)  # answered by scanning
             scanned += [search.search_notes(cold.state, q, limit=50) for q in queries[1:]]
         finally:
             setattr(search, "COLD_INDEX", 2000)  # noqa: B010

@@ -31,5 +31,5 @@ def test_the_scan_a_cold_index_answers_from_is_built_once_and_dropped_when_warm(
     assert search._texts(state) is not first  # a write: built again (it must hold the new note)
     assert search.search_notes(state, "deploy", limit=200).total == len(expected) + 1
     search.refresh_note_index(state)  # the server's warm-up finishes
-    assert search._SCAN == []  # the stand-in is not kept once the index is warm
-    assert search._texts(state) is state.note_index
+    assert search.note_index(state).scan is None  # the stand-in is not kept once the index is warm
+    assert search._texts(state) is search.note_index(state).texts

@@ -7,6 +7,7 @@ from pathlib import Path
 from playwright.sync_api import Dialog, Page, Route, expect
 
 from hivenote.server.core.model import Op
+from hivenote.server.core.search import note_index
 from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.notebook import Notebook
 from tests.support.browser import Pages
@@ -159,7 +160,7 @@ def test_the_notes_view_paints_its_first_cards_within_300_ms_at_10k_notes(tmp_pa
     browser already running, its renderer warm); a brand-new browser context adds its own start-up, printed too."""
     write_log(tmp_path / "data", 10_000)
     with serve(tmp_path / "data") as running:
-        wait_until(lambda: not running.store.state.changed_notes, 60)  # the search index is warm
+        wait_until(lambda: not note_index(running.store.state).pending, 60)  # the search index is warm
         cold = []
         for _ in range(2):
             page = pages()  # a fresh context: a new renderer, no cache, no storage

@@ -14,6 +14,7 @@ from mcp.types import CallToolResult, TextContent
 
 from hivenote.server.agents import agent_id
 from hivenote.server.core.model import Author, Entity, Op
+from hivenote.server.core.search import note_index
 from hivenote.server.graph import Graph
 from hivenote.server.mcp.wire import official_tools
 from hivenote.server.tokens import Tokens
@@ -282,8 +283,8 @@ def test_the_search_index_warms_batch_after_batch_without_waiting_a_tick_between
             fh.write(Op("n-0001", seq, seq, 0, "note.set", {"id": f"N{seq:04}", "fields": fields}, Author()).encode())
     monkeypatch.setattr(app, "WARM_BATCH", 5)  # 60 batches: one per tick would take 30 s
     with serve(data) as server:
-        wait_until(lambda: not server.store.state.changed_notes, timeout=5)
-        assert len(server.store.state.note_index) == 300
+        wait_until(lambda: not note_index(server.store.state).pending, timeout=5)
+        assert len(note_index(server.store.state).texts) == 300
 
 
 def test_brain_remember_replaces_and_search_shows_the_newer_first(running: Running) -> None:
