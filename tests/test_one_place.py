@@ -91,3 +91,14 @@ def test_the_fold_state_holds_no_derived_index() -> None:
     for path in (ROOT / "server").rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "weakref.ref[State]" not in text, f"{path.relative_to(ROOT)} caches per State: use State.derived"
+
+
+def test_settings_json_has_one_writer() -> None:
+    """settings.save_settings is the one writer of settings.json (the CLI, the dashboard, the tray and sync set-up
+    all call it), so every writer checks and formats the file the same way."""
+    writes = re.compile(r"\b(write_json|write_bytes|write_whole|write_text|open\([^)]*[\"']w)")
+    for path in [*(ROOT / "server").rglob("*.py"), *(ROOT / "desktop").rglob("*.py")]:
+        if path == ROOT / "server" / "settings.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert not ('"settings.json"' in text and writes.search(text)), f"{path.relative_to(ROOT)} writes settings"
