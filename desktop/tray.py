@@ -34,6 +34,11 @@ def plain(text: str, limit: int) -> str:
     return text + "\u2026"
 
 
+def tooltip(status: Status) -> tuple[str, str]:
+    """The tooltip's title and text: "Hivenote", and the state the title gives after it."""
+    return "Hivenote", plain(status.title.removeprefix("Hivenote — "), TITLE_MAX)
+
+
 DEFAULT_LABEL = "Open dashboard"  # what a middle click on the icon runs
 
 
@@ -87,6 +92,13 @@ class Tray:
         # libayatana's AppIndicator (pystray's appindicator backend) can do more than pystray asks of it.
         self._indicator: Any = getattr(self.icon, "_appindicator", None)
         self._status = status
+        self._tooltip: Any = None  # the ToolTip property libayatana does not export (desktop/tooltip.py)
+        if self._indicator is not None:
+            from gi.repository import Gio
+
+            from .tooltip import ToolTip
+
+            self._tooltip = ToolTip(Gio.bus_get_sync(Gio.BusType.SESSION, None), *tooltip(status))
         if self._indicator is not None:  # pystray rebuilds the menu after every click: in place too
             self._pystray_update_menu = self.icon._update_menu
             self.icon._update_menu = self._update_menu
@@ -150,6 +162,8 @@ class Tray:
         path = getattr(icon, "_icon_path", None)
         if path:  # pystray sets the icon without a description: screen readers would say nothing
             indicator.set_icon_full(path, plain(status.title, TITLE_MAX))
+        if self._tooltip is not None:
+            self._tooltip.show(*tooltip(status))
         if status.server == "error":
             attention = str(icons.assets_dir() / "hivenote-error.png")
             indicator.set_attention_icon_full(attention, plain(status.title, TITLE_MAX))

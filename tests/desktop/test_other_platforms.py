@@ -15,6 +15,7 @@ import pytest
 
 from hivenote.desktop import problems
 from hivenote.desktop.app import login_command, open_path
+from hivenote.desktop.instance import fallback_home
 from hivenote.desktop.tray import _on_gui_thread
 from hivenote.desktop.window import DARK_BG, LIGHT_BG, prefers_dark
 from hivenote.server.core.errors import HivenoteError
@@ -121,3 +122,15 @@ def test_the_window_background_follows_the_gtk_theme_and_leaves_other_os_to_thei
     assert (LIGHT_BG, DARK_BG) == ("#f6f6f4", "#141413")
     css = (Path(__file__).resolve().parents[2] / "server" / "dashboard" / "app.css").read_text(encoding="utf-8")
     assert f"--bg: {LIGHT_BG};" in css and f"--bg: {DARK_BG};" in css  # the page's own background, both themes
+
+
+def test_the_lock_of_a_read_only_tray_lives_in_a_folder_of_the_users_own_on_every_os(tmp_path: Path) -> None:
+    """A data dir the tray cannot write keeps tray.lock elsewhere: one folder per data dir, in the user's own."""
+    home, data = tmp_path / "home", tmp_path / "data"
+    windows = fallback_home(data, {"LOCALAPPDATA": r"C:\Users\ana\AppData\Local"}, "win32", home)
+    assert str(windows).startswith(r"C:\Users\ana\AppData\Local") and windows.parent.name == "trays"
+    assert fallback_home(data, {}, "darwin", home).parent == home / "Library" / "Caches" / "hivenote" / "trays"
+    linux = fallback_home(data, {"XDG_RUNTIME_DIR": "/run/user/1000"}, "linux", home)
+    assert linux.parent == Path("/run/user/1000/hivenote/trays")
+    assert fallback_home(data, {}, "linux", home).parent == home / ".cache" / "hivenote" / "trays"
+    assert fallback_home(tmp_path / "other", {}, "linux", home) != fallback_home(data, {}, "linux", home)

@@ -1,6 +1,7 @@
 """The real tray item as a panel and a screen reader meet it (StatusNotifierItem over a private session bus): an
-accessible description that says the state, NeedsAttention in error, a middle click that opens the dashboard,
-menu changes that do not register the item again, notifications that name the app, and a first-launch hint."""
+accessible description and a tooltip that say the state, NeedsAttention in error, a middle click (GNOME's and the
+specification's, which KDE sends) that opens the dashboard, menu changes that do not register the item again,
+notifications that name the app, and a first-launch hint."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import socket
 from functools import partial
 from pathlib import Path
 
+import pytest
 from gi.repository import GLib
 
-from tests.support.harness import ITEM_INTERFACE, TrayItem, start_desktop
+from tests.support.harness import ITEM_INTERFACE, PROPERTIES, TrayItem, start_desktop
 from tests.support.live import free_port
 from tests.support.tray import WINDOW, App, entry, title
 from tests.support.wait import eventually
@@ -36,16 +38,46 @@ def test_the_item_speaks_its_state_and_asks_for_attention_in_error(tmp_path: Pat
         assert app.exit_code() == 0
 
 
-def test_a_middle_click_opens_the_dashboard(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("method", "args"),
+    [
+        ("XAyatanaSecondaryActivate", GLib.Variant("(u)", (0,))),  # GNOME's AppIndicator extension on a middle click
+        ("SecondaryActivate", GLib.Variant("(ii)", (0, 0))),  # the specification's, which KDE Plasma sends
+    ],
+)
+def test_a_middle_click_opens_the_dashboard(tmp_path: Path, method: str, args: GLib.Variant) -> None:
     with start_desktop(tmp_path) as desktop:
         app = App(desktop, tmp_path / "data", free_port())
         item = desktop.tray_item()
         item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
-        # GNOME's AppIndicator extension on a middle click: libayatana's XAyatanaSecondaryActivate (it does not
-        # implement the spec's SecondaryActivate, which KDE sends: there the middle click opens the menu).
-        args = GLib.Variant("(u)", (0,))
-        desktop.bus.call_sync(item.service, item.path, ITEM_INTERFACE, "XAyatanaSecondaryActivate", args, None, 0, 5000)
+        desktop.bus.call_sync(item.service, item.path, ITEM_INTERFACE, method, args, None, 0, 5000)
         assert desktop.find_window(WINDOW, WAIT_S) is not None, desktop.output("app")
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0
+
+
+def test_the_item_has_a_tooltip_that_says_the_state(tmp_path: Path) -> None:
+    """The specification's ToolTip (icon, pixmaps, title, text), which libayatana does not export itself: read by
+    Get and GetAll as hosts do, and NewToolTip when the state changes."""
+    with start_desktop(tmp_path) as desktop:
+        app = App(desktop, tmp_path / "data", free_port())
+        item = desktop.tray_item()
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+        icon, pixmaps, heading, text = item.prop("ToolTip")
+        assert (icon, pixmaps, heading) == ("", [], "Hivenote") and text.startswith("running · no agents"), text
+        every = desktop.bus.call_sync(
+            item.service, item.path, PROPERTIES, "GetAll", GLib.Variant("(s)", (ITEM_INTERFACE,)), None, 0, 5000
+        )
+        assert every.unpack()[0]["ToolTip"][3] == text
+        assert every.unpack()[0]["Title"] == title(item)  # libayatana's own properties are all still there
+        changes: list[str] = []
+        desktop.bus.signal_subscribe(
+            item.service, ITEM_INTERFACE, "NewToolTip", item.path, None, 0, lambda *_: changes.append("new")
+        )
+        item.click("Stop server")
+        item.wait_for(lambda i: i.prop("ToolTip")[3] == "stopped", what="the tooltip says stopped")
+        context = GLib.MainContext.default()
+        assert eventually(lambda: context.iteration(False) or changes, WAIT_S), "no NewToolTip signal"
         item.click("Quit Hivenote")
         assert app.exit_code() == 0
 
