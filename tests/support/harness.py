@@ -506,7 +506,10 @@ class Desktop:
             protocols, delete = x.intern_atom("WM_PROTOCOLS"), x.intern_atom("WM_DELETE_WINDOW")
             data = (32, [delete, X.CurrentTime, 0, 0, 0])
             window.send_event(protocol.event.ClientMessage(window=window, client_type=protocols, data=data))
-            x.flush()
+            # A round trip, not just a flush: the X server drops a client's requests it has not read yet when it sees
+            # the client hang up (ClientReady: CloseDownClient on X_NOTIFY_ERROR), so closing right after a flush
+            # lost the message now and then. The reply to sync() means the server has delivered it.
+            x.sync()
         finally:
             x.close()
 
