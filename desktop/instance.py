@@ -27,6 +27,7 @@ from filelock import FileLock, Timeout
 
 from hivenote.server.core.errors import HivenoteError
 from hivenote.server.storage import statefile
+from hivenote.server.storage.files import private_dir
 from hivenote.server.storage.identity import make_data_dir
 
 from .problems import cannot_write
@@ -101,7 +102,8 @@ class Instance:
         return True
 
     def _use_fallback(self) -> None:
-        self.fallback.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.fallback.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.fallback)  # 0700: tray.json holds the key
         self.lock = FileLock(self.fallback / LOCK, timeout=0)
         self.record = self.fallback / RECORD
 

@@ -7,6 +7,7 @@ folder is writable again it takes writes by itself. Run where file permissions a
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 import sys
 import urllib.error
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from hivenote.desktop.instance import fallback_home
 from tests.support.harness import Desktop, start_desktop
 from tests.support.live import call, exchange, free_port
 from tests.support.privileges import without_root_powers
@@ -107,6 +109,9 @@ def test_a_second_launch_finds_the_read_only_tray_and_shows_its_dashboard(deskto
     app = tray(desktop, data_dir, "tray", "--port", str(free_port()))
     item = desktop.tray_item()
     item.wait_for(lambda i: READ_ONLY in title(i), what="read-only")
+    lock_home = fallback_home(data_dir, desktop.env)  # this user's own, as tray.json holds the instance's key
+    assert stat.S_IMODE(lock_home.stat().st_mode) == 0o700 and str(lock_home).startswith(desktop.env["XDG_RUNTIME_DIR"])
+    assert stat.S_IMODE((lock_home / "tray.json").stat().st_mode) == 0o600
     argv = [*without_root_powers(), sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)]
     again = subprocess.run(argv, env=desktop.env, capture_output=True, text=True, encoding="utf-8", timeout=WAIT_S)
     assert again.returncode == 0 and "already running" in again.stderr, again.stderr
