@@ -400,7 +400,7 @@ def search_notes(
     """Notes matching every term of `query` (substring, case/accent-insensitive), best first; a note another live
     note replaces comes right after it. With nothing matching every term, `near` holds the closest notes: partial
     matches, fused with the notes closest in meaning when a `meaning` index is given and ready."""
-    result = _lexical(state, query, filters, limit)
+    result = _lexical(state, query, filters, limit, near=meaning is None)
     reasons: dict[str, str] = {}
     near = result.near
     if not result.hits and result.total == 0 and query.strip():
@@ -408,6 +408,8 @@ def search_notes(
         if scores is not None:
             near, reasons = _fused(state, query, filters, scores)
         else:
+            if meaning is not None:  # not ready yet: the near matches of words alone
+                near = _lexical(state, query, filters, limit).near
             reasons = dict.fromkeys((n.id for n in near), SOME_WORDS)
     hits, near, replaced_by = _newer_first(state, result.hits, near, filters, meaning, reasons)
     return SearchResult(hits, near, result.total, reasons, replaced_by)
@@ -517,7 +519,7 @@ def _replacements(state: State) -> dict[str, str]:
     return out
 
 
-def _lexical(state: State, query: str, filters: Filters, limit: int | None) -> SearchResult:
+def _lexical(state: State, query: str, filters: Filters, limit: int | None, near: bool = True) -> SearchResult:
     terms = fold_text(query).translate(_UNMARK).split()
     if not terms:
         notes, total = list_notes(state, filters, limit=limit)
@@ -537,8 +539,8 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None) -> S
             return SearchResult(bounded(quick[0], limit), [], quick[1])
     matches = [n for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
     hits = bounded([note for _, note in _ranked(matches, index, terms, bounds, cap)], limit)
-    near = [] if matches else _near(state, index, terms, filters)
-    return SearchResult(hits, near, len(matches))
+    closest = [] if matches or not near else _near(state, index, terms, filters)
+    return SearchResult(hits, closest, len(matches))
 
 
 def _near(state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters) -> list[Note]:

@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..core.model import Note
+from ..core.model import Note, Stamp
 from ..storage.files import private_dir, write_whole
 from .model import Embedder, Unavailable, question_text
 
@@ -37,9 +37,8 @@ SAME_DECISION = 0.6  # cosine at which a newer note that says it replaces someth
 MAGIC = b"HNMEAN1\n"
 # Words by which a newer note says it takes an older one's place ("moves from Celery to Dramatiq", "instead of").
 REPLACING = re.compile(
-    r"\b(replac\w*|supersed\w*|instead of|no longer"
-    r"|(move[sd]?|moving|switch\w*|migrat\w*)\b[\w\s,]{0,40}?\b(from|to|away)"
-    r"|stop(ped)? using|deprecat\w*|now (go|use)\w*|raised to|shortened to|becomes)\b",
+    r"\b(?:replac|supersed|instead of|no longer|move[sd]? (?:from|to|away|back)|moving (?:from|to|away)"
+    r"|switch|migrat|stop(?:ped)? using|deprecat|now (?:go|use)|raised to|shortened to|becomes)",
     re.IGNORECASE,
 )
 
@@ -57,26 +56,43 @@ def _digest(note: Note) -> str:
 
 @dataclass(frozen=True)
 class _Snapshot:
-    """What a search reads: replaced whole, never changed in place, so queries need no lock."""
+    """What a search reads, swapped whole after a change so queries take no lock. `vectors` is a view of the
+    index's matrix: a row written meanwhile is a newer vector of the same note, never another note's."""
 
-    ids: tuple[str, ...]
-    vectors: Matrix  # (n, dim), unit rows
+    ids: tuple[str | None, ...]  # row -> note id (None: a free row)
+    vectors: Matrix  # (rows, dim), unit rows
+    alive: Any  # bool per row
     mean: Matrix  # (dim,)
-    replacing: Matrix  # rows (indexes) of notes that say they replace something
+    replacing: Any  # rows of notes that say they replace something
+    replacing_vectors: Matrix
     projects: tuple[str | None, ...]
     created: tuple[int, ...]
 
 
+class _Row(NamedTuple):
+    revision: Stamp
+    digest: str
+    project: str | None
+    created: int
+    replacing: bool
+
+
 class MeaningIndex:
-    """Vectors of every live or trashed note. `load` makes the model (called once, in the background)."""
+    """Vectors of every live or trashed note, one row each in a matrix that grows by doubling. `load` makes the
+    model (called once, in the background)."""
 
     def __init__(self, cache: Path | None, load: Callable[[], Embedder]) -> None:
         self.cache = cache
         self._load = load
         self.model: Embedder | None = None
         self.problem: str | None = None  # why it is off (model unavailable), for doctor and status
-        # id -> (revision, digest, vector, project, created, says it replaces something)
-        self._rows: dict[str, tuple[object, str, Matrix, str | None, int, bool]] = {}
+        self._pos: dict[str, int] = {}  # note id -> row
+        self._ids: list[str | None] = []
+        self._meta: list[_Row | None] = []
+        self._free: list[int] = []
+        self._matrix: Any = None
+        self._alive: Any = None
+        self._sum: Any = None  # of the live rows, for the mean
         self._queue: list[Note] = []
         self._seen_version = -1
         self._cached: dict[str, tuple[str, Matrix]] = {}  # read from the cache file, not yet checked against notes
@@ -100,7 +116,7 @@ class MeaningIndex:
             "on": self.problem is None,
             "model": self.model.model_id if self.model else None,
             "warm": self.warm,
-            "notes": len(self._rows),
+            "notes": len(self._pos),
             "problem": self.problem,
         }
 
@@ -130,70 +146,124 @@ class MeaningIndex:
             with store.reading() as state:
                 version = state.notes_version
                 if version != self._seen_version:
-                    rows = self._rows
-                    live = {}
-                    for note in state.iter_notes():
-                        live[note.id] = note
-                    self._queue = [n for n in live.values() if (r := rows.get(n.id)) is None or r[0] != n.revision]
-                    gone = [note_id for note_id in rows if note_id not in live]
+                    live: dict[str, Note] = {note.id: note for note in state.iter_notes()}
+                    meta, pos = self._meta, self._pos
+                    self._queue = [
+                        n
+                        for n in live.values()
+                        if (r := pos.get(n.id)) is None or meta[r].revision != n.revision  # type: ignore[union-attr]
+                    ]
+                    gone = [note_id for note_id in pos if note_id not in live]
                     self._seen_version = version
             for note_id in gone:
-                del self._rows[note_id]
+                self._remove(note_id)
             batch, self._queue = self._queue[:budget], self._queue[budget:]
-            digests = {n.id: _digest(n) for n in batch}
-            fresh = [
-                n
-                for n in batch
-                if ((r := self._rows.get(n.id)) is None or r[1] != digests[n.id])
-                and ((c := self._cached.get(n.id)) is None or c[0] != digests[n.id])
-            ]
-            vectors: dict[str, Matrix] = {}
+            digests = [_digest(n) for n in batch]
+            vectors: list[Matrix | None] = []
+            fresh: list[int] = []
+            for i, (note, digest) in enumerate(zip(batch, digests, strict=True)):
+                row = self._pos.get(note.id)
+                if row is not None and (old := self._meta[row]) is not None and old.digest == digest:
+                    vectors.append(self._matrix[row])  # a change that leaves the text as it is (trash, restore)
+                elif (cached := self._cached.get(note.id)) is not None and cached[0] == digest:
+                    vectors.append(cached[1])
+                else:
+                    vectors.append(None)
+                    fresh.append(i)
             if fresh:
-                whole = model.embed([note_texts(n)[0] for n in fresh])
-                title = model.embed([note_texts(n)[1] for n in fresh])
+                whole = model.embed([note_texts(batch[i])[0] for i in fresh])
+                title = model.embed([note_texts(batch[i])[1] for i in fresh])
                 mixed = (1 - TITLE_WEIGHT) * whole + TITLE_WEIGHT * title
                 mixed /= np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-9)
-                vectors = dict(zip((n.id for n in fresh), mixed, strict=True))
-            for note in batch:
-                vector = vectors.get(note.id)
-                if vector is None:
-                    row = self._rows.get(note.id)
-                    vector = row[2] if row is not None and row[1] == digests[note.id] else self._cached[note.id][1]
-                self._rows[note.id] = (
-                    note.revision,
-                    digests[note.id],
-                    vector,
-                    note.project,
-                    note.created,
-                    REPLACING.search(f"{note.title} {note.body}") is not None,
-                )
+                for j, i in enumerate(fresh):
+                    vectors[i] = mixed[j]
+            for note, digest, vector in zip(batch, digests, vectors, strict=True):
+                assert vector is not None
+                replacing = REPLACING.search(note.title) is not None or REPLACING.search(note.body) is not None
+                self._set(note.id, vector, _Row(note.revision, digest, note.project, note.created, replacing))
             done = not self._queue
             if batch or gone:
                 self._dirty_cache = True
-                self._publish()
             if done:
                 self._cached = {}  # only good for the first pass over the notes
+                if batch or gone or self._snapshot is None:
+                    self._publish()
                 self._warm.set()
                 if self._dirty_cache:
                     self._write_cache(model.model_id)
+            elif self._warm.is_set() and (batch or gone):
+                self._publish()
         return done
+
+    def _set(self, note_id: str, vector: Matrix, row_meta: _Row) -> None:
+        import numpy as np  # hivenote[meaning]
+
+        row = self._pos.get(note_id)
+        if row is None:
+            if self._free:
+                row = self._free.pop()
+            else:
+                row = len(self._ids)
+                self._ids.append(None)
+                self._meta.append(None)
+                if self._matrix is None or row >= len(self._matrix):
+                    grown = np.zeros((max(1024, 2 * row), len(vector)), dtype=np.float32)
+                    alive = np.zeros(len(grown), dtype=bool)
+                    if self._matrix is not None:
+                        grown[:row] = self._matrix[:row]
+                        alive[:row] = self._alive[:row]
+                    self._matrix, self._alive = grown, alive  # readers keep the old arrays they hold
+                    if self._sum is None:
+                        self._sum = np.zeros(len(vector), dtype=np.float64)
+            self._pos[note_id] = row
+            self._ids[row] = note_id
+        else:
+            self._sum -= self._matrix[row]
+        self._matrix[row] = vector
+        self._alive[row] = True
+        self._sum += vector
+        self._meta[row] = row_meta
+
+    def _remove(self, note_id: str) -> None:
+        row = self._pos.pop(note_id)
+        self._sum -= self._matrix[row]
+        self._matrix[row] = 0
+        self._alive[row] = False
+        self._ids[row] = None
+        self._meta[row] = None
+        self._free.append(row)
 
     def _publish(self) -> None:
         import numpy as np  # hivenote[meaning]
 
-        ids = tuple(self._rows)
-        rows = list(self._rows.values())
+        n = len(self._ids)
         dim = self.model.dim if self.model else 0
-        vectors = np.stack([r[2] for r in rows]).astype(np.float32) if rows else np.zeros((0, dim), np.float32)
+        if self._matrix is None:
+            self._snapshot = _Snapshot(
+                (),
+                np.zeros((0, dim), np.float32),
+                np.zeros(0, bool),
+                np.zeros(dim, np.float32),
+                np.zeros(0, np.intp),
+                np.zeros((0, dim), np.float32),
+                (),
+                (),
+            )
+            return
+        live = len(self._pos)
         # What every note shares is taken out in proportion to how many notes say so (a handful tell little).
-        mean = vectors.mean(axis=0) * (len(rows) / (len(rows) + CENTRE_PRIOR)) if rows else np.zeros(dim, np.float32)
+        mean = (self._sum / max(live, 1)) * (live / (live + CENTRE_PRIOR))
+        meta = self._meta
+        replacing = np.array([i for i, m in enumerate(meta) if m is not None and m.replacing], dtype=np.intp)
         self._snapshot = _Snapshot(
-            ids,
-            vectors,
+            tuple(self._ids),
+            self._matrix[:n],
+            self._alive[:n].copy(),
             mean.astype(np.float32),
-            np.array([i for i, r in enumerate(rows) if r[5]], dtype=np.intp),
-            tuple(r[3] for r in rows),
-            tuple(r[4] for r in rows),
+            replacing,
+            self._matrix[replacing].copy(),
+            tuple(m.project if m else None for m in meta),
+            tuple(m.created if m else 0 for m in meta),
         )
 
     # -- asking ----------------------------------------------------------------------------------------
@@ -204,41 +274,43 @@ class MeaningIndex:
         import numpy as np  # hivenote[meaning]
 
         snap, model = self._snapshot, self.model
-        if snap is None or model is None or not self._warm.is_set() or not snap.ids:
+        if snap is None or model is None or not self._warm.is_set() or not len(snap.ids):
             return None
         q = model.embed([question_text(query)])[0] - snap.mean
         norm = float(np.linalg.norm(q))
         if norm == 0:
             return {}
-        centred = snap.vectors @ (q / norm) - float(snap.mean @ (q / norm))
-        k = min(k, len(snap.ids))
-        top = np.argpartition(-centred, k - 1)[:k] if k < len(snap.ids) else np.arange(len(snap.ids))
-        return {snap.ids[i]: float(centred[i]) for i in top}
+        q /= norm
+        centred = snap.vectors @ q - float(snap.mean @ q)
+        centred[~snap.alive] = -np.inf
+        k = min(k, int(snap.alive.sum()))
+        if k <= 0:
+            return {}
+        top = np.argpartition(-centred, k - 1)[:k] if k < len(centred) else np.arange(len(centred))
+        return {note_id: float(centred[i]) for i in top.tolist() if (note_id := snap.ids[i]) is not None}
 
     def replaced(self, note_ids: list[str]) -> dict[str, str]:
         """Of `note_ids`, those a newer note of the same project takes the place of without saying which note it
         replaces (it says in words that it replaces or moves away from something, and means nearly the same):
         old id -> new id."""
-
         snap = self._snapshot
         if snap is None or not len(snap.replacing):
             return {}
-        where = {note_id: i for i, note_id in enumerate(snap.ids)}
+        where = {note_id: i for i, note_id in enumerate(snap.ids) if note_id is not None} if note_ids else {}
         out: dict[str, str] = {}
-        cand = snap.replacing
-        cand_vectors = snap.vectors[cand]
+        candidates = snap.replacing.tolist()
         for note_id in note_ids:
             i = where.get(note_id)
             if i is None:
                 continue
-            sims = cand_vectors @ snap.vectors[i]
+            sims = (snap.replacing_vectors @ snap.vectors[i]).tolist()
             best, best_sim = -1, SAME_DECISION
-            for j, sim in zip(cand.tolist(), sims.tolist(), strict=True):
+            for j, sim in zip(candidates, sims, strict=True):
                 newer = snap.created[j] > snap.created[i]
                 if j != i and newer and sim >= best_sim and snap.projects[j] == snap.projects[i]:
                     best, best_sim = j, sim
-            if best >= 0:
-                out[note_id] = snap.ids[best]
+            if best >= 0 and (new := snap.ids[best]) is not None:
+                out[note_id] = new
         return out
 
     # -- the cache file --------------------------------------------------------------------------------
@@ -269,15 +341,15 @@ class MeaningIndex:
 
         if self.cache is None:
             return
-        rows = list(self._rows.items())
+        rows = sorted(self._pos.values())
         header = {
             "model": model_id,
             "dim": self.model.dim if self.model else 0,
-            "ids": [note_id for note_id, _ in rows],
-            "digests": [r[1] for _, r in rows],
+            "ids": [self._ids[r] for r in rows],
+            "digests": [m.digest for r in rows if (m := self._meta[r]) is not None],
         }
         head = MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n"
-        vectors = np.stack([r[2] for _, r in rows]).astype(np.float32).tobytes() if rows else b""
+        vectors = np.ascontiguousarray(self._matrix[rows], dtype=np.float32).tobytes() if rows else b""
         try:
             private_dir(self.cache.parent)
             write_whole(self.cache, (head, vectors), durable=False)  # derived data: a lost one is built again

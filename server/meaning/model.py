@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -98,6 +98,7 @@ QUESTION_WORDS = frozenset(
     ]
 )
 _WORD = re.compile(r"\S+")
+WORD_CACHE = 400_000  # words whose token ids are kept (a few tens of MB at most)
 
 
 class Embedder(Protocol):
@@ -124,28 +125,40 @@ def question_text(query: str) -> str:
 
 @dataclass
 class StaticModel:
-    """Mean of the token vectors of a text, as a unit vector. `table` is (vocabulary, dim)."""
+    """Mean of the token vectors of a text, as a unit vector. `table` is (vocabulary, dim).
+
+    The tokenizer marks each word on its own (a SentencePiece vocabulary: a word's tokens do not depend on its
+    neighbours), so words are tokenized once and their ids kept: a notebook repeats its words, and a note's ids
+    are then a few dictionary look-ups."""
 
     model_id: str
     table: npt.NDArray[np.floating[Any]]
     tokenizer: Any  # tokenizers.Tokenizer
+    words: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def dim(self) -> int:
         return int(self.table.shape[1])
 
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        cache = self.words
+        split = [text.split() for text in texts]
+        unknown = list({w for words in split for w in words if w not in cache})
+        if unknown:
+            if len(cache) + len(unknown) > WORD_CACHE:
+                cache.clear()
+            for word, enc in zip(unknown, self.tokenizer.encode_batch(unknown, add_special_tokens=False), strict=True):
+                cache[word] = enc.ids
+        return [[i for w in words for i in cache[w]] for words in split]
+
     def embed(self, texts: list[str]) -> Matrix:
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if not texts:
-            return out
-        encoded = self.tokenizer.encode_batch(texts, add_special_tokens=False)
         table = self.table
-        for row, enc in enumerate(encoded):
-            ids = enc.ids
+        for row, ids in enumerate(self.token_ids(texts)):
             if ids:
-                vector = table[ids].astype(np.float32).mean(axis=0)
+                vector = table[ids].mean(axis=0)  # a float32 table: a plain gather and sum (no cast per text)
                 norm = float(np.linalg.norm(vector))
                 if norm > 0:
                     out[row] = vector / norm
@@ -169,8 +182,7 @@ def load_static(model_id: str, weights: Path, tokenizer_file: Path, tensor: str 
     except ImportError as exc:
         raise Unavailable(f"{exc.name} is not installed (pip install 'hivenote[meaning]')") from None
     try:
-        # Kept in half precision (half the memory); rows are widened when a text is embedded.
-        table = np.ascontiguousarray(load_file(str(weights))[tensor], dtype=np.float16)
+        table = np.ascontiguousarray(load_file(str(weights))[tensor], dtype=np.float32)
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
     except Exception as exc:  # a damaged or missing file: say it, run lexically
         raise Unavailable(f"the model files could not be read: {exc}") from None

@@ -1,0 +1,96 @@
+"""Meaning search at scale: index build time (the background work after start), the memory it adds, and search
+latency with meaning on, for typed words (exact matches: the lexical path) and for questions no note matches
+word for word (the near list: lexical partial matches fused with the meaning index). Prints a plain table.
+
+Run: python bench/retrieval/bench_meaning.py [note counts...]   (default: 10000 100000). Not a test.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, so tests.support imports
+
+from hivenote.server.core.search import refresh_note_index
+from hivenote.server.meaning.index import MeaningIndex
+from hivenote.server.meaning.model import load_default
+from hivenote.server.notebook import Notebook
+from hivenote.server.storage.store import Store
+from tests.support.notes import WORDS, write_log
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def timed(notebook: Notebook, queries: list[str]) -> list[float]:
+    out = []
+    for query in queries:
+        t = time.perf_counter()
+        notebook.search(query)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def run(n: int) -> dict[str, float]:
+    rnd = random.Random(5)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        write_log(data, n)
+        with Store(data, readonly=True) as store:
+            with store.reading() as state:
+                refresh_note_index(state)
+            model = load_default()
+            before = rss_mb()
+            index = MeaningIndex(data / "cache" / "meaning.bin", lambda: model)
+            t = time.perf_counter()
+            while not index.refresh(store):
+                pass
+            build = time.perf_counter() - t
+            added = rss_mb() - before
+            words = [rnd.choice(WORDS) for _ in range(200)]
+            questions = [f"how do we {' '.join(rnd.choices(WORDS, k=4))} here?" for _ in range(200)]
+            lexical = Notebook(store)
+            meaning = Notebook(store, meaning=index)
+            timed(meaning, questions[:20])  # warm caches
+            t = time.perf_counter()
+            again = MeaningIndex(data / "cache" / "meaning.bin", lambda: model)
+            while not again.refresh(store):
+                pass
+            cached = time.perf_counter() - t
+            return {
+                "notes": n,
+                "build s": build,
+                "from cache s": cached,
+                "added RSS MB": added,
+                "words p50 ms (off)": statistics.median(timed(lexical, words)),
+                "words p50 ms (on)": statistics.median(timed(meaning, words)),
+                "question p50 ms (off)": statistics.median(timed(lexical, questions)),
+                "question p50 ms (on)": statistics.median(timed(meaning, questions)),
+                "question p99 ms (on)": pct(timed(meaning, questions), 0.99),
+            }
+
+
+def main() -> None:
+    counts = [int(a) for a in sys.argv[1:]] or [10_000, 100_000]
+    rows = [run(n) for n in counts]
+    for key in rows[0]:
+        print(f"{key:24s}" + "".join(f"{row[key]:>12.1f}" for row in rows))
+
+
+if __name__ == "__main__":
+    main()
