@@ -76,10 +76,18 @@ def unwritable(
     )
 
 
-def unreadable(data_dir: Path, exc: OSError, *, user: str | None = None, platform: str = sys.platform) -> str:
+def unreadable(
+    data_dir: Path,
+    exc: OSError,
+    *,
+    user: str | None = None,
+    platform: str = sys.platform,
+    missing: bool | None = None,
+) -> str:
     """The message for a data dir this account may not even read (what `sudo hivenote` leaves: a folder another
-    account owns, for that account only) or cannot create: nothing can be shown, so no "reading still works"."""
-    if not data_dir.exists():  # the folder above it is another account's
+    account owns, for that account only) or cannot create (`missing`; looked up when None): nothing can be shown,
+    so no "reading still works"."""
+    if not data_dir.exists() if missing is None else missing:  # the folder above it is another account's
         above = Path(exc.filename).parent if exc.filename else data_dir.parent
         return (
             f"Hivenote cannot create its data folder {data_dir}: permission denied in {above}. It was probably "

@@ -20,11 +20,12 @@ from hivenote.desktop.instance import fallback_home
 from tests.support.harness import Desktop, start_desktop
 from tests.support.live import call, exchange, free_port
 from tests.support.privileges import without_root_powers
-from tests.support.tray import WINDOW, title
+from tests.support.tray import WINDOW, has_brand_colour, title
 from tests.support.wait import eventually
 
 WAIT_S = 30
 READ_ONLY = "cannot save notes"  # the tray's title while the notebook cannot take writes
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "desktop"
 
 
 @pytest.fixture
@@ -115,8 +116,12 @@ def test_a_second_launch_finds_the_read_only_tray_and_shows_its_dashboard(deskto
     argv = [*without_root_powers(), sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)]
     again = subprocess.run(argv, env=desktop.env, capture_output=True, text=True, encoding="utf-8", timeout=WAIT_S)
     assert again.returncode == 0 and "already running" in again.stderr, again.stderr
-    assert desktop.find_window(WINDOW, WAIT_S) is not None, desktop.output("app")
+    window = desktop.find_window(WINDOW, WAIT_S)
+    assert window is not None, desktop.output("app")
     assert len(desktop.tray_items()) == 1
+    assert eventually(lambda: has_brand_colour(desktop.screenshot(window)), WAIT_S), "the dashboard did not render"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    desktop.screenshot(window).save(ARTIFACTS / "window-read-only.png")
     item.click("Quit Hivenote")
     assert app.wait(WAIT_S) == 0, desktop.output("app")
 

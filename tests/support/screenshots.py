@@ -2,8 +2,8 @@
 
     .venv/bin/python -m tests.support.screenshots
 
-- error-dialog.png: the dialog a menu launch shows for a data dir made by `sudo hivenote` (on a private X display,
-  with a realistic path rather than a test's temporary one);
+- error-dialog.png: the dialog a menu launch shows for a data dir made by `sudo hivenote` that this account may not
+  open (on a private X display, with a realistic path rather than a test's temporary one);
 - tray-icons-22px.png: every tray state as a 22 px panel shows it (the 64 px icon scaled down), on a light and a
   dark panel, with a 4x close-up.
 
@@ -28,10 +28,10 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 DIALOG = """
 import errno, sys
 from pathlib import Path
-from hivenote.desktop.problems import show_dialog, unwritable
+from hivenote.desktop.problems import show_dialog, unreadable
 data = Path("/home/ana/.local/share/hivenote")
-error = PermissionError(errno.EACCES, "Permission denied", str(data / "tray.lock"))
-show_dialog("Hivenote cannot start", unwritable(data, error, user="ana"))
+error = PermissionError(errno.EACCES, "Permission denied", str(data))
+show_dialog("Hivenote cannot start", unreadable(data, error, user="ana", missing=False))
 """
 STATES = [  # (label, state, agents, warning)
     ("running", "running", 0, False),
