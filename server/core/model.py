@@ -123,7 +123,7 @@ class Op:
     note id and the names of the fields it set, and `data` reads the line again from the log when asked (a note's
     history, the rare purge fallback). A year of edits then costs a few hundred bytes an op, not its text."""
 
-    __slots__ = ("_data", "_names", "at", "by", "counter", "digest", "kind", "node", "seq", "src", "stamp", "wall")
+    __slots__ = ("_data", "_names", "_stamp", "at", "by", "counter", "digest", "kind", "node", "seq", "src", "wall")
     __hash__ = None  # type: ignore[assignment]  # as the dataclass it was: compared by value, never hashed
 
     def __init__(
@@ -147,9 +147,17 @@ class Op:
         self._names = names
         self.by = _NO_AUTHOR if by is None else by
         self.digest = digest  # line_digest of its log line (0 until encoded or decoded)
-        self.stamp = Stamp(wall, counter, node, seq, digest)
+        self._stamp: Stamp | None = None if names is not None else Stamp(wall, counter, node, seq, digest)
         self.at = -1  # byte offset of its line in `src` (-1: not known)
         self.src: LineSource | None = None
+
+    @property
+    def stamp(self) -> Stamp:
+        """Its place in the total order (kept while the payload is; a released op makes it when asked)."""
+        stamp = self._stamp
+        if stamp is None:
+            return Stamp(self.wall, self.counter, self.node, self.seq, self.digest)
+        return stamp
 
     @property
     def data(self) -> dict[str, Any]:
@@ -192,6 +200,7 @@ class Op:
         if self.src is None or type(data) is not dict or self.kind not in NOTE_OPS:
             return
         self._names = shared_names(tuple(data.get("fields", ())))
+        self._stamp = None  # made again when asked: a released op is mostly its place in a note's history
         self._data = note_id if note_id is not None and note_id == data["id"] else data["id"]
 
     def _read(self) -> dict[str, Any]:
@@ -246,7 +255,7 @@ class Op:
         digest in the op (its identity from now on)."""
         line = json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":")).encode()
         self.digest = line_digest(line)
-        self.stamp = Stamp(self.wall, self.counter, self.node, self.seq, self.digest)
+        self._stamp = Stamp(self.wall, self.counter, self.node, self.seq, self.digest)
         return line + b"\n"
 
 

@@ -63,6 +63,7 @@ def test_superseded_edits_let_go_of_their_text_and_read_it_back_for_the_history(
     assert third.held
     assert not trash.held  # its payload is the id
     assert second.note_id == "N" and tuple(second.field_names) == ("title",)
+    assert second._stamp is None and second.stamp == (200, 0, "alpha-0001", 2, second.digest)  # made when asked
     note = state.note("N")
     assert note is not None and (note.title, note.body, note.kind, note.trashed) == ("third", "short", "fact", True)
     before = lines.reads
