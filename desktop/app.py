@@ -357,9 +357,7 @@ def run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
     except OSError as exc:
         if not problems.cannot_write(exc):
             raise
-        readable = os.access(data_dir, os.R_OK | os.X_OK)  # else not even a read-only tray: nothing to show
-        text = problems.unwritable(data_dir, exc) if readable else problems.unreadable(data_dir, exc)
-        problems.tell("Hivenote cannot start", text, err)
+        problems.tell("Hivenote cannot start", problems.refused(data_dir, exc), err)
         return problems.EXIT_STORE
 
 

@@ -158,11 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return cli.main(args, extend=desktop_commands, default=cmd_tray, doctor_checks=(doctor_desktop,))
     except OSError as exc:  # e.g. `hivenote remember` in a data dir made by `sudo hivenote`: no traceback
-        from .problems import EXIT_STORE, cannot_write, unwritable
+        from .problems import EXIT_STORE, cannot_write, refused
 
         if not cannot_write(exc):
             raise
-        sys.stderr.write(f"hivenote: {unwritable(_data_dir(args), exc)}\n")
+        sys.stderr.write(f"hivenote: {refused(_data_dir(args), exc)}\n")
         return EXIT_STORE
 
 

@@ -103,6 +103,19 @@ def unreadable(
     )
 
 
+def refused(data_dir: Path, exc: OSError) -> str:
+    """The message for a refused `exc` in or at the data dir: nothing can be shown when the folder or the file it
+    names may not be read (or the folder cannot be made); else the folder may only not be written."""
+    target = Path(exc.filename) if exc.filename else data_dir
+    if not _readable(data_dir) or (target.exists() and not _readable(target)):
+        return unreadable(data_dir, exc)
+    return unwritable(data_dir, exc)
+
+
+def _readable(path: Path) -> bool:
+    return os.access(path, os.R_OK | os.X_OK if path.is_dir() else os.R_OK)
+
+
 def _fix(folder: Path, user: str | None, platform: str, *, whole: bool = True) -> str:
     if platform == "win32":
         return f"give your account Full control of {folder} (Properties > Security)"

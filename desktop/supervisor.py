@@ -329,7 +329,7 @@ class Supervisor:
                 raise
             if refusal is not None:  # which folder, and how to fix it; tried again once it is writable
                 self._refused = Path(refusal.filename) if refusal.filename else self.data_dir
-            self._set("error", str(exc) if refusal is None else problems.unwritable(self.data_dir, refusal))
+            self._set("error", str(exc) if refusal is None else problems.refused(self.data_dir, refusal))
             return
         self._server, self._store = server, store
         self._retry_at, self._port_busy, self._elsewhere = None, False, ""

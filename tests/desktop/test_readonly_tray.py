@@ -140,3 +140,23 @@ def test_a_read_only_log_folder_is_served_read_only_with_the_fix_in_the_tray(des
     assert remember(port, data_dir, "Refused")[0] == 503
     item.click("Quit Hivenote")
     assert app.wait(WAIT_S) == 0, desktop.output("app")
+
+
+def test_a_shard_it_may_not_read_is_an_error_with_the_fix_until_fixed(desktop: Desktop, tmp_path: Path) -> None:
+    """A shard left by `sudo hivenote` that this account may not read: nothing can be served, the tray says which
+    file and the fix, and starts by itself once the file is given back."""
+    data_dir = notebook(tmp_path)
+    (shard,) = (data_dir / "log").glob("*.jsonl")
+    shard.chmod(0)
+    port = free_port()
+    app = tray(desktop, data_dir, "tray", "--port", str(port))
+    item = desktop.tray_item()
+    item.wait_for(lambda i: title(i).startswith("Hivenote — error"), what="the error")
+    shown = title(item)
+    assert "cannot open" in shown and str(shard) in shown and "chown" in shown, shown
+    assert "Reading still works" not in shown, shown
+    shard.chmod(0o600)
+    item.wait_for(lambda i: title(i).startswith("Hivenote — running") and READ_ONLY not in title(i), what="running")
+    assert titles(port, data_dir, "before") == ["A note from before"]
+    item.click("Quit Hivenote")
+    assert app.wait(WAIT_S) == 0, desktop.output("app")

@@ -117,3 +117,17 @@ def test_remember_with_a_read_only_log_says_why_and_reading_still_works(desktop:
     assert done.returncode == EXIT_STORE, done.stderr
     listed = hivenote(desktop, data_dir, "list")
     assert listed.returncode == 0 and "A note from before" in listed.stdout, listed.stderr
+
+
+def test_a_shard_this_account_may_not_read_is_named_as_such_not_as_a_write(desktop: Desktop, tmp_path: Path) -> None:
+    """`sudo hivenote remember` in a data dir of the user's own leaves a shard only root may read: even `hivenote
+    list` cannot work then, and the message must not send the person back to `hivenote list`."""
+    data_dir = readonly_data_dir(tmp_path)
+    for folder in (data_dir, data_dir / "log"):
+        folder.chmod(0o700)
+    for shard in (data_dir / "log").glob("*.jsonl"):
+        shard.chmod(0)
+    listed = hivenote(desktop, data_dir, "list")
+    says_what_and_how(listed.stderr, data_dir)
+    assert listed.returncode == EXIT_STORE, listed.stderr
+    assert "Reading still works" not in listed.stderr and "cannot open" in listed.stderr, listed.stderr
