@@ -19,6 +19,8 @@ from hivenote.server.storage.serverfile import running_server
 from tests.support.live import free_port, health
 from tests.support.wait import wait_until
 
+pytestmark = pytest.mark.system  # `hivenote serve` and `hivenote stdio` as processes
+
 WAIT_S = 60
 
 

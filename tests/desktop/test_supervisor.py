@@ -19,6 +19,8 @@ from hivenote.server.storage.store import Store, lock_holder
 from tests.support.live import free_port, health
 from tests.support.wait import wait_until
 
+pytestmark = pytest.mark.system  # the tray's supervisor starting and stopping real servers
+
 WAIT_S = 30
 
 

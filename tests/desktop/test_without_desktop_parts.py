@@ -21,6 +21,8 @@ from tests.support.headless import (
     serve_and_use,
 )
 
+pytestmark = pytest.mark.system  # Hivenote's commands and servers as processes
+
 
 @pytest.mark.parametrize(
     "args",

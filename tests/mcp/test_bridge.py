@@ -28,6 +28,8 @@ from hivenote.server.web.serve import ServerThread, bind
 from tests.support.live import GRAPH_URI, Inbox, Running, call, free_port, subscribe
 from tests.support.wait import wait_until
 
+pytestmark = pytest.mark.system  # the stdio bridge and the servers it starts, as processes
+
 NAME = Implementation(name="claude-ai", version="0.1.0")
 
 

@@ -15,6 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
+
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
@@ -22,6 +24,8 @@ from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
 from tests.support.live import free_port
 from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.system  # the stdio bridge as a process, against servers
 
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -17,6 +17,8 @@ from hivenote.server.settings import load_settings, save_setting
 from hivenote.server.sync.peerbook import list_peers
 from hivenote.server.tokens import Tokens
 
+pytestmark = pytest.mark.system  # real processes racing on the state files
+
 ROUNDS = 60
 WAIT_S = 240
 
@@ -68,6 +70,7 @@ SETTING_WRITER = """
 import sys
 from pathlib import Path
 from hivenote.server.settings import save_setting
+
 data, name, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 for i in range(rounds):
     save_setting(data, name, ["a.example", f"h{i}.example"] if name == "allowed_hosts" else 7000 + i)

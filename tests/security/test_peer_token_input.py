@@ -7,8 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hivenote.server.sync.peerbook import list_peers, peer_token_name
 from hivenote.server.tokens import Tokens
+
+pytestmark = pytest.mark.system  # the CLI as processes
 
 TOKEN = "hn_peer_" + "s" * 32
 

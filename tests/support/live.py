@@ -26,6 +26,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
+from tests.support.system import SERVER, needs
 from tests.support.wait import wait_until
 
 
@@ -150,6 +151,7 @@ async def subscribe(client: Client, uri: str = GRAPH_URI) -> None:
     await client.session.send_request(SubscribeRequest(params=SubscribeRequestParams(uri=uri)), EmptyResult)
 
 
+@needs(SERVER)
 @contextlib.contextmanager
 def serve(data_dir: Path, tracker: AgentTracker | None = None, **changes: Any) -> Iterator[Running]:
     """Another real server (conftest's `running` with other settings, or a second notebook)."""

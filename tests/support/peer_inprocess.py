@@ -22,6 +22,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
+from tests.support.system import SERVER, needs
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Served:
         return self.store.shard_path.read_bytes()
 
 
+@needs(SERVER)
 @contextlib.contextmanager
 def served(data_dir: Path) -> Iterator[Served]:
     sock = bind("127.0.0.1", 0)

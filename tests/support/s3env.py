@@ -25,12 +25,14 @@ from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
 from hivenote.server.web.services import Services
+from tests.support.system import SERVER, needs
 from tests.support.wait import wait_until
 
 WAIT_S = 20  # generous: sync rounds take a fraction of a second here
 FAST = {"s3_poll_s": 0.1, "s3_backoff_max_s": 0.5}  # settings.extra for quick rounds in tests
 
 
+@needs(SERVER)
 class Moto:
     """moto's S3 server on loopback; `stop()` then `start()` brings it back on the same port with the same buckets
     (moto keeps its state per process)."""
@@ -122,6 +124,7 @@ class Node:
         return next((t for t in self.services.sync.snapshot() if t["name"] == "s3"), {})
 
 
+@needs(SERVER)
 @contextlib.contextmanager
 def running(settings: Settings) -> Iterator[Node]:
     """A real server (uvicorn on 127.0.0.1) over `settings.data_dir`, with its transports started."""

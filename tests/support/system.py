@@ -1,9 +1,11 @@
 """The `system` marker: the tests that need what a newcomer's laptop lacks (root, a private X display and D-Bus
-session, Chromium, Syncthing, Node.js, PyInstaller, libfaketime, tools from distribution packages) or run the whole
-system for minutes (clusters of real `hivenote serve` processes, crashes, floods, load, fuzzing), so that
-`pytest -m "not system"` (the README's fast lane) leaves them out and CI still runs them.
+session, Chromium, Syncthing, Node.js, PyInstaller, libfaketime, tools from distribution packages) or run Hivenote
+as a whole system: a real server on a socket, Hivenote processes, clusters of them for minutes (sync, crashes,
+floods, load), fuzzing against a server. `pytest -m "not system"` (the README's fast lane) leaves them out; CI runs
+everything.
 
-Nobody marks a test by hand. A support helper that needs such a thing says so with `@needs("...")`; at collection,
+Tests are hardly ever marked by hand (only a module whose every test runs Hivenote processes says so with
+`pytestmark`). A support helper that needs such a thing says so with `@needs("...")`; at collection,
 tests/conftest.py marks every test that reaches a registered helper, through its own code, the fixtures it uses,
 and the functions and classes of tests/ they call (followed by name, as the code refers to them). A desktop test
 that calls `start_desktop` is `system` without anyone remembering it. As a safety net, a registered plain function
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import importlib
 import inspect
 import shutil
 import types
@@ -26,6 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 MARK = "system"
 HELP = f"{MARK}: needs what a newcomer's laptop lacks (root, a desktop session, Chromium, Syncthing, Node.js, ...)"
+SERVER = "a running Hivenote: a real server on a socket, or Hivenote processes (seconds each)"
 SERVE = "real `hivenote serve` processes working for minutes (a sync cluster, crashes, floods, load)"
 FOLDERS = {"fuzz": "long randomized runs against a real server (schemathesis, Hypothesis)"}  # tests/<folder>/: all
 REGISTERED: dict[object, str] = {}  # helper -> what it needs
@@ -65,9 +69,15 @@ def program(name: str, install: str) -> str:
 
 
 def _referenced(code: types.CodeType, namespace: dict[str, Any]) -> Iterable[object]:
-    """The objects a function's code names as globals (and attributes of modules it names), nested code included."""
+    """The objects a function's code names as globals (and attributes of modules it names) or imports from tests/,
+    nested code included."""
     previous: object = None
+    imported = ""
     for instruction in dis.get_instructions(code):
+        if instruction.opname == "IMPORT_NAME":  # an import inside the function: `from tests.support.x import y`
+            imported = str(instruction.argval)
+        elif instruction.opname == "IMPORT_FROM" and imported.startswith("tests."):
+            yield getattr(importlib.import_module(imported), str(instruction.argval), None)
         if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
             previous = namespace.get(str(instruction.argval))
             yield previous
