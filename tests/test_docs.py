@@ -1,4 +1,5 @@
-"""The README's promises hold: its two set-up commands exist and CI runs the test command verbatim."""
+"""The README's promises hold: its two set-up commands exist, CI runs the test command verbatim, and the fast lane
+is the test command's pytest with the `system` tests deselected."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ def readme_commands() -> list[str]:
     return re.findall(r"```sh\n(.+?)\n```", section)
 
 
-def test_the_readme_has_exactly_two_setup_commands() -> None:
+def test_the_readme_has_exactly_two_setup_commands_and_the_fast_lane() -> None:
     commands = readme_commands()
-    assert len(commands) == 2
-    install, test = commands
+    assert len(commands) == 3
+    install, test, _ = commands
     assert 'pip install ".[desktop]"' in install and install.endswith("hivenote")  # the tray app, one command
     assert "[test]" in test and "pytest" in test
 
@@ -25,6 +26,17 @@ def test_the_readme_has_exactly_two_setup_commands() -> None:
 def test_ci_runs_the_readme_test_command_verbatim() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert readme_commands()[1] in ci.splitlines()
+
+
+def test_the_fast_lane_is_the_test_command_without_the_system_tests() -> None:
+    import tomllib
+
+    test, fast = readme_commands()[1:]
+    pytest_run = test.rsplit(" && ", 1)[1]  # the interpreter and its flags, as CI runs it
+    assert fast == f'{pytest_run} -m "not system" --no-cov'
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    assert any(marker.startswith("system:") for marker in config["markers"])
+    assert "--strict-markers" in config["addopts"]
 
 
 def test_every_cli_command_appears_in_the_readme() -> None:
