@@ -1,217 +1,26 @@
-"""Soak: the tray app doing what a day of ordinary use does, round after round, with its memory sampled after each
-round (RSS and PSS of the tray process; the dashboard window is a process of its own and ends when closed).
+"""Soak: the tray app doing what a day of ordinary use does (agents connecting and leaving over MCP and stdio, the
+dashboard window opened and closed, a snippet copied, the server stopped and started, another machine's ops arriving
+through the synced folder), round after round, with the tray's RSS and PSS after each round. The driver is
+tests/support/soak.py (tests/desktop/test_soak.py runs it for a few rounds); this prints the curve and the growth
+after the warm-up rounds.
 
-    python bench/bench_soak.py [--minutes 120 | --rounds N] [--warmup 3] [--agents 3]
-
-One round: agents connect over MCP (real SDK clients, each named as a product names itself), remember, search,
-list and leave; one connects through `hivenote stdio` (a stdio-only client) and leaves; the dashboard window is
-opened and closed; a connect snippet is copied from the menu; the server is stopped and started from the menu;
-another machine's ops arrive through the synced log folder (as a sync tool brings them). It runs under a private
-Xvfb + session bus with a StatusNotifier host (the tests' harness), so the icon, menu and status ticker run as on a
-desktop. Prints the RSS per round and the growth after the warm-up rounds; `--json` writes the samples.
+    python bench/bench_soak.py [--minutes 120 | --rounds N] [--warmup 3] [--agents 3] [--no-meaning] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import anyio
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # run as a script, the project root is put on sys.path
-    from bench.proc import rss_mb
-    from tests.support.harness import Desktop, TrayItem, start_desktop
-    from tests.support.live import free_port, health, mcp_session
-    from tests.support.wait import eventually
+    from tests.support.soak import growth, soak
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from bench.proc import rss_mb
-    from tests.support.harness import Desktop, TrayItem, start_desktop
-    from tests.support.live import free_port, health, mcp_session
-    from tests.support.wait import eventually
-
-WAIT_S = 60
-WINDOW = "^Hivenote$"
-AGENTS = ("cursor-vscode", "claude-code", "codex", "gemini-cli", "windsurf", "zed")
-PEER = "laptop-peer-0001"
-
-
-def pss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text(encoding="utf-8").splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no Pss")
-
-
-def title(item: TrayItem) -> str:
-    return str(item.prop("Title"))
-
-
-def token_of(data: Path) -> str:
-    token = json.loads((data / "tokens.json").read_text(encoding="utf-8"))["default"]
-    assert isinstance(token, str)
-    return token
-
-
-class Peer:
-    """Another machine's shard in the synced folder, growing as a sync tool would bring it (whole lines)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / f"{PEER}.jsonl"
-        self.seq = 0
-
-    def bring(self, count: int) -> None:
-        lines = []
-        for _ in range(count):
-            self.seq += 1
-            op = {
-                "v": 1,
-                "node": PEER,
-                "seq": self.seq,
-                "hlc": [1_760_000_000_000 + self.seq, 0],
-                "op": "note.set",
-                "id": f"01PEER{self.seq:020d}",
-                "fields": {"kind": "fact", "title": f"peer note {self.seq}", "body": "brought by the sync tool"},
-                "by": {"agent": "cursor"},
-            }
-            lines.append(json.dumps(op, separators=(",", ":")) + "\n")
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write("".join(lines))
-
-
-async def agents_visit(port: int, token: str, names: list[str], round_: int) -> None:
-    async def one(name: str) -> None:
-        async with mcp_session(f"http://127.0.0.1:{port}/mcp", token, name) as client:
-            await client.call_tool(
-                "brain_remember",
-                {"kind": "fact", "title": f"soak {name} {round_}", "body": "what an agent writes in a day"},
-            )
-            await client.call_tool("brain_search", {"query": "soak"})
-            await client.call_tool("brain_list", {})
-
-    async with anyio.create_task_group() as tasks:
-        for name in names:
-            tasks.start_soon(one, name)
-
-
-def stdio_visit(data: Path, port: int) -> None:
-    """A stdio-only client: initialize, one tool call, gone."""
-    argv = [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data), "stdio", "--port", str(port)]
-    messages: list[dict[str, Any]] = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "claude-ai", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "brain_search", "arguments": {"query": "soak"}},
-        },
-    ]
-    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        for message in messages:
-            proc.stdin.write(json.dumps(message).encode() + b"\n")
-            proc.stdin.flush()
-            if "id" in message:
-                proc.stdout.readline()
-        proc.stdin.close()
-        proc.wait(WAIT_S)
-
-
-def one_round(desktop: Desktop, item: TrayItem, data: Path, port: int, peer: Peer, agents: list[str], n: int) -> None:
-    token = token_of(data)
-    anyio.run(agents_visit, port, token, agents, n)
-    stdio_visit(data, port)
-    item.click("Open dashboard")
-    window = desktop.find_window(WINDOW, WAIT_S)
-    if window is None:
-        raise RuntimeError(f"no dashboard window\n{desktop.output('tray')}")
-    time.sleep(1.0)  # let it load the dashboard (it polls the tray's server)
-    desktop.xdotool("windowclose", window)
-    if not eventually(lambda: not desktop.window_visible(WINDOW), WAIT_S):
-        raise RuntimeError("the window did not close")
-    item.click("Copy connect snippet", "Claude Code")
-    item.click("Stop server")
-    item.wait_for(lambda i: title(i) == "Hivenote — stopped", timeout=WAIT_S, what="stopped")
-    item.click("Start server")
-    item.wait_for(lambda i: title(i).startswith("Hivenote — running"), timeout=WAIT_S, what="running again")
-    peer.bring(20)
-    if not eventually(lambda: health(port) == 200, WAIT_S):
-        raise RuntimeError("the server did not come back")
-
-
-def soak(root: Path, rounds: int | None, minutes: float, agents: int, pause: float) -> list[dict[str, float]]:
-    data = root / "data"
-    folder = root / "synced"
-    folder.mkdir(parents=True)
-    subprocess.run(
-        [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data), "sync", "folder", str(folder)],
-        check=True,
-        capture_output=True,
-    )
-    desktop = start_desktop(root)
-    samples: list[dict[str, float]] = []
-    try:
-        port = free_port()
-        argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data), "tray", "--port", str(port)]
-        process = desktop.spawn("tray", argv)
-        item = desktop.tray_item(WAIT_S)
-        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), timeout=WAIT_S, what="running")
-        peer = Peer(folder)
-        started = time.monotonic()
-        n = 0
-        while (rounds is not None and n < rounds) or (rounds is None and time.monotonic() - started < minutes * 60):
-            names = [AGENTS[(n + i) % len(AGENTS)] for i in range(agents)]
-            one_round(desktop, item, data, port, peer, names, n)
-            time.sleep(pause)
-            samples.append(
-                {
-                    "round": n,
-                    "minute": (time.monotonic() - started) / 60,
-                    "rss": rss_mb(process.pid),
-                    "pss": pss_mb(process.pid),
-                }
-            )
-            print(
-                f"round {n:>4}  {samples[-1]['minute']:6.1f} min  RSS {samples[-1]['rss']:6.1f} MB  "
-                f"PSS {samples[-1]['pss']:6.1f} MB",
-                flush=True,
-            )
-            n += 1
-        item.click("Quit Hivenote")
-        process.wait(WAIT_S)
-    finally:
-        desktop.close()
-    return samples
-
-
-def growth(samples: list[dict[str, float]], warmup: int) -> dict[str, Any]:
-    """RSS after the warm-up rounds, at the end (median of the last three rounds, against the first three after the
-    warm-up: single samples are noisy) and the largest seen."""
-    kept = samples[warmup:]
-    if len(kept) < 2:
-        return {"after_warmup": None, "end": None, "growth": None, "max": max((s["rss"] for s in samples), default=0)}
-    k = min(3, len(kept) // 2)
-    first = statistics.median(s["rss"] for s in kept[:k])
-    last = statistics.median(s["rss"] for s in kept[-k:])
-    return {"after_warmup": first, "end": last, "growth": last - first, "max": max(s["rss"] for s in samples)}
+    from tests.support.soak import growth, soak
 
 
 def main() -> None:
@@ -222,9 +31,10 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=3)
     parser.add_argument("--pause", type=float, default=2.0, help="seconds idle after each round")
     parser.add_argument("--json", help="write the samples to this file")
+    parser.add_argument("--no-meaning", action="store_true", help="meaning search off (settings.json)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hivenote-soak-") as tmp:
-        samples = soak(Path(tmp), args.rounds, args.minutes, args.agents, args.pause)
+        samples = soak(Path(tmp), args.rounds, args.minutes, args.agents, args.pause, meaning=not args.no_meaning)
     result = growth(samples, args.warmup)
     print(json.dumps(result))
     if args.json:
@@ -232,5 +42,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     main()

@@ -8,7 +8,8 @@ their first chats). Variants run interleaved, so a before/after comparison sees 
 Each notebook is built once; each variant gets its own copy, started once untimed (so the measured starts use the
 op cache it leaves, as every start but the first does; `--cold` measures that first start instead). A variant is a
 PYTHONPATH under which `hivenote.server` imports (for instance a folder holding `hivenote/server` as a link to a
-worktree of an older commit); without `--variant` the installed Hivenote is measured.
+worktree of an older commit); without `--variant` the installed Hivenote is measured. Settings come from the
+environment as usual (`HIVENOTE_MEANING=false` measures the notebook without meaning search).
 """
 
 from __future__ import annotations
@@ -93,10 +94,11 @@ class Run:
         return time.monotonic() - self.started
 
     def search(self, word: str) -> float:
+        """Seconds until the answer (a search that times out counts as the time it was given)."""
         t = time.perf_counter()
-        status, _ = get(f"{self.base}/api/notes?q={urllib.parse.quote(word)}", token_of(self.data))
-        if status != 200:
-            raise RuntimeError(f"search answered {status}")
+        status, _ = get(f"{self.base}/api/notes?q={urllib.parse.quote(word)}", token_of(self.data), timeout=120)
+        if status != 200 and self.process.poll() is not None:
+            raise RuntimeError(f"the server ended (exit {self.process.returncode})")
         return time.perf_counter() - t
 
     def stop(self) -> None:
