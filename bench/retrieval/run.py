@@ -172,7 +172,9 @@ class MiniLM:
             def lin(v: Any, name: str, pre: str = pre) -> Any:
                 return v @ p[f"{pre}{name}.weight"].T + p[f"{pre}{name}.bias"]
 
-            q, k, v = (lin(x, f"attention.self.{w}").reshape(n, 12, 32).transpose(1, 0, 2) for w in "qkv")
+            q, k, v = (
+                lin(x, f"attention.self.{w}").reshape(n, 12, 32).transpose(1, 0, 2) for w in ("query", "key", "value")
+            )
             a = q @ k.transpose(0, 2, 1) / math.sqrt(32)
             a = np.exp(a - a.max(-1, keepdims=True))
             a /= a.sum(-1, keepdims=True)

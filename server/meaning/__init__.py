@@ -24,7 +24,7 @@ def missing() -> list[str]:
 def why(enabled: bool) -> tuple[bool, str]:
     """(on, why) for `hivenote doctor` and status: on where the setting allows it and the packages are there."""
     if not enabled:
-        return False, "off: the 'meaning' setting is off (hivenote settings meaning true turns it on)"
+        return False, "off: the 'meaning' setting is off (settings.json or HIVENOTE_MEANING turns it on)"
     gone = missing()
     if gone:
         return False, f"off: {', '.join(gone)} not installed (pip install 'hivenote[meaning]'); search uses words only"

@@ -16,11 +16,12 @@ from hypothesis import strategies as st
 from hivenote.server.core.errors import InvalidInput, NoteNotFound
 from hivenote.server.core.model import decode_op
 from hivenote.server.core.search import SIMILAR, SOME_WORDS, search_notes
-from hivenote.server.meaning import open_index
+from hivenote.server.meaning import open_index, why
 from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import Embedder, StaticModel, load_default
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
+from tests.support.live import serve
 
 NOTES = [
     ("fact", "Pocket-app crashes are reported to Firebase Crashlytics", "Symbol files are uploaded by the build hook."),
@@ -220,3 +221,12 @@ def test_a_newer_note_that_says_it_replaces_one_comes_first_without_a_link(store
     assert exact.replaced_by.get(old.id) == new.id
     notebook.meaning = None
     assert search_notes(store.state, "argo").replaced_by == {}  # words only: no guess without a link
+
+
+def test_a_server_with_the_setting_off_searches_by_words_only_and_doctor_says_why(tmp_path: Path) -> None:
+    with serve(tmp_path / "off", meaning=False) as off:
+        assert off.notebook.meaning is None
+    with serve(tmp_path / "on") as on:
+        assert isinstance(on.notebook.meaning, MeaningIndex)
+    assert why(False) == (False, "off: the 'meaning' setting is off (settings.json or HIVENOTE_MEANING turns it on)")
+    assert why(True)[0]
