@@ -111,11 +111,13 @@ def test_a_search_while_the_index_warms_answers_lexically(store: Store, model: S
     builder.start()
     question = "where do reports of the mobile client dying go?"
     notebook = Notebook(store, meaning=index)
-    while_warming = notebook.search(question)
+    try:
+        while_warming = notebook.search(question)
+    finally:
+        gate.set()  # the builder never waits past the test
+        builder.join(30)
     assert [n.id for n in while_warming.near] == [n.id for n in Notebook(store).search(question).near]
     assert set(while_warming.reasons.values()) <= {SOME_WORDS}
-    gate.set()
-    builder.join(30)
     assert index.warm and SIMILAR in notebook.search(question).reasons.values()
 
 
