@@ -24,6 +24,9 @@ from hivenote.server.storage.store import Store
 from tests.support.notes import WORDS, write_log
 
 
+QUESTIONS = 40
+
+
 def rss_mb() -> float:
     with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
@@ -63,10 +66,10 @@ def run(n: int) -> dict[str, float]:
             build = time.perf_counter() - t
             added = rss_mb() - before
             words = [rnd.choice(WORDS) for _ in range(200)]
-            questions = [f"how do we {' '.join(rnd.choices(WORDS, k=4))} here?" for _ in range(200)]
+            questions = [f"how do we {' '.join(rnd.choices(WORDS, k=4))} here?" for _ in range(QUESTIONS)]
             lexical = Notebook(store)
             meaning = Notebook(store, meaning=index)
-            timed(meaning, questions[:20])  # warm caches
+            timed(meaning, questions[:5])  # warm caches
             t = time.perf_counter()
             again = MeaningIndex(data / "cache" / "meaning.bin", lambda: model)
             while not again.refresh(store):

@@ -552,14 +552,20 @@ def _near(state: State, index: SubstringIndex[str] | _Scan, terms: list[str], fi
 def _near_scored(
     state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters, pool: int
 ) -> dict[str, float]:
-    """The `pool` best partial matches with the share of the query's terms each holds (0..1)."""
-    scored = _near_candidates(state, index, terms, filters)
-    return {item[3].id: item[0] / len(terms) for item in heapq.nlargest(pool, scored, key=lambda s: s[:3])}
+    """The `pool` notes holding most of the query's terms (or their longest matching prefixes), with the share of
+    the terms each holds (0..1): counted over the index's postings, no note is scored."""
+    counts: Counter[str] = Counter()
+    for probe in _probes(index, terms):
+        counts.update(index.candidates(probe))
+    if filters != NO_FILTERS:
+        counts = Counter({k: c for k, c in counts.items() if (n := state.note(k)) is not None and filters.admit(n)})
+    return {
+        key: count / len(terms) for key, count in heapq.nlargest(pool, counts.items(), key=lambda kv: (kv[1], kv[0]))
+    }
 
 
-def _near_candidates(
-    state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters
-) -> list[tuple[int, float, Stamp, Note]]:
+def _probes(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[str]:
+    """Per term, the term or its longest prefix of three letters or more that some note holds."""
     probes: list[str] = []
     for term in terms:
         probe = term
@@ -567,6 +573,13 @@ def _near_candidates(
             probe = probe[:-1]
         if len(probe) >= 3 or (probe == term and index.candidates(probe)):
             probes.append(probe)
+    return probes
+
+
+def _near_candidates(
+    state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters
+) -> list[tuple[int, float, Stamp, Note]]:
+    probes = _probes(index, terms)
     keys: set[str] = set()
     for probe in probes:
         keys |= index.candidates(probe)
