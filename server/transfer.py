@@ -264,6 +264,11 @@ def _parse_note(item: Any) -> dict[str, Any]:
         "tags": check_tags(item.get("tags", [])),
         "project": check_project(item.get("project")),
     }
+    replaces = item.get("replaces")
+    if replaces is not None:  # the note this one replaces (it may come later in the same file)
+        if not isinstance(replaces, str) or not replaces or len(replaces) > 64 or not replaces.isprintable():
+            raise InvalidInput("'replaces' must be a note id")
+        fields["replaces"] = replaces
     return {"id": note_id, "fields": fields, "trashed": item.get("trashed") is True}
 
 

@@ -305,13 +305,14 @@ def _fill_notebook(store: Store) -> None:
     restored = notebook.remember(kind="fact", title="Back from the trash").note
     notebook.forget(restored.id)
     notebook.restore(restored.id)
+    notebook.remember(kind="decision", title="Spaces after all", replaces=trashed.id)
     _import_jsonl(store, TRICKY)
 
 
 def _notes(store: Store) -> dict[str, tuple[Any, ...]]:
     with store.reading() as state:
         notes: list[Note] = list(state.iter_notes())
-    return {n.id: (n.kind, n.title, n.body, n.tags, n.project, n.trashed) for n in notes}
+    return {n.id: (n.kind, n.title, n.body, n.tags, n.project, n.trashed, n.replaces) for n in notes}
 
 
 def _notebook_text(store: Store) -> str:
@@ -333,13 +334,14 @@ def test_a_notebook_export_imported_into_a_fresh_store_reproduces_every_note_and
         text, notes, graph = _notebook_text(source), _notes(source), Graph(source).read_graph()
     doc = json.loads(text)
     assert (doc["format"], doc["version"], doc["exported_at"]) == ("hivenote-notebook", 1, 1_764_495_000_000)
-    assert len(notes) == 5 and sum(1 for n in notes.values() if n[5]) == 1
+    assert len(notes) == 6 and sum(1 for n in notes.values() if n[5]) == 1
+    assert sum(1 for n in notes.values() if n[6]) == 1  # the replaces link travels in the export
     with Store(tmp_path / "b") as target:
         summary = _import_notebook(target, text)
         assert _notes(target) == notes
         assert Graph(target).read_graph() == graph
         assert _export(target) == TRICKY
-    assert (summary.added["notes"], summary.added["entities"], summary.added["relations"]) == (5, 5, 4)
+    assert (summary.added["notes"], summary.added["entities"], summary.added["relations"]) == (6, 5, 4)
 
 
 def test_importing_a_notebook_twice_adds_nothing(tmp_path: Path) -> None:
@@ -352,7 +354,7 @@ def test_importing_a_notebook_twice_adds_nothing(tmp_path: Path) -> None:
         again = _import_notebook(target, text)
         assert (_notes(target), Graph(target).read_graph(), _shard(target)) == (notes, graph, shard)
     assert +again.added == {}
-    assert +again.skipped == {"notes": 5, "entities": 5, "relations": 4}
+    assert +again.skipped == {"notes": 6, "entities": 5, "relations": 4}
 
 
 def _notebook_with(notes: list[Any]) -> str:
@@ -489,7 +491,7 @@ def test_cli_notebook_export_and_import_move_the_whole_notebook(tmp_path: Path) 
     text = backup.read_text(encoding="utf-8")
     assert text.endswith("}\n") and json.loads(text)["format"] == "hivenote-notebook"
     code, out, _ = _cli("--data-dir", str(tmp_path / "b"), "--json", "import", str(backup))
-    assert code == 0 and json.loads(out)["added"] == {"notes": 5, "entities": 5, "observations": 10, "relations": 4}
+    assert code == 0 and json.loads(out)["added"] == {"notes": 6, "entities": 5, "observations": 10, "relations": 4}
     with Store(tmp_path / "b", readonly=True) as target:
         assert _notes(target) == notes
         assert _export(target) == TRICKY
