@@ -138,8 +138,6 @@ class NoteIndex:
     # a server warming its index after start meets agents' first searches, and building the stand-in (every note's
     # text) costs far more than scanning it. Dropped once the index is warm.
     scan: tuple[int, _Scan] | None = None
-    # Every note another live note names in its `replaces` field (old id -> the newest such note), for a version.
-    replacements: tuple[int, dict[str, str]] | None = None
 
 
 def _new_index(state: State) -> NoteIndex:
@@ -500,23 +498,46 @@ def _newer_first(
     return hits, near, {old: new for old, new in replaced_by.items() if old in seen}
 
 
+@dataclass
+class _Links:
+    """The `replaces` links of live notes, derived from a State and kept with it, brought up to date from the fold's
+    change feed (a search after a write looks at the notes that changed, not at the notebook)."""
+
+    pending: set[str]  # notes changed since their link was last read
+    linking: dict[str, str] = field(default_factory=dict)  # a live note -> the note it replaces
+    reverse: dict[str, str] | None = None  # old id -> the newest live note that replaces it (None: to work out)
+
+
+def _new_links(state: State) -> _Links:
+    links = _Links(pending=set(state.notes))
+    state.note_feeds.append(links.pending)
+    return links
+
+
 def _replacements(state: State) -> dict[str, str]:
-    """Every note another live note names in its `replaces` field: old id -> the newest such note. Worked out
-    again only when the notes changed."""
-    derived = note_index(state)
-    if derived.replacements is not None and derived.replacements[0] == state.notes_version:
-        return derived.replacements[1]
-    links: dict[str, tuple[Stamp, str]] = {}
-    for note in state.iter_notes():
-        old = note.replaces
-        if not old or note.trashed:
-            continue
-        cur = links.get(old)
-        if cur is None or note.revision > cur[0]:
-            links[old] = (note.revision, note.id)
-    out = {old: new for old, (_, new) in links.items()}
-    derived.replacements = (state.notes_version, out)
-    return out
+    """Every note another live note names in its `replaces` field: old id -> the newest such note."""
+    links = state.derived(_Links, _new_links)
+    if links.pending:
+        for note_id in links.pending:
+            note = state.note(note_id)
+            was = links.linking.pop(note_id, None)
+            if note is not None and note.replaces and not note.trashed:
+                links.linking[note_id] = note.replaces
+                links.reverse = None  # a new link, or a linking note changed (its revision orders the links)
+            elif was is not None:
+                links.reverse = None
+        links.pending.clear()
+    if links.reverse is None:
+        newest: dict[str, tuple[Stamp, str]] = {}
+        for new, old in links.linking.items():
+            note = state.note(new)
+            if note is None:
+                continue
+            cur = newest.get(old)
+            if cur is None or note.revision > cur[0]:
+                newest[old] = (note.revision, new)
+        links.reverse = {old: new for old, (_, new) in newest.items()}
+    return links.reverse
 
 
 def _lexical(state: State, query: str, filters: Filters, limit: int | None, near: bool = True) -> SearchResult:

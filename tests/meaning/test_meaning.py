@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hivenote.server.core.errors import InvalidInput, NoteNotFound
-from hivenote.server.core.model import decode_op
-from hivenote.server.core.search import SIMILAR, SOME_WORDS, search_notes
+from hivenote.server.core.fold import State
+from hivenote.server.core.model import Op, decode_op
+from hivenote.server.core.search import SIMILAR, SOME_WORDS, _replacements, search_notes
 from hivenote.server.meaning import open_index, why
 from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import Embedder, StaticModel, load_default
@@ -232,3 +233,34 @@ def test_a_server_with_the_setting_off_searches_by_words_only_and_doctor_says_wh
         assert isinstance(on.notebook.meaning, MeaningIndex)
     assert why(False) == (False, "off: the 'meaning' setting is off (settings.json or HIVENOTE_MEANING turns it on)")
     assert why(True)[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["A", "B", "C", "D"]),
+            st.sampled_from(["set", "link", "unlink", "trash", "restore"]),
+            st.sampled_from(["A", "B", "C", "D"]),
+        ),
+        max_size=25,
+    )
+)
+def test_links_kept_between_searches_equal_links_worked_out_afresh(steps: list[tuple[str, str, str]]) -> None:
+    """The replaces links are brought up to date from the fold's change feed; after any writes they are what a
+    fresh fold of the same ops gives."""
+    kept, ops = State(), []
+    for seq, (note, action, other) in enumerate(steps, start=1):
+        if action in ("trash", "restore"):
+            op = Op("n1", seq, seq, 0, f"note.{action}", {"id": note})
+        else:
+            fields: dict[str, Any] = {"kind": "decision"}
+            if action != "set":
+                fields["replaces"] = other if action == "link" else None
+            op = Op("n1", seq, seq, 0, "note.set", {"id": note, "fields": fields})
+        ops.append(op)
+        kept.apply(op)
+        _replacements(kept)  # between writes, as searches would
+    fresh = State()
+    fresh.apply_all(ops)
+    assert _replacements(kept) == _replacements(fresh)
