@@ -78,7 +78,7 @@ class _Row(NamedTuple):
 
 
 class MeaningIndex:
-    """Vectors of every live or trashed note, one row each in a matrix that grows by doubling. `load` makes the
+    """Vectors of every live or trashed note, one row each in a matrix that grows by half again. `load` makes the
     model (called once, in the background)."""
 
     def __init__(self, cache: Path | None, load: Callable[[], Embedder]) -> None:
@@ -207,7 +207,7 @@ class MeaningIndex:
                 self._ids.append(None)
                 self._meta.append(None)
                 if self._matrix is None or row >= len(self._matrix):
-                    grown = np.zeros((max(1024, 2 * row), len(vector)), dtype=np.float32)
+                    grown = np.zeros((max(1024, row + row // 2), len(vector)), dtype=np.float32)
                     alive = np.zeros(len(grown), dtype=bool)
                     if self._matrix is not None:
                         grown[:row] = self._matrix[:row]
