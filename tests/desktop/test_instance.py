@@ -49,8 +49,8 @@ def test_another_process_holds_the_lock(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import sys; from pathlib import Path; from hivenote.desktop.instance import Instance; "
-            "i = Instance(Path(sys.argv[1])); assert i.acquire(print); print('held', flush=True); sys.stdin.read(); "
-            "i.release()",
+            "i = Instance(Path(sys.argv[1])); assert i.acquire(lambda m: print(m, flush=True)); "  # flushed: a pipe
+            "print('held', flush=True); sys.stdin.read(); i.release()",
             str(tmp_path),
         ],
         stdin=subprocess.PIPE,
