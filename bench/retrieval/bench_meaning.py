@@ -23,7 +23,6 @@ from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 from tests.support.notes import WORDS, write_log
 
-
 QUESTIONS = 40
 
 
