@@ -141,7 +141,8 @@ class Puller:
             return False  # backs off: asking again with the same token changes nothing
         except (PeerFailed, SyncRefused, OSError) as exc:
             message = f"cannot write what {peer.url} sent: {exc}" if isinstance(exc, OSError) else str(exc)
-            return await self._failed(peer, message, reached=reached)
+            # A peer that went away after its listing (killed mid-exchange) is down now, not up.
+            return await self._failed(peer, message, reached=reached and not isinstance(exc, PeerUnreachable))
         self.status.ok(name, kind="peer", target=peer.url, bytes_in=moved, up=True, lag_bytes=lag, node=listing.node)
         await self._note(peer.url, up=True, error="", node=listing.node)
         return True

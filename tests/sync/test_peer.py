@@ -484,3 +484,20 @@ def test_a_puller_never_resumes_inside_a_compacted_shard_whose_line_ends_where_i
         assert puller.copy("w-0001") == compacted  # taken whole, as a new generation: nothing skipped
     with Store(puller.data_dir, readonly=True) as reader:
         assert {"one", "three", "four", "five"} <= {n.title for n in reader.state.iter_notes()}
+
+
+def test_a_peer_that_goes_away_after_its_listing_is_down_not_up(tmp_path: Path) -> None:
+    """Killed between its listing and its bytes (the live gossip test's kill -9 can land there): the peer answered
+    this exchange once, but the failure says it cannot be reached, and peers.json must not call it up."""
+    puller = Harness(tmp_path / "puller")
+    good = b"".join(json.dumps({"node": "hostile-0001", "seq": n, "op": "x"}).encode() + b"\n" for n in (1, 2))
+
+    def gone(node: str, offset: int, body: bytes) -> bytes:
+        raise ConnectionAbortedError("the peer process died")  # the handler ends: the connection closes unanswered
+
+    with hostile_peer(Hostile(shards={"hostile-0001": good}, cut=gone)) as peer:
+        add_peer(puller.data_dir, peer.url, new_token())
+        assert not puller.exchange(peer.url)
+        assert puller.state(peer.url)["error"].startswith(f"cannot reach {peer.url}")
+        book = load_peers(puller.data_dir).peers[peer.url]
+        assert book.up is False
