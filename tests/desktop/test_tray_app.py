@@ -268,6 +268,7 @@ def test_no_tray_at_all_says_so_and_keeps_serving_with_the_window(tmp_path: Path
         assert health(app.port) is None
 
 
+@pytest.mark.system  # the tray app as a process (it serves headless)
 def test_no_display_serves_headless_and_says_why(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS")}
     env["HOME"] = str(tmp_path)

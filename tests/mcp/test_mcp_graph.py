@@ -47,6 +47,7 @@ from hivenote.server.mcp.wire import graph_text, js_stringify, official_tools, s
 from hivenote.server.storage.store import Store
 from tests.support.live import Inbox, subscribe
 from tests.support.official import REFERENCE, SCHEMA_ERROR_PREFIX, compact, transcript_path
+from tests.support.system import SERVER, needs
 
 REFERENCE_TOOLS = REFERENCE / "official-memory-tools.json"
 WAIT_S = 10  # generous deadline for anything that should take milliseconds (as in live.py)
@@ -85,6 +86,7 @@ def graph_mcp(store: Store, calls: Calls) -> GraphMCP:
     return GraphMCP(Graph(store), identify=calls.identify)
 
 
+@needs(SERVER)
 @contextlib.asynccontextmanager
 async def serving(gm: GraphMCP, *, spliced: bool = True) -> AsyncIterator[str]:
     """`gm` mounted at /mcp/graph in a Starlette app on a real uvicorn (127.0.0.1, a free port). Yields the URL.

@@ -42,6 +42,7 @@ def run_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.system  # a second Hivenote process holds the store
 def test_a_second_process_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with Store(data) as store:

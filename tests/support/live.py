@@ -29,6 +29,8 @@ from hivenote.server.web.serve import ServerThread, bind
 from tests.support.system import SERVER, needs
 from tests.support.wait import wait_until
 
+needs(SERVER)(ServerThread)  # a test that starts one itself is a system test too
+
 
 class Clock:
     def __init__(self) -> None:
