@@ -48,19 +48,27 @@ class NoteRecord:
             bisect.insort(self.ops, op, key=_STAMP)
         if op.kind == "note.set":
             fields = self.fields
-            displaced: list[Op] = []
+            won = False
+            displaced: list[Op] | None = None
             for name in op.field_names:
                 cur = fields.get(name)
                 if cur is None or stamp > cur.stamp:
                     if cur is not None and cur is not op:
-                        displaced.append(cur)
+                        if displaced is None:
+                            displaced = [cur]
+                        else:
+                            displaced.append(cur)
                     fields[name] = op
+                    won = True
             # An op that decides no field any more keeps only its place in the history: its payload is read back
             # from the log when the history is shown (memory stays that of the notebook, not of every edit).
-            held = fields.values()
-            for old in (op, *displaced):
-                if all(holder is not old for holder in held):
-                    old.release(self.id)
+            if not won:
+                op.release(self.id)
+            if displaced is not None:
+                held = fields.values()
+                for old in displaced:
+                    if all(holder is not old for holder in held):
+                        old.release(self.id)
         else:
             if op.kind == "note.purge":
                 if self.purge is None or stamp > self.purge:

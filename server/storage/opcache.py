@@ -87,13 +87,14 @@ def load(path: Path) -> dict[str, ShardEntry]:
                 return {}
             built = []
             for row, h, at in zip(ops, hashes, ats, strict=True):
-                n, s, w, c, k, d, a, cl, p = row[:9]
                 if len(row) == 9:
+                    n, s, w, c, k, d, a, cl, p = row
                     op = Op(n, s, w, c, k, d, author(a, cl, p), h)
-                elif type(d) is str and k in NOTE_OPS and type(row[9]) is tuple and at >= 0:  # released
-                    op = Op(n, s, w, c, k, d, author(a, cl, p), h, shared_names(row[9]))
-                else:
-                    return {}
+                else:  # released: its note id and field names
+                    n, s, w, c, k, d, a, cl, p, names = row
+                    if type(d) is not str or k not in NOTE_OPS or type(names) is not tuple or at < 0:
+                        return {}
+                    op = Op(n, s, w, c, k, d, author(a, cl, p), h, shared_names(names))
                 op.at = at
                 built.append(op)
             entries[name] = ShardEntry(
