@@ -49,7 +49,7 @@ from .services import Services
 log = logging.getLogger(__name__)
 
 FOLLOW_INTERVAL_S = 0.5  # how often other machines' shards are looked at (sync transports add file watching)
-WARM_BATCH = 2000  # notes indexed per step while warming the search index, so writers never wait long
+WARM_BATCH = 250  # notes indexed per step while warming the search index: writers and searches wait ~10 ms, not 0.1 s
 # The guard checks Host/Origin on every route; the SDK's own check would refuse LAN names when sharing.
 NO_SDK_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
