@@ -20,6 +20,7 @@ from ..agents import AGENT_NAMES
 from ..responses import error_response
 
 ASSET_PREFIX = "/ui/"
+GENERATED = frozenset({"js/agent-names.js"})  # dashboard modules the server makes at start (not files)
 # No inline script or style anywhere, nothing from another origin, and no framing (clickjacking).
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -98,7 +99,7 @@ def _answer(request: Request, asset: Asset) -> Response:
 def web_routes(assets: dict[str, Asset] | None = None) -> list[BaseRoute]:
     """`/` and `/ui/{path}`; register them after every other route (they claim no path under /api, /mcp, /sync)."""
     table = load_assets() if assets is None else assets
-    table["js/agent-names.js"] = agent_names_module()
+    table["js/agent-names.js"] = agent_names_module()  # GENERATED
     if "index.html" in table:  # the page names the version it sends in X-Hivenote-Client
         body = table["index.html"].body.replace(b"__HIVENOTE_VERSION__", __version__.encode())
         table["index.html"] = Asset(body, table["index.html"].media_type, table["index.html"].etag)

@@ -172,7 +172,9 @@ def test_the_frozen_server_serves_the_dashboard_and_mcp_and_stops_on_sigterm(bui
         notebook, failed, graph = anyio.run(use_mcp, url, token)
         assert {"brain_remember", "brain_search"} <= notebook and not failed
         official = json.loads(
-            (importlib.resources.files("hivenote.server") / "official_memory_tools.json").read_text(encoding="utf-8")
+            (importlib.resources.files("hivenote.server.mcp") / "official_memory_tools.json").read_text(
+                encoding="utf-8"
+            )
         )
         assert graph == {tool["name"] for tool in official["tools"]}
 
@@ -216,5 +218,6 @@ def test_the_frozen_build_holds_what_is_loaded_by_name(build: Build) -> None:
     assert "hivenote.png" in shipped
     assert {p.name: p.read_bytes() for p in (internal / "hivenote/assets/icons").iterdir()} == shipped
     server_data = {p.name for p in (internal / "hivenote/server").iterdir()}
-    assert server_data == {"dashboard", "official_memory_tools.json", "py.typed"}  # and no source files
+    assert server_data == {"dashboard", "mcp", "py.typed"}  # and no source files
+    assert {p.name for p in (internal / "hivenote/server/mcp").iterdir()} == {"official_memory_tools.json"}
     assert {p.name for p in (internal / "gi_typelibs").iterdir()} >= TYPELIBS

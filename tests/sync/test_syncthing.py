@@ -205,10 +205,13 @@ def test_two_servers_syncing_through_syncthing_converge_and_a_conflict_copy_chan
             return not conflict.exists() and not (folder_a / conflict.name).exists()
 
         wait_until(tidied_everywhere, SYNC_S, "the conflict copy tidied away in both folders")
-        said = [t for server in (a, b) for t in folder_transport(server)["detail"].get("tidied", [])]
-        assert [t for t in said if t.startswith(conflict.name)] == [
-            f"{conflict.name}: already in {a.node}.jsonl, deleted"
-        ]
+
+        def said() -> list[str]:  # the status is published after the step that deleted the copy: wait for it
+            told = [t for server in (a, b) for t in folder_transport(server)["detail"].get("tidied", [])]
+            return [t for t in told if t.startswith(conflict.name)]
+
+        wait_until(lambda: said() != [], SYNC_S, "a folder status that says the conflict copy was tidied")
+        assert said() == [f"{conflict.name}: already in {a.node}.jsonl, deleted"]
         for server in (b, a):
             assert set(shards(server)) <= {f"{a.node}.jsonl", f"{b.node}.jsonl", conflict.name}
         assert a.state() == b.state() == state and op_counts(a) == op_counts(b) == ops  # each op counted once
