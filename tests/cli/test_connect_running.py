@@ -16,7 +16,7 @@ import pytest
 
 from hivenote.server.storage.identity import lock_holder
 from hivenote.server.storage.serverfile import running_server
-from tests.support.live import free_port, health
+from tests.support.live import free_port, health, initialize
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.system  # `hivenote serve` and `hivenote stdio` as processes
@@ -58,19 +58,7 @@ def test_snippets_name_the_running_server_its_data_dir_and_the_launchers_full_pa
     # The very command the snippet gives reaches that server and answers a client.
     done = subprocess.run(
         [str(command), *entry["args"]],
-        input=json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "claude-ai", "version": "1"},
-                },
-            }
-        )
-        + "\n",
+        input=json.dumps(initialize("claude-ai")) + "\n",
         capture_output=True,
         encoding="utf-8",
         timeout=120,
@@ -89,12 +77,7 @@ def test_the_codex_snippet_says_how_its_token_is_provided(served: tuple[Path, in
 
 def test_stop_ends_the_server_that_stdio_started_in_the_background(tmp_path: Path) -> None:
     data, port = tmp_path / "data", free_port()
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "zed", "version": "1"}},
-    }
+    hello = initialize("zed")
     try:
         done = hivenote(data, "stdio", "--port", str(port), stdin=json.dumps(hello) + "\n")
         assert done.returncode == 0, done.stderr

@@ -22,21 +22,12 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
-from tests.support.live import free_port
+from tests.support.live import free_port, initialize
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.system  # the stdio bridge as a process, against servers
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "claude-ai", "version": "1"},
-    },
-}
+INITIALIZE = initialize("claude-ai")
 
 
 class Impostor(BaseHTTPRequestHandler):

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from mcp import MCPError
 
-from tests.support.live import mcp_session, serve
+from tests.support.live import INITIALIZED, initialize, mcp_session, serve
 
 HUGE = "x" * (1 << 20)  # the body alone is past the 1 MiB request limit
 
@@ -27,17 +27,8 @@ def test_a_request_over_the_limit_through_stdio_gets_a_json_rpc_error_with_its_i
         port = running.url.rsplit(":", 1)[1]
         argv = [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(tmp_path / "data"), "stdio"]
         stdin = _lines(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "zed", "version": "1"},
-                },
-            },
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            initialize("zed"),
+            INITIALIZED,
             {
                 "jsonrpc": "2.0",
                 "id": 7,

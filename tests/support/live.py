@@ -173,3 +173,17 @@ def serve(data_dir: Path, tracker: AgentTracker | None = None, **changes: Any) -
             yield Running(f"http://127.0.0.1:{server.port}", tokens.default(), store, tracker, clock, tokens, notebook)
         finally:
             server.stop()
+
+
+PROTOCOL_VERSION = "2025-06-18"  # the MCP revision the raw JSON-RPC tests speak
+INITIALIZED: dict[str, Any] = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def initialize(client: str, *, id: int = 1, version: str = "1") -> dict[str, Any]:
+    """An MCP `initialize` request from a client with that clientInfo name (the agent it is recognised as)."""
+    params = {
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": client, "version": version},
+    }
+    return {"jsonrpc": "2.0", "id": id, "method": "initialize", "params": params}

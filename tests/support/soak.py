@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 
 from tests.support.harness import Desktop, TrayItem, start_desktop
-from tests.support.live import free_port, health, mcp_session
+from tests.support.live import INITIALIZED, free_port, health, initialize, mcp_session
 from tests.support.wait import eventually
 
 
@@ -103,17 +103,8 @@ def stdio_visit(data: Path, port: int) -> None:
     """A stdio-only client: initialize, one tool call, gone."""
     argv = [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data), "stdio", "--port", str(port)]
     messages: list[dict[str, Any]] = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "claude-ai", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        initialize("claude-ai"),
+        INITIALIZED,
         {
             "jsonrpc": "2.0",
             "id": 2,

@@ -18,16 +18,11 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
-from tests.support.live import mcp_session
+from tests.support.live import initialize, mcp_session
 from tests.support.wait import wait_until
 
 FLOOD = 260  # more than one person may hold
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "flood", "version": "1"}},
-}
+INITIALIZE = initialize("flood")
 
 
 @contextlib.contextmanager
