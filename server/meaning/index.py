@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..core.model import Note, Stamp
+from ..core.model import NO_STAMP, Note, Stamp
 from ..storage.files import private_dir, write_whole
 from .model import Embedder, Unavailable, question_text
 
@@ -66,7 +66,7 @@ class _Snapshot:
     replacing: Any  # rows of notes that say they replace something
     replacing_vectors: Matrix
     projects: tuple[str | None, ...]
-    created: tuple[int, ...]
+    created: tuple[tuple[int, Stamp], ...]  # (created ms, latest stamp): which of two notes is newer
 
 
 class _Row(NamedTuple):
@@ -263,7 +263,7 @@ class MeaningIndex:
             replacing,
             self._matrix[replacing].copy(),
             tuple(m.project if m else None for m in meta),
-            tuple(m.created if m else 0 for m in meta),
+            tuple((m.created, m.revision) if m else (0, NO_STAMP) for m in meta),
         )
 
     # -- asking ----------------------------------------------------------------------------------------
@@ -306,7 +306,7 @@ class MeaningIndex:
             sims = (snap.replacing_vectors @ snap.vectors[i]).tolist()
             best, best_sim = -1, SAME_DECISION
             for j, sim in zip(candidates, sims, strict=True):
-                newer = snap.created[j] > snap.created[i]
+                newer = snap.created[j] > snap.created[i]  # made in the same ms: the one written last
                 if j != i and newer and sim >= best_sim and snap.projects[j] == snap.projects[i]:
                     best, best_sim = j, sim
             if best >= 0 and (new := snap.ids[best]) is not None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from hivenote.server.core.errors import InvalidInput, NoteNotFound
 from hivenote.server.core.fold import State
+from hivenote.server.core.hlc import wall_ms
 from hivenote.server.core.model import Op, decode_op
 from hivenote.server.core.search import SIMILAR, SOME_WORDS, _replacements, search_notes
 from hivenote.server.meaning import open_index, why
@@ -174,7 +175,8 @@ def test_a_replaced_note_follows_the_note_that_replaces_it(store: Store) -> None
     notebook = Notebook(store)
     old = notebook.remember(kind="decision", title="Background jobs run on Celery", project="shop").note
     other = notebook.remember(kind="fact", title="Celery workers log to stdout", project="shop").note
-    new = notebook.remember(kind="decision", title="Jobs use Dramatiq", project="shop", replaces=old.id[:10]).note
+    # A unique prefix is enough (the first 10 characters are the millisecond: notes made in the same one share them).
+    new = notebook.remember(kind="decision", title="Jobs use Dramatiq", project="shop", replaces=old.id[:16]).note
     assert new.replaces == old.id
     found = notebook.search("celery")
     assert [n.id for n in found.hits] == [other.id, new.id, old.id] or [n.id for n in found.hits][-2:] == [
@@ -208,7 +210,16 @@ def test_the_link_rides_beside_the_fields_where_older_readers_ignore_it(store: S
     assert dropped.replaces is None and notebook.get(new.id).title == "Use Datadog for logs"
 
 
-def test_a_newer_note_that_says_it_replaces_one_comes_first_without_a_link(store: Store, model: StaticModel) -> None:
+@pytest.mark.parametrize("same_ms", [False, True], ids=["apart", "in-one-millisecond"])
+def test_a_newer_note_that_says_it_replaces_one_comes_first_without_a_link(
+    tmp_path: Path, model: StaticModel, same_ms: bool
+) -> None:
+    # Notes written within one millisecond (a script, an agent's batch) are still ordered: by the clock's counter.
+    with Store(tmp_path / "data", now_ms=(lambda: 1_790_000_000_000) if same_ms else wall_ms) as store:
+        _newer_first_without_a_link(store, model)
+
+
+def _newer_first_without_a_link(store: Store, model: StaticModel) -> None:
     notebook = Notebook(store)
     old = notebook.remember(kind="decision", title="Deploys are done by Argo CD", project="infra").note
     notebook.remember(kind="fact", title="Argo CD dashboards are at argo.internal", project="blog")
