@@ -11,6 +11,7 @@ tries to download it, and importing the package configures the root logger. Its 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import re
@@ -191,8 +192,10 @@ def load_static(model_id: str, weights: Path, tokenizer_file: Path, tensor: str 
     return StaticModel(model_id, table, tokenizer)
 
 
+@functools.cache
 def load_default() -> StaticModel:
-    """The shipped model, or `Unavailable` saying why not."""
+    """The shipped model, or `Unavailable` saying why not. Loaded once per process: the tray stops and starts its
+    server, and each start loading the table again grew the tray by the table's size (a failure is not kept)."""
     root = _package_dir("wordllama")
     weights, tokenizer = root.joinpath(*_WEIGHTS), root.joinpath(*_TOKENIZER)
     if not weights.is_file() or not tokenizer.is_file():

@@ -275,3 +275,8 @@ def test_links_kept_between_searches_equal_links_worked_out_afresh(steps: list[t
     fresh = State()
     fresh.apply_all(ops)
     assert _replacements(kept) == _replacements(fresh)
+
+
+def test_the_model_is_loaded_once_per_process() -> None:
+    """The tray stops and starts its server; every start loading the table again grew it by the table's size."""
+    assert load_default() is load_default()
