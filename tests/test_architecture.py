@@ -182,3 +182,18 @@ def test_runtime_imports_point_down_the_layers() -> None:
                 if theirs > mine:
                     upward.append(f"{path.relative_to(ROOT)}:{line} ({layer_of(module)}) imports {target}")
     assert not upward, "imports pointing up a layer:\n" + "\n".join(upward)
+
+
+def test_every_package_folder_is_in_the_distribution() -> None:
+    """A new subpackage must be listed in pyproject's packages and package-dir, or wheels and the frozen build
+    leave it out while the editable install (and so most tests) still finds it."""
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    folders = {"server": "hivenote.server", "desktop": "hivenote.desktop"}
+    for folder, package in folders.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT)
+            name = ".".join([package, *rel.parts[1:]])
+            assert name in setup["packages"], f"{rel}/ is not in pyproject's packages: add {name!r}"
+            assert setup["package-dir"].get(name) == rel.as_posix(), f"{name} needs package-dir = {rel.as_posix()!r}"
