@@ -424,6 +424,7 @@ _QUESTION_WORDS = frozenset(
     can could did does how may might must our shall should what when where which who why
     """.split()  # noqa: SIM905
 )
+QUERY_NOISE = _STOPWORDS | _QUESTION_WORDS  # what a question's words are weighed without (the meaning model too)
 LEX_WEIGHT = 0.15  # a near match's score: its meaning cosine plus this times the share of the query's words it holds
 NEAR_POOL = 30  # partial matches weighed against the meaning matches
 
@@ -431,7 +432,7 @@ NEAR_POOL = 30  # partial matches weighed against the meaning matches
 def _fused(state: State, query: str, filters: Filters, scores: dict[str, float]) -> tuple[list[Note], dict[str, str]]:
     """Near matches ranked on scores, not ranks: a note's meaning cosine plus LEX_WEIGHT times the share of the
     query's words it holds (weak lexical leftovers add little, so they never drown a match in meaning alone)."""
-    terms = [t for t in _WORD.findall(fold_text(query)) if len(t) > 2 and t not in _STOPWORDS | _QUESTION_WORDS]
+    terms = [t for t in _WORD.findall(fold_text(query)) if len(t) > 2 and t not in QUERY_NOISE]
     index = _texts(state)
     lexical = _near_scored(state, index, terms, filters, NEAR_POOL) if terms else {}
     fused: list[tuple[float, Stamp, Note, str]] = []

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core.search import QUERY_NOISE
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -29,74 +31,10 @@ DEFAULT_MODEL = "wordllama-l2_supercat-256"
 _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 # Words that carry no meaning in a question ("where do we ...?"): averaged in, they pull every question alike.
-QUESTION_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "get",
-        "gets",
-        "has",
-        "have",
-        "how",
-        "i",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "may",
-        "me",
-        "might",
-        "must",
-        "my",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "shall",
-        "should",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "they",
-        "this",
-        "to",
-        "us",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-    ]
+QUESTION_WORDS = QUERY_NOISE | frozenset(
+    """
+    do get gets i into me my no not than their them then there they us we whom would you your
+    """.split()  # noqa: SIM905
 )
 _WORD = re.compile(r"\S+")
 WORD_CACHE = 400_000  # words whose token ids are kept (a few tens of MB at most)
