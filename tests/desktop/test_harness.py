@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,12 +50,6 @@ def entry(
     label: str, *, enabled: bool = True, checked: bool | None = None, children: tuple[MenuEntry, ...] = ()
 ) -> MenuEntry:
     return MenuEntry(label, enabled, True, checked, children, separator=False)
-
-
-@pytest.fixture
-def desktop(tmp_path: Path) -> Iterator[Desktop]:
-    with start_desktop(tmp_path) as started:
-        yield started
 
 
 def start_app(desktop: Desktop, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:

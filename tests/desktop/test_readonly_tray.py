@@ -11,13 +11,10 @@ import stat
 import subprocess
 import sys
 import urllib.error
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from hivenote.desktop.instance import fallback_home
-from tests.support.harness import Desktop, start_desktop
+from tests.support.harness import Desktop
 from tests.support.live import call, exchange, free_port
 from tests.support.privileges import without_root_powers
 from tests.support.tray import WINDOW, has_brand_colour, title
@@ -26,12 +23,6 @@ from tests.support.wait import eventually
 WAIT_S = 30
 READ_ONLY = "cannot save notes"  # the tray's title while the notebook cannot take writes
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "desktop"
-
-
-@pytest.fixture
-def desktop(tmp_path: Path) -> Iterator[Desktop]:
-    with start_desktop(tmp_path) as started:
-        yield started
 
 
 def notebook(tmp_path: Path) -> Path:

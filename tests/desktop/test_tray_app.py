@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import urllib.error
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -44,12 +43,6 @@ TOP_MENU = [
     "",
     "Quit Hivenote",
 ]
-
-
-@pytest.fixture
-def desktop(tmp_path: Path) -> Iterator[Desktop]:
-    with start_desktop(tmp_path) as started:
-        yield started
 
 
 @pytest.fixture

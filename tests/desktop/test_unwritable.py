@@ -10,12 +10,9 @@ import os
 import pty
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.support.harness import Desktop, start_desktop
+from tests.support.harness import Desktop
 from tests.support.live import free_port
 from tests.support.privileges import without_root_powers
 from tests.support.wait import eventually
@@ -23,12 +20,6 @@ from tests.support.wait import eventually
 WAIT_S = 30
 EXIT_STORE = 5  # the command line's documented "storage error"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "desktop"
-
-
-@pytest.fixture
-def desktop(tmp_path: Path) -> Iterator[Desktop]:
-    with start_desktop(tmp_path) as started:
-        yield started
 
 
 def readonly_data_dir(tmp_path: Path) -> Path:

@@ -11,18 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import Desktop, start_desktop
+from tests.support.harness import Desktop
 from tests.support.live import Running, serve
 from tests.support.wait import eventually
 
 WAIT_S = 30
 WINDOW = "^Hivenote$"
-
-
-@pytest.fixture
-def desktop(tmp_path: Path) -> Iterator[Desktop]:
-    with start_desktop(tmp_path) as started:
-        yield started
 
 
 @pytest.fixture
