@@ -1,13 +1,17 @@
 """Benchmarks of the notebook core, each beside its baseline in the same run. Prints a table; not a test.
 
-    python bench/bench_core.py [--sizes 1000,10000,100000] [--dir /path/on/the/disk/to/measure]
+    python bench/bench_core.py [--sizes 1000,10000,100000] [--dir /path/on/the/disk/to/measure] [--meaning]
 
 - append: Notebook.remember (validate, duplicate hint, encode, append, fsync) vs a bare append+fsync loop of
   lines of the same size on the same disk;
 - search: p50/p99 of typed queries vs a naive full scan with the same matching rule;
 - cold start: a fresh process folding a log of N ops (time and peak RSS), parsing the log, then with the op
   cache a previous run left;
-- concurrency: 8 threads remembering at once (acknowledged writes per second, fsyncs shared).
+- concurrency: 8 threads remembering at once (acknowledged writes per second, fsyncs shared);
+- with --meaning (needs hivenote[meaning]): the meaning index built as the server does in the background (time),
+  then search p50/p99 with meaning on, for typed queries (exact matches) and for questions no note matches word
+  for word (the near list: partial word matches fused with the meaning scores), each beside the meaning index's
+  own share of it (`MeaningIndex.scores` alone, the floor) and the same questions with meaning off.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from hivenote.server.core.search import fold_text, refresh_note_index, search_notes
@@ -77,6 +82,66 @@ def queries(rnd: random.Random, n: int) -> list[str]:
         else:  # someone typing: a prefix of a word
             out.append(word[: max(2, rnd.randint(2, len(word)))])
     return out
+
+
+def questions(rnd: random.Random, n: int) -> list[str]:
+    """Questions an agent asks in its own words: a few of the notebook's words among question words, which no note
+    holds all of (so the search answers with the near list)."""
+    return [f"how do we {' '.join(rnd.choices(WORDS, k=4))} here?" for _ in range(n)]
+
+
+def timed(call: Callable[[str], object], qs: list[str]) -> list[float]:
+    out = []
+    for q in qs:
+        t = time.perf_counter()
+        call(q)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def bench_meaning(data_dir: Path, n_queries: int) -> dict[str, float]:
+    """Search with meaning on (ms, p50/p99), each beside its baseline, interleaved query by query so both see the
+    same load; the index build's seconds first."""
+    from hivenote.server.meaning.index import MeaningIndex  # hivenote[meaning]
+    from hivenote.server.meaning.model import load_default
+
+    shutil.rmtree(data_dir / "cache", ignore_errors=True)  # built from scratch, not from a previous run's file
+    with Store(data_dir, readonly=True) as store:
+        state = store.state
+        refresh_note_index(state)
+        model = load_default()
+        index = MeaningIndex(None, lambda: model)
+        t = time.perf_counter()
+        while not index.refresh(store):
+            pass
+        build = time.perf_counter() - t
+        typed = queries(random.Random(5), n_queries)
+        asked = questions(random.Random(6), n_queries)
+        for q in asked[:5]:  # warm the word caches
+            search_notes(state, q, meaning=index)
+        on_typed, on_asked, floor, off_asked = [], [], [], []
+        near = 0
+        for word, question in zip(typed, asked, strict=True):
+            on_typed += timed(lambda q: search_notes(state, q, meaning=index), [word])
+            t = time.perf_counter()
+            result = search_notes(state, question, meaning=index)
+            on_asked.append(time.perf_counter() - t)
+            near += not result.total
+            floor += timed(index.scores, [question])
+            off_asked += timed(lambda q: search_notes(state, q), [question])
+    ms = 1000.0
+    return {
+        "meaning index build s": build,
+        "meaning: typed p50 ms": pct(on_typed, 0.5) * ms,
+        "meaning: typed p99 ms": pct(on_typed, 0.99) * ms,
+        "meaning: question p50 ms": pct(on_asked, 0.5) * ms,
+        "meaning: question p99 ms": pct(on_asked, 0.99) * ms,
+        "meaning: scores alone p50 ms": pct(floor, 0.5) * ms,
+        "meaning: scores alone p99 ms": pct(floor, 0.99) * ms,
+        "meaning: question/scores p50": pct(on_asked, 0.5) / pct(floor, 0.5),
+        "question, meaning off p50 ms": pct(off_asked, 0.5) * ms,
+        "questions answered near %": 100.0 * near / len(asked),
+    }
 
 
 def bench_search(data_dir: Path, n_queries: int) -> tuple[list[float], list[float]]:
@@ -158,6 +223,7 @@ def main() -> None:
     parser.add_argument("--dir", help="where to put the data (the disk being measured)")
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--meaning", action="store_true", help="also search with meaning on (hivenote[meaning])")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     root = Path(tempfile.mkdtemp(prefix="hivenote-bench-", dir=args.dir))
@@ -169,6 +235,7 @@ def main() -> None:
         write_log(data, n)
         cold_s, cold_rss, cached_s, cached_rss = bench_cold(data)
         ours_s, naive_s = bench_search(data, args.queries)
+        with_meaning = bench_meaning(data, args.queries) if args.meaning else {}
         ours_a, bare_a = bench_append(data, args.appends)
         rows.append(
             {
@@ -186,6 +253,7 @@ def main() -> None:
                 "cold RSS MB (log only)": cold_rss,
                 "cold start s (op cache)": cached_s,
                 "cold RSS MB (op cache)": cached_rss,
+                **with_meaning,
             }
         )
     width = max(len(k) for k in rows[0])
