@@ -39,7 +39,7 @@ def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
             if cur is None or op.stamp > cur[0]:
                 latest[element] = (op.stamp, idx)
         if op.kind.startswith("note.") and op.kind != "note.purge" and not _masked(op, state):
-            note_id = op.data["id"]
+            note_id = op.note_id
             cur = first.get(note_id)
             if cur is None or op.stamp < cur[0]:
                 first[note_id] = (op.stamp, idx)
@@ -56,7 +56,7 @@ def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
 
 
 def _masked(op: Op, state: State) -> bool:
-    rec = state.notes.get(op.data["id"])
+    rec = state.notes.get(op.note_id)
     return rec is not None and rec.purge is not None and op.stamp <= rec.purge
 
 

@@ -86,7 +86,7 @@ class NoteRecord:
             return True
         if op.stamp < purge:
             return False
-        since = op.data.get("since", _LEGACY)
+        since = op.since(_LEGACY)
         return since is _LEGACY or since == (purge.wall, purge.counter, purge.node, purge.seq)
 
     def live_ops(self) -> list[Op]:
@@ -100,7 +100,7 @@ class NoteRecord:
         if self.view is not False:
             return self.view if isinstance(self.view, Note) else None
         purge = self.purge
-        values = {k: op.data["fields"][k] for k, op in self.fields.items() if self._counts(op)}
+        values = {k: op.field(k) for k, op in self.fields.items() if self._counts(op)}
         if len(values) < len(self.fields) and purge is not None:  # an edit that never saw the purge: purge wins
             for op in reversed(self.live_ops()):
                 try:  # older edits are released: read back from the log (rare: a purge met a concurrent edit)

@@ -118,10 +118,13 @@ class Op:
     """One log line: `kind` with its payload `data`, written by `node` as its `seq`-th op at HLC `(wall, counter)`.
 
     Treat as immutable (a plain class with slots, not a frozen dataclass: a cold start builds one per line of every
-    shard). A note op the fold no longer needs the payload of (superseded in every field it set, or a trash, restore
-    or purge, whose payload is only the id) is *released* once it knows where its line is (`src`, `at`): it keeps its
-    note id and the names of the fields it set, and `data` reads the line again from the log when asked (a note's
-    history, the rare purge fallback). A year of edits then costs a few hundred bytes an op, not its text."""
+    shard). A note op keeps its payload compact: the note id, the names of the fields it sets (one tuple shared by
+    every op setting the same fields) and their values in a tuple (tags as a tuple too, shared with the note's view),
+    not two dicts and a list; `data` builds the dict when asked. A note op the fold no longer needs the payload of
+    (superseded in every field it set, or a trash, restore or purge, whose payload is only the id) is *released* once
+    it knows where its line is (`src`, `at`): it keeps its note id and field names, and `data` reads the line again
+    from the log when asked (a note's history, the rare purge fallback). A year of edits then costs a few hundred
+    bytes an op, not its text."""
 
     __slots__ = ("_data", "_names", "_stamp", "at", "by", "counter", "digest", "kind", "node", "seq", "src", "wall")
     __hash__ = None  # type: ignore[assignment]  # as the dataclass it was: compared by value, never hashed
@@ -133,7 +136,7 @@ class Op:
         wall: int,
         counter: int,
         kind: str,
-        data: dict[str, Any] | str,
+        data: dict[str, Any] | tuple[Any, ...] | str,
         by: Author | None = None,
         digest: int = 0,
         names: tuple[str, ...] | None = None,
@@ -143,11 +146,15 @@ class Op:
         self.wall = wall
         self.counter = counter
         self.kind = kind
-        self._data = data  # the payload, or (released) the note id, with the field names in `_names`
+        if type(data) is dict and kind in NOTE_OPS:
+            data, names = _compact(kind, data)
+        # A graph op's payload dict; a note op's compact payload `(id, values[, since])` with the field names in
+        # `_names`; or (released) the note id alone.
+        self._data = data
         self._names = names
         self.by = _NO_AUTHOR if by is None else by
         self.digest = digest  # line_digest of its log line (0 until encoded or decoded)
-        self._stamp: Stamp | None = None if names is not None else Stamp(wall, counter, node, seq, digest)
+        self._stamp: Stamp | None = None if type(data) is str else Stamp(wall, counter, node, seq, digest)
         self.at = -1  # byte offset of its line in `src` (-1: not known)
         self.src: LineSource | None = None
 
@@ -161,32 +168,49 @@ class Op:
 
     @property
     def data(self) -> dict[str, Any]:
+        """The payload as on the line (a fresh dict for a note op: treat it as read-only all the same)."""
         data = self._data
         if type(data) is dict:
             return data
+        if type(data) is tuple:
+            return _expand(self.kind, data, self._names or ())
         return self._read()
 
     @property
     def held(self) -> bool:
         """Whether the payload is in memory (False: released, read from the log on demand)."""
-        return type(self._data) is dict
+        return type(self._data) is not str
 
     @property
     def note_id(self) -> str:
         data = self._data
-        return data if type(data) is str else data["id"]  # type: ignore[index]
+        if isinstance(data, str):
+            return data
+        note_id: str = data[0] if isinstance(data, tuple) else data["id"]
+        return note_id
 
     @property
-    def field_names(self) -> tuple[str, ...] | dict[str, Any]:
-        """The fields a `note.set` sets (its payload's, or the names kept when released)."""
-        data = self._data
-        if type(data) is dict:
-            fields: dict[str, Any] = data.get("fields", {})
-            return fields
+    def field_names(self) -> tuple[str, ...]:
+        """The fields a `note.set` sets (`replaces` among them when it sets the link), held or released."""
         return self._names or ()
 
-    def cached_payload(self) -> dict[str, Any] | str:
-        """What the op cache keeps: the payload, or a released op's note id (`cached_names` has its field names)."""
+    def field(self, name: str) -> Any:
+        """The value a held `note.set` gives field `name` (one it sets); a released op reads its line again."""
+        data = self._data
+        if type(data) is tuple:
+            return data[1][self._names.index(name)]  # type: ignore[union-attr]
+        return self.data["fields"][name]
+
+    def since(self, default: Any) -> Any:
+        """A note op's `since` (the purge its writer had seen), or `default` when the line carries none."""
+        data = self._data
+        if type(data) is tuple:
+            return data[2] if len(data) > 2 else default
+        return self.data.get("since", default)
+
+    def cached_payload(self) -> dict[str, Any] | tuple[Any, ...] | str:
+        """What the op cache keeps: a graph op's payload, a note op's compact one, or a released op's note id
+        (`cached_names` has a note op's field names)."""
         return self._data
 
     @property
@@ -197,11 +221,10 @@ class Op:
         """Drop the payload of a note op whose line can be read again (`src` known); `note_id`, if given, is the same
         id as the payload's (shared with the note's record). No-op otherwise."""
         data = self._data
-        if self.src is None or type(data) is not dict or self.kind not in NOTE_OPS:
+        if self.src is None or type(data) is not tuple:
             return
-        self._names = shared_names(tuple(data.get("fields", ())))
         self._stamp = None  # made again when asked: a released op is mostly its place in a note's history
-        self._data = note_id if note_id is not None and note_id == data["id"] else data["id"]
+        self._data = note_id if note_id is not None and note_id == data[0] else data[0]
 
     def _read(self) -> dict[str, Any]:
         src = self.src
@@ -224,7 +247,7 @@ class Op:
         )
 
     def __repr__(self) -> str:
-        data = self._data if type(self._data) is dict else f"<released {self._data!r} {self._names!r}>"
+        data = self.data if self.held else f"<released {self._data!r} {self._names!r}>"
         return (
             f"Op(node={self.node!r}, seq={self.seq!r}, wall={self.wall!r}, counter={self.counter!r}, "
             f"kind={self.kind!r}, data={data}, by={self.by!r}, digest={self.digest!r})"
@@ -238,11 +261,12 @@ class Op:
             "hlc": [self.wall, self.counter],
             "op": self.kind,
         }
-        out.update(self.data)
-        if self.kind == "note.set" and "replaces" in self.data["fields"]:
+        data = self.data
+        out.update(data)
+        if self.kind == "note.set" and "replaces" in data["fields"]:
             # On the line, beside `fields`: Hivenotes before the link read such a line as an edit of the other
             # fields (they ignore keys they do not know), where an unknown field name would make it corrupt.
-            fields = dict(self.data["fields"])
+            fields = dict(data["fields"])
             out["fields"] = fields
             out["replaces"] = fields.pop("replaces")
         by = self.by.to_json()
@@ -257,6 +281,30 @@ class Op:
         self.digest = line_digest(line)
         self._stamp = Stamp(self.wall, self.counter, self.node, self.seq, self.digest)
         return line + b"\n"
+
+
+def _compact(kind: str, data: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """A note op's payload dict as `(id, values[, since])` and its field names (shared)."""
+    note_id = data["id"]
+    if kind != "note.set":
+        return (note_id, ()), ()
+    fields: dict[str, Any] = data["fields"]
+    values = tuple(tuple(v) if k == "tags" else v for k, v in fields.items())
+    names = shared_names(tuple(fields))
+    if "since" in data:
+        since = data["since"]
+        return (note_id, values, tuple(since) if type(since) is list else since), names
+    return (note_id, values), names
+
+
+def _expand(kind: str, data: tuple[Any, ...], names: tuple[str, ...]) -> dict[str, Any]:
+    """The inverse of `_compact`: the payload as a dict (tags as a list, as on the line)."""
+    out: dict[str, Any] = {"id": data[0]}
+    if kind == "note.set":
+        out["fields"] = {k: (list(v) if k == "tags" else v) for k, v in zip(names, data[1], strict=True)}
+    if len(data) > 2:
+        out["since"] = data[2]
+    return out
 
 
 def decode_op(line: bytes | str) -> Op:
@@ -294,7 +342,12 @@ def op_from_json(raw: dict[str, Any], digest: int = 0) -> Op:
     wall, counter = hlc
     if type(wall) is not int or type(counter) is not int or wall < 0 or counter < 0:
         raise CorruptLine("'hlc' must be [wall_ms, counter]")
-    data = _payload(kind, raw)
+    names: tuple[str, ...] | None = None
+    data: dict[str, Any] | tuple[Any, ...]
+    if kind in NOTE_OPS:
+        data, names = _note_payload(kind, raw)
+    else:
+        data = _payload(kind, raw)
     by_raw = raw.get("by")
     if by_raw is None:
         by = author("", "", "")
@@ -305,48 +358,58 @@ def op_from_json(raw: dict[str, Any], digest: int = 0) -> Op:
         if type(agent) is not str or type(client) is not str or type(person) is not str:
             raise CorruptLine("'by' must map agent/client/person to strings")
         by = author(agent, client, person)
-    return Op(sys.intern(node), seq, wall, counter, _KINDS[kind], data, by, digest)
+    return Op(sys.intern(node), seq, wall, counter, _KINDS[kind], data, by, digest, names)
+
+
+def _note_payload(kind: str, raw: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """A note op's payload, compact (`Op`'s form): `(id, values[, since])` and the field names."""
+    note_id = raw.get("id")
+    if kind != "note.set":
+        if not isinstance(note_id, str):
+            raise CorruptLine(f"{kind} needs a string 'id'")
+        return (note_id, ()), ()
+    fields = raw.get("fields")
+    if not isinstance(note_id, str) or not note_id:
+        raise CorruptLine("note.set needs an 'id'")
+    if not isinstance(fields, dict) or not fields:
+        raise CorruptLine("note.set needs non-empty 'fields'")
+    # Shared key and label strings: a big log repeats them in every line, and json.loads makes fresh copies each time.
+    keys: list[str] = []
+    values: list[Any] = []
+    for name, value in fields.items():
+        key = _FIELD_NAMES.get(name)
+        if key is None:
+            raise CorruptLine(f"unknown note field {name!r}")
+        if key == "tags":
+            if type(value) is not list or not all(type(t) is str for t in value):
+                raise CorruptLine("'tags' must be a list of strings")
+            value = tuple([sys.intern(t) for t in value])
+        elif key == "project":
+            if value is not None:
+                if type(value) is not str:
+                    raise CorruptLine("'project' must be a string or null")
+                value = sys.intern(value)
+        elif type(value) is not str:
+            raise CorruptLine(f"{name!r} must be a string")
+        elif key == "kind":
+            value = sys.intern(value)
+        keys.append(key)
+        values.append(value)
+    if "replaces" in raw:
+        # The note this one replaces (an id), or null to drop the link: a register like the fields, so it is kept
+        # with them (the fold, compaction and history see one more field).
+        link = raw["replaces"]
+        if link is not None and (type(link) is not str or not link):
+            raise CorruptLine("'replaces' must be a note id or null")
+        keys.append("replaces")
+        values.append(link)
+    names = _NAMES.get(tuple(keys)) or shared_names(tuple(keys))
+    if "since" in raw:
+        return (note_id, tuple(values), _since(raw["since"], kind)), names
+    return (note_id, tuple(values)), names
 
 
 def _payload(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
-    if kind == "note.set":
-        note_id, fields = raw.get("id"), raw.get("fields")
-        if not isinstance(note_id, str) or not note_id:
-            raise CorruptLine("note.set needs an 'id'")
-        if not isinstance(fields, dict) or not fields:
-            raise CorruptLine("note.set needs non-empty 'fields'")
-        # Rebuilt with shared key and label strings: a big log repeats them in every line, and json.loads
-        # makes fresh copies each time.
-        clean: dict[str, Any] = {}
-        for name, value in fields.items():
-            key = _FIELD_NAMES.get(name)
-            if key is None:
-                raise CorruptLine(f"unknown note field {name!r}")
-            if key == "tags":
-                if type(value) is not list or not all(type(t) is str for t in value):
-                    raise CorruptLine("'tags' must be a list of strings")
-                value = [sys.intern(t) for t in value]
-            elif key == "project":
-                if value is not None:
-                    if type(value) is not str:
-                        raise CorruptLine("'project' must be a string or null")
-                    value = sys.intern(value)
-            elif type(value) is not str:
-                raise CorruptLine(f"{name!r} must be a string")
-            elif key == "kind":
-                value = sys.intern(value)
-            clean[key] = value
-        if "replaces" in raw:
-            # The note this one replaces (an id), or null to drop the link: a register like the fields, so it is
-            # kept with them (the fold, compaction and history see one more field).
-            link = raw["replaces"]
-            if link is not None and (type(link) is not str or not link):
-                raise CorruptLine("'replaces' must be a note id or null")
-            clean["replaces"] = link
-        out: dict[str, Any] = {"id": note_id, "fields": clean}
-        if "since" in raw:
-            out["since"] = _since(raw["since"], kind)
-        return out
     required, optional = _PAYLOAD[kind]
     data: dict[str, Any] = {}
     for key in required:

@@ -19,7 +19,7 @@ from ..core.model import NOTE_OPS, Op, author, shared_names
 from .files import private_dir, write_whole
 from .gcpause import collector_paused
 
-MAGIC = b"hivenote-opcache-4\n"  # 4: each op's line offset; released note ops kept as id and field names
+MAGIC = b"hivenote-opcache-5\n"  # 5: note ops as (id, values[, since]) and field names; released ones as id and names
 
 
 @dataclass
@@ -56,7 +56,7 @@ def _rows(entries: list[ShardEntry]) -> list[Any]:
             e.health,
             [
                 (o.node, o.seq, o.wall, o.counter, o.kind, o.cached_payload(), o.by.agent, o.by.client, o.by.person)
-                + ((o.cached_names,) if not o.held else ())  # a released op: its note id and field names, no text
+                + ((o.cached_names,) if o.cached_names is not None else ())  # a note op: its field names too
                 for o in e.ops
             ],
             array("Q", [o.digest for o in e.ops]).tobytes(),  # one bytes object: quicker to save and load than ints
@@ -90,9 +90,16 @@ def load(path: Path) -> dict[str, ShardEntry]:
                 if len(row) == 9:
                     n, s, w, c, k, d, a, cl, p = row
                     op = Op(n, s, w, c, k, d, author(a, cl, p), h)
-                else:  # released: its note id and field names
+                else:  # a note op: compact (id, values[, since]), or released (its note id alone), and field names
                     n, s, w, c, k, d, a, cl, p, names = row
-                    if type(d) is not str or k not in NOTE_OPS or type(names) is not tuple or at < 0:
+                    if k not in NOTE_OPS or type(names) is not tuple:
+                        return {}
+                    if type(d) is str:
+                        if at < 0:
+                            return {}
+                    elif (
+                        type(d) is not tuple or not 2 <= len(d) <= 3 or type(d[0]) is not str or len(d[1]) != len(names)
+                    ):
                         return {}
                     op = Op(n, s, w, c, k, d, author(a, cl, p), h, shared_names(names))
                 op.at = at
