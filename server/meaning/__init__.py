@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from .index import MeaningIndex
 
 CACHE_NAME = "meaning.bin"
-NEEDS = ("numpy", "tokenizers", "safetensors", "wordllama")
+NEEDS = ("numpy", "tokenizers", "wordllama")  # the table is read from its safetensors file directly
 
 
 def missing() -> list[str]:

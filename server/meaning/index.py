@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH = 512  # notes embedded per step (a few ms each step)
+WRITE_ROWS = 256  # vectors written to the cache file at a time (256 KB at 256 dims)
 TITLE_WEIGHT = 0.3
 CENTRE_PRIOR = 30  # notes' worth of a zero mean the notebook's mean is shrunk towards
 CANDIDATES = 30  # meaning matches handed to the fusion
@@ -349,10 +350,16 @@ class MeaningIndex:
             "digests": [m.digest for r in rows if (m := self._meta[r]) is not None],
         }
         head = MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n"
-        vectors = np.ascontiguousarray(self._matrix[rows], dtype=np.float32).tobytes() if rows else b""
+        matrix = self._matrix
+
+        def chunks() -> Iterator[bytes]:
+            yield head
+            for start in range(0, len(rows), WRITE_ROWS):  # a block at a time: no second copy of every vector
+                yield np.ascontiguousarray(matrix[rows[start : start + WRITE_ROWS]], dtype=np.float32).tobytes()
+
         try:
             private_dir(self.cache.parent)
-            write_whole(self.cache, (head, vectors), durable=False)  # derived data: a lost one is built again
+            write_whole(self.cache, chunks(), durable=False)  # derived data: a lost one is built again
             self._dirty_cache = False
         except OSError as exc:  # a read-only or full disk: the index still works, it is built again next start
             log.warning("could not write the meaning cache: %s", exc)

@@ -2,11 +2,15 @@
 text's tokens. Offline by construction: the default model is WordLlama's `l2_supercat` table (256 dimensions, 16 MB)
 that the `wordllama` wheel ships inside itself; nothing is downloaded, ever.
 
-Optional: needs numpy, tokenizers and safetensors (`pip install hivenote[meaning]`). `load_default()` says why the
+Optional: needs numpy and tokenizers (`pip install hivenote[meaning]`). `load_default()` says why the
 model is unavailable instead of raising, so the rest of Hivenote runs lexically without it.
 
 WordLlama's own loader is not used: it looks for its tokenizer under another folder name than the wheel's and then
 tries to download it, and importing the package configures the root logger. Its two files are read here directly.
+
+Memory: the table stays in the wheel's float16 file; the rows a notebook uses are read from it (through a short-lived
+memory map) into a bounded float32 cache and summed there. A float32 copy of the whole table was 33 MB of every
+server.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import json
 import re
+import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,7 +44,10 @@ QUESTION_WORDS = QUERY_NOISE | frozenset(
     """.split()  # noqa: SIM905
 )
 _WORD = re.compile(r"\S+")
-WORD_CACHE = 400_000  # words whose token ids are kept (a few tens of MB at most)
+WORD_CACHE = 65_536  # words whose token ids are kept (~140 bytes a word: under 10 MB), then the cache starts over
+SUM_ROWS = 4096  # token rows gathered and summed at a time (a float32 block of 4 MB at 256 dims)
+ROW_CACHE = 8192  # token rows kept in float32 (8 MB at 256 dims, allocated as used), then the cache starts over
+_DTYPES = {"F16": "<f2", "F32": "<f4"}  # safetensors dtypes the table may have
 
 
 class Embedder(Protocol):
@@ -64,43 +74,99 @@ def question_text(query: str) -> str:
 
 @dataclass
 class StaticModel:
-    """Mean of the token vectors of a text, as a unit vector. `table` is (vocabulary, dim).
+    """Mean of the token vectors of a text, as a unit vector. `table` is (vocabulary, dim) in the weights file.
 
     The tokenizer marks each word on its own (a SentencePiece vocabulary: a word's tokens do not depend on its
-    neighbours), so words are tokenized once and their ids kept: a notebook repeats its words, and a note's ids
-    are then a few dictionary look-ups."""
+    neighbours), so words are tokenized once and their ids kept, as uint16 bytes when the vocabulary fits (a few
+    dozen bytes a word): a notebook repeats its words, and a note's ids are then a few dictionary look-ups. New
+    words are tokenized one at a time: a batch call spreads the work over a thread pool whose heaps keep the
+    memory of thousands of intermediate results.
+
+    Rows are summed in float32. The rows a notebook uses are read once and kept (ROW_CACHE of them, allocated as
+    used: a notebook uses a few thousand of the 32,000 tokens); the table itself is neither copied nor kept mapped
+    (the float32 copy of the whole table was 33 MB of every server, and a kept mapping adds its pages to it)."""
 
     model_id: str
-    table: npt.NDArray[np.floating[Any]]
+    table: Table
     tokenizer: Any  # tokenizers.Tokenizer
-    words: dict[str, list[int]] = field(default_factory=dict)
+    words: dict[str, bytes] = field(default_factory=dict)
+    _rows: Any = field(default=None, repr=False)  # (ROW_CACHE, dim) float32: converted rows
+    _slot: Any = field(default=None, repr=False)  # token id -> row of _rows, or -1
+    _used: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def dim(self) -> int:
-        return int(self.table.shape[1])
+        return self.table.dim
 
-    def token_ids(self, texts: list[str]) -> list[list[int]]:
-        cache = self.words
-        split = [text.split() for text in texts]
-        unknown = list({w for words in split for w in words if w not in cache})
-        if unknown:
-            if len(cache) + len(unknown) > WORD_CACHE:
-                cache.clear()
-            for word, enc in zip(unknown, self.tokenizer.encode_batch(unknown, add_special_tokens=False), strict=True):
-                cache[word] = enc.ids
-        return [[i for w in words for i in cache[w]] for words in split]
+    @property
+    def _id_type(self) -> str:
+        return "<u2" if self.table.rows <= 1 << 16 else "<u4"
+
+    def token_ids(self, texts: list[str]) -> list[bytes]:
+        """Each text's token ids, packed as `_id_type`."""
+        import numpy as np
+
+        cache, encode, kind = self.words, self.tokenizer.encode, self._id_type
+        out = []
+        for text in texts:
+            parts = []
+            for word in text.split():
+                ids = cache.get(word)
+                if ids is None:
+                    if len(cache) >= WORD_CACHE:
+                        cache.clear()
+                    ids = cache[word] = np.array(encode(word, add_special_tokens=False).ids, dtype=kind).tobytes()
+                parts.append(ids)
+            out.append(b"".join(parts))
+        return out
+
+    def _float_rows(self, ids: Any) -> tuple[Matrix, Any]:
+        """(float32 rows, where each of `ids` is in them), converting the ones not yet there. Rows once written
+        never change: a full cache starts over in a new array, and a caller keeps the one it was given."""
+        import numpy as np
+
+        with self._lock:
+            if self._slot is None:
+                self._slot = np.full(self.table.rows, -1, dtype=np.int32)
+            slots = self._slot[ids]
+            if (missing := slots < 0).any():
+                new = np.unique(ids[missing])
+                if self._rows is None or self._used + len(new) > len(self._rows):
+                    self._rows = np.empty((max(ROW_CACHE, len(new)), self.dim), dtype=np.float32)
+                    self._slot.fill(-1)
+                    self._used = 0
+                    new = np.unique(ids)
+                self.table.read(new, self._rows[self._used : self._used + len(new)])
+                self._slot[new] = np.arange(self._used, self._used + len(new), dtype=np.int32)
+                self._used += len(new)
+                slots = self._slot[ids]
+            return self._rows, slots
 
     def embed(self, texts: list[str]) -> Matrix:
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        table = self.table
-        for row, ids in enumerate(self.token_ids(texts)):
-            if ids:
-                vector = table[ids].mean(axis=0)  # a float32 table: a plain gather and sum (no cast per text)
-                norm = float(np.linalg.norm(vector))
-                if norm > 0:
-                    out[row] = vector / norm
+        packed = self.token_ids(texts)
+        size = np.dtype(self._id_type).itemsize
+        ids = np.frombuffer(b"".join(packed), dtype=self._id_type)
+        ends = np.cumsum([len(p) // size for p in packed]).tolist()
+        block = min(SUM_ROWS, len(ids))
+        gathered = np.empty((block, self.dim), dtype=np.float32)  # reused: a fresh array per block is page faults
+        text = 0
+        for start in range(0, len(ids), block):
+            stop = min(start + block, len(ids))
+            rows, slots = self._float_rows(ids[start:stop])
+            np.take(rows, slots, axis=0, out=gathered[: stop - start])
+            at = start
+            while at < stop:  # the texts (or parts of a text) in this block
+                while ends[text] <= at:
+                    text += 1
+                end = min(ends[text], stop)
+                out[text] += gathered[at - start : end - start].sum(axis=0)
+                at = end
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
         return out
 
 
@@ -112,16 +178,51 @@ def _package_dir(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def load_static(model_id: str, weights: Path, tokenizer_file: Path, tensor: str = "embedding.weight") -> StaticModel:
-    """A static model from a safetensors table and a `tokenizers` JSON file."""
-    try:
+@dataclass(frozen=True)
+class Table:
+    """Where a (rows, dim) float16 or float32 tensor lies in a safetensors file (an 8-byte little-endian header
+    length, then a JSON header giving each tensor's dtype, shape and byte range). Rows are read on demand through a
+    short-lived memory map: the process keeps neither a copy of the table nor its pages."""
+
+    path: Path
+    offset: int
+    rows: int
+    dim: int
+    dtype: str
+
+    @classmethod
+    def of(cls, path: Path, tensor: str) -> Table:
+        with path.open("rb") as fh:
+            (length,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(length))
+        entry = header[tensor]
+        begin, end = entry["data_offsets"]
+        dtype = _DTYPES[entry["dtype"]]
+        rows, dim = (int(n) for n in entry["shape"])
+        if end - begin != rows * dim * int(dtype[-1]) or path.stat().st_size < 8 + length + end:
+            raise ValueError(f"{tensor} is not a {dtype} matrix of {rows} x {dim} in {path.name}")
+        return cls(path, 8 + length + begin, rows, dim, dtype)
+
+    def read(self, ids: Any, out: Matrix) -> None:
+        """Rows `ids` (sorted, unique) into `out`, as float32."""
         import numpy as np
-        from safetensors.numpy import load_file
+
+        mapped = np.memmap(self.path, dtype=self.dtype, mode="r", offset=self.offset, shape=(self.rows, self.dim))
+        try:
+            np.copyto(out, mapped[ids])
+        finally:
+            mapped._mmap.close()  # type: ignore[attr-defined]  # unmapped now: its pages leave the process
+
+
+def load_static(model_id: str, weights: Path, tokenizer_file: Path, tensor: str = "embedding.weight") -> StaticModel:
+    """A static model from a safetensors table (rows read as used) and a `tokenizers` JSON file."""
+    try:
+        import numpy  # noqa: F401
         from tokenizers import Tokenizer
     except ImportError as exc:
         raise Unavailable(f"{exc.name} is not installed (pip install 'hivenote[meaning]')") from None
     try:
-        table = np.ascontiguousarray(load_file(str(weights))[tensor], dtype=np.float32)
+        table = Table.of(weights, tensor)
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
     except Exception as exc:  # a damaged or missing file: say it, run lexically
         raise Unavailable(f"the model files could not be read: {exc}") from None

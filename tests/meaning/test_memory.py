@@ -1,0 +1,120 @@
+"""What meaning search costs in memory, on real parts (the shipped model, a store on disk): the token table stays the
+wheel's float16 file, mapped rather than copied; the word cache is bounded by memory, not only by a count; the
+cache file is written without a second copy of the note vectors; and the vectors are the ones a float32 mean gives.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hivenote.server.core.search import refresh_note_index
+from hivenote.server.meaning.index import MeaningIndex
+from hivenote.server.meaning.model import ROW_CACHE, WORD_CACHE, StaticModel, load_default
+from hivenote.server.storage.store import Store
+from tests.support.notes import write_log
+
+WORD_CACHE_BUDGET_MB = 16  # what the word -> token ids cache may hold at most
+NOTE_WORDS = ["release", "checklist", "PostgreSQL", "Crashlytics", "noodle", "rollback", "healthz", "JSONB", "cents"]
+
+
+@pytest.fixture(scope="module")
+def model() -> StaticModel:
+    return load_default()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    write_log(tmp_path, 3000)
+    with Store(tmp_path, readonly=True) as opened:
+        with opened.reading() as state:
+            refresh_note_index(state)
+        yield opened
+
+
+def the_table(model: StaticModel) -> np.ndarray[Any, Any]:
+    """The whole table as the weights file holds it (float16), read here for reference."""
+    with open(model.table.path, "rb") as fh:
+        (length,) = struct.unpack("<Q", fh.read(8))
+        entry = json.loads(fh.read(length))["embedding.weight"]
+        begin, end = entry["data_offsets"]
+        fh.seek(8 + length + begin)
+        return np.frombuffer(fh.read(end - begin), "<f2").reshape(entry["shape"])
+
+
+def arrays_held(model: StaticModel) -> int:
+    return sum(v.nbytes for v in vars(model).values() if isinstance(v, np.ndarray))
+
+
+def test_the_model_holds_the_rows_it_uses_not_the_table(model: StaticModel) -> None:
+    """A float32 copy of the table was 33 MB of every server's memory; the rows a notebook uses are a few thousand
+    of the 32,000, read in float32 as needed. The weights file is not kept mapped either (its pages would count)."""
+    model.embed([" ".join(NOTE_WORDS)])
+    table = 32000 * 256 * 4
+    assert arrays_held(model) <= ROW_CACHE * model.dim * 4 + 32000 * 4 < table / 3, arrays_held(model)
+    if sys.platform.startswith("linux"):
+        maps = Path("/proc/self/maps").read_text(encoding="utf-8")
+        assert ".safetensors" not in maps
+
+
+def test_a_text_s_vector_is_the_float32_mean_of_its_token_vectors(model: StaticModel) -> None:
+    """Rows summed in float32 from the float16 file give the vectors the float32 table gave (the same ranking),
+    also for a text longer than a block, an empty one, and after the row cache started over."""
+    reference = the_table(model)
+    texts = ["Pocket-app crashes are reported to Firebase Crashlytics", "port 8085", "", "a " * 5000 + "end"]
+    whole_words = sorted(t[1:] for t in model.tokenizer.get_vocab() if t.startswith("▁") and t[1:].isalpha())
+    texts += [" ".join(whole_words[i : i + 3000]) for i in range(0, ROW_CACHE + 3000, 3000)]  # the cache starts over
+    restarts = []
+    got = model.embed(texts)
+    restarts.append(model._rows)
+    got += model.embed(texts)
+    assert model._rows is not restarts[0]  # it did start over
+    for text, vector in zip(texts, got / 2, strict=True):
+        ids = [i for word in text.split() for i in model.tokenizer.encode(word, add_special_tokens=False).ids]
+        if not ids:
+            assert not vector.any()
+            continue
+        mean = reference[ids].astype(np.float64).mean(axis=0)
+        assert np.allclose(vector, mean / np.linalg.norm(mean), atol=1e-5)
+
+
+def test_the_word_cache_is_bounded_by_memory(model: StaticModel) -> None:
+    """The cache of a word's token ids is cleared at WORD_CACHE words: that many must fit in the budget (as Python
+    lists of ints, 400k words were ~100 MB)."""
+    words = [f"w{i}ord{i * 7919 % 100003}" for i in range(2000)]
+    model.embed([" ".join(words)])
+    sizes = [sys.getsizeof(word) + sys.getsizeof(model.words[word]) + 3 * 8 for word in words]
+    sizes += [sys.getsizeof(i) for word in words for i in model.words[word] if not -5 <= i <= 256]
+    per_word = sum(sizes) / len(words)
+    assert per_word * WORD_CACHE <= WORD_CACHE_BUDGET_MB * 2**20, per_word * WORD_CACHE / 2**20
+
+
+def test_the_cache_file_is_written_without_copying_the_vectors(
+    store: Store, model: StaticModel, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache" / "meaning.bin"
+    index = MeaningIndex(cache, lambda: model)
+    while not index.refresh(store):
+        pass
+    vectors = 3000 * model.dim * 4
+    tracemalloc.start()
+    try:
+        index._write_cache(model.model_id)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert cache.stat().st_size > vectors
+    assert peak < vectors / 2, (peak, vectors)
+    again = MeaningIndex(cache, lambda: model)
+    while not again.refresh(store):
+        pass
+    assert again._snapshot is not None and index._snapshot is not None
+    assert np.array_equal(again._snapshot.vectors, index._snapshot.vectors)
