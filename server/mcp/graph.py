@@ -45,6 +45,7 @@ from .. import __version__
 from ..core.errors import HivenoteError
 from ..core.model import Author, Entity, Relation
 from ..graph import Graph, graph_json
+from .direct import Connections, DirectCalls
 from .encoded_graph import EncodedGraph
 from .splice import Splices, Splicing, splices_of
 from .wire import EXTRA_INPUTS, PAGED_TOOLS, graph_text, js_stringify, official_tools, schema_issues, with_paging
@@ -204,17 +205,25 @@ class GraphMCP:
         )
         # Registered as a raw handler, not `on_call_tool`, so it can answer a plain dict (see `_result`).
         self.server.add_request_handler("tools/call", CallToolRequestParams, self._call_tool)
+        # Which SDK connection each HTTP session is, for tool calls answered in their HTTP request's task (`direct`).
+        self.connections = Connections()
+        self.server.middleware.append(self.connections.middleware)
+        self.direct: DirectCalls | None = None
 
     def http_app(self, path: str, **options: Any) -> Starlette:
         """The Streamable HTTP endpoint at `path` (`options` as the SDK's). The tools never talk back during a call
         (change notifications go out on the session's GET stream), so each answer is one JSON body: a per-call SSE
-        stream cost its tasks and framing on both ends, the larger part of a small call. The endpoint splices big
-        answers into the SDK's (`splice`)."""
+        stream cost its tasks and framing on both ends, the larger part of a small call. A plain `tools/call` on a
+        live session is answered in its HTTP request's task (`direct`), the rest by the SDK's transport; the
+        endpoint splices big answers into either's (`splice`)."""
         app = self.server.streamable_http_app(streamable_http_path=path, json_response=True, **options)
-        app.router.routes = [
-            Route(path, endpoint=Splicing(route.endpoint)) if isinstance(route, Route) and route.path == path else route
-            for route in app.router.routes
-        ]
+        routes = []
+        for route in app.router.routes:
+            if isinstance(route, Route) and route.path == path:
+                self.direct = DirectCalls(self.server, self.server.session_manager, self.connections, route.endpoint)
+                route = Route(path, endpoint=Splicing(self.direct))
+            routes.append(route)
+        app.router.routes = routes
         return app
 
     # -- tools --------------------------------------------------------------------------------------------------------
