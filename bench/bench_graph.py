@@ -3,6 +3,11 @@ seeded graph: Hivenote over `hivenote stdio --graph` and over HTTP at /mcp/graph
 call so all three targets see the same conditions. Prints per-tool p50/p99 and the ratios official/Hivenote.
 
     python bench/bench_graph.py [--sizes 1000,10000,100000] [--calls 100] [--targets "official,hn stdio"]
+        [--baseline <folder>]
+
+`--baseline` adds a fourth target, "base stdio": another Hivenote (its own server and bridge, on its own copy of the
+graph) imported from `<folder>` first on PYTHONPATH (a folder holding a `hivenote` package, e.g. links to an older
+checkout's server/, desktop/ and assets/), measured interleaved with the others: a before/after in one run.
 
 Hivenote's two targets share one server and the client process: measured together, each small read shows ~0.5-1 ms
 more than when one is measured alone against the official server (--targets), and more on a busy machine.
@@ -13,6 +18,7 @@ Needs `npm ci --prefix tests/tools` (the official server is pinned there).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -40,7 +46,7 @@ from hivenote.server.web.serve import bind
 ROOT = Path(__file__).resolve().parent.parent
 OFFICIAL = ROOT / "tests" / "tools" / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
 HIVENOTE = [sys.executable, "-m", "hivenote.server.cli"]
-TARGETS = ("official", "hn stdio", "hn http")
+TARGETS = ("official", "hn stdio", "hn http", "base stdio")
 WRITES = (
     "create_entities",
     "add_observations",
@@ -105,15 +111,27 @@ def sequence(round_: int, n: int, rnd: random.Random) -> list[tuple[str, dict[st
     return ops
 
 
+def baseline_env(folder: str | None) -> dict[str, str]:
+    """The environment of a Hivenote imported from `folder` first (`--baseline`); this one's without it."""
+    if folder is None:
+        return {**os.environ}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (folder, os.environ.get("PYTHONPATH")) if p)}
+
+
 @contextmanager
-def hivenote_server(data_dir: Path, seed: Path) -> Iterator[int]:
+def hivenote_server(data_dir: Path, seed: Path, env: dict[str, str] | None = None) -> Iterator[int]:
     """A fresh data dir with the seed imported and `hivenote serve` running on it; yields the port."""
-    subprocess.run([*HIVENOTE, "--data-dir", str(data_dir), "import", str(seed)], check=True, capture_output=True)
+    subprocess.run(
+        [*HIVENOTE, "--data-dir", str(data_dir), "import", str(seed)], check=True, capture_output=True, env=env
+    )
     with bind("127.0.0.1", 0) as probe:
         port: int = probe.getsockname()[1]
-    log = (data_dir.parent / "serve.log").open("w", encoding="utf-8")
+    log = (data_dir.parent / f"serve-{data_dir.name}.log").open("w", encoding="utf-8")
     server = subprocess.Popen(
-        [*HIVENOTE, "--data-dir", str(data_dir), "serve", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
+        [*HIVENOTE, "--data-dir", str(data_dir), "serve", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     try:
         deadline = time.monotonic() + 120
@@ -139,9 +157,17 @@ def hivenote_server(data_dir: Path, seed: Path) -> Iterator[int]:
         log.close()
 
 
+class Base(NamedTuple):
+    """The `--baseline` Hivenote: its data dir, port and environment."""
+
+    data_dir: Path
+    port: int
+    env: dict[str, str]
+
+
 @asynccontextmanager
 async def clients(
-    work: Path, data_dir: Path, port: int, targets: tuple[str, ...] = TARGETS
+    work: Path, data_dir: Path, port: int, targets: tuple[str, ...] = TARGETS, base: Base | None = None
 ) -> AsyncIterator[dict[str, Client]]:
     """A session per target, in TARGETS order; stderr of the stdio servers goes to files beside the data."""
     async with AsyncExitStack() as stack:
@@ -164,8 +190,15 @@ async def clients(
             "hn stdio": lambda: stdio_client(bridge, errlog=bridge_err),
             "hn http": lambda: streamable_http_client(f"http://127.0.0.1:{port}/mcp/graph", http_client=http),
         }
+        if base is not None:
+            base_bridge = StdioServerParameters(
+                command=HIVENOTE[0],
+                args=[*HIVENOTE[1:], "--data-dir", str(base.data_dir), "stdio", "--graph", "--port", str(base.port)],
+                env=base.env,
+            )
+            transports["base stdio"] = lambda: stdio_client(base_bridge, errlog=bridge_err)
         sessions = {}
-        for target in (t for t in TARGETS if t in targets):
+        for target in (t for t in TARGETS if t in targets and t in transports):
             client = Client(transports[target](), client_info=CLIENT, mode="legacy", read_timeout_seconds=300)
             sessions[target] = await stack.enter_async_context(client)
         yield sessions
@@ -176,11 +209,13 @@ class Measured(NamedTuple):
     failed: dict[tuple[str, str], str]  # (target, tool) -> the JSON-RPC error it got; not called again
 
 
-async def measure(work: Path, data_dir: Path, port: int, n: int, calls: int, targets: tuple[str, ...]) -> Measured:
+async def measure(
+    work: Path, data_dir: Path, port: int, n: int, calls: int, targets: tuple[str, ...], base: Base | None = None
+) -> Measured:
     """Each op goes to every target in turn before the next op, so all see the same conditions."""
     rnd = random.Random(11)
     out = Measured({target: {} for target in TARGETS}, {})
-    async with clients(work, data_dir, port, targets) as sessions:
+    async with clients(work, data_dir, port, targets, base) as sessions:
         for round_ in range(-5, calls):  # the first five rounds warm every target up and are not kept
             for name, args in sequence(round_, n, rnd):
                 for target, client in sessions.items():
@@ -199,15 +234,21 @@ async def measure(work: Path, data_dir: Path, port: int, n: int, calls: int, tar
     return out
 
 
-def run_size(n: int, calls: int, targets: tuple[str, ...] = TARGETS) -> Measured:
+def run_size(n: int, calls: int, targets: tuple[str, ...] = TARGETS, baseline: str | None = None) -> Measured:
     work = Path(tempfile.mkdtemp(prefix=f"hivenote-bench-graph-{n}-"))
     try:
         seed = work / "memory.jsonl"
         write_seed(seed, n)
         shutil.copyfile(seed, work / "official.jsonl")  # the official server rewrites its file; keep the seed
         data_dir = work / "data"
-        with hivenote_server(data_dir, seed) as port:
-            return anyio.run(measure, work, data_dir, port, n, calls, targets)
+        with contextlib.ExitStack() as servers:
+            port = servers.enter_context(hivenote_server(data_dir, seed))
+            base = None
+            if baseline is not None:
+                env = baseline_env(baseline)
+                base_dir = work / "base"
+                base = Base(base_dir, servers.enter_context(hivenote_server(base_dir, seed, env)), env)
+            return anyio.run(measure, work, data_dir, port, n, calls, targets, base)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -224,8 +265,8 @@ def pooled(times: dict[str, list[float]], tools: tuple[str, ...]) -> list[float]
 def table(results: dict[int, Measured], calls: dict[int, int], targets: tuple[str, ...] = TARGETS) -> str:
     shown = tuple(t for t in TARGETS if t in targets)
     compared = tuple(t for t in shown if t != "official")
-    head = f"{'size':>8} {'tool':<20}" + "".join(f"{t + ' p50':>13}{'p99':>8}" for t in shown)
-    head += "".join(f"{'off/' + t.removeprefix('hn '):>11}" for t in compared)
+    head = f"{'size':>8} {'tool':<20}" + "".join(f"{t + ' p50':>15}{'p99':>8}" for t in shown)
+    head += "".join(f"{'off/' + t.removeprefix('hn ').removesuffix(' stdio'):>11}" for t in compared)
     lines = ["MCP knowledge-graph tools, per call (ms); ratios are official p50 / Hivenote p50", head]
     notes: list[str] = []
     for n, measured in results.items():
@@ -238,7 +279,7 @@ def table(results: dict[int, Measured], calls: dict[int, int], targets: tuple[st
                 lines.append(f"{n:>8,} {tool:<20}  skipped above {READ_GRAPH_MAX:,} entities (returns the whole graph)")
                 continue
             cells = "".join(
-                f"{pct(v, 0.5) * 1e3:>13.2f}{pct(v, 0.99) * 1e3:>8.2f}" if v else f"{'failed*':>13}{'':>8}"
+                f"{pct(v, 0.5) * 1e3:>15.2f}{pct(v, 0.99) * 1e3:>8.2f}" if v else f"{'failed*':>15}{'':>8}"
                 for v in per_target.values()
             )
             official = per_target["official"]
@@ -263,10 +304,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100, help="measured calls per tool and target")
     parser.add_argument("--calls-above", nargs=2, type=int, metavar=("SIZE", "CALLS"), help="fewer calls above SIZE")
     parser.add_argument(
-        "--targets", default=",".join(TARGETS), help=f"which of {', '.join(TARGETS)} to measure (official always)"
+        "--targets", default=",".join(TARGETS[:3]), help=f"which of {', '.join(TARGETS)} to measure (official always)"
     )
+    parser.add_argument("--baseline", help="a folder to import another Hivenote from, measured as 'base stdio'")
     args = parser.parse_args()
     targets = ("official", *(t.strip() for t in args.targets.split(",") if t.strip() != "official"))
+    if args.baseline is not None and "base stdio" not in targets:
+        targets = (*targets, "base stdio")
     if unknown := set(targets) - set(TARGETS):
         sys.exit(f"unknown targets {', '.join(sorted(unknown))}: choose from {', '.join(TARGETS)}")
     if not OFFICIAL.exists():
@@ -276,7 +320,7 @@ def main() -> None:
     for n in (int(s) for s in args.sizes.split(",")):
         calls[n] = args.calls_above[1] if args.calls_above and n > args.calls_above[0] else args.calls
         started = time.monotonic()
-        results[n] = run_size(n, calls[n], targets)
+        results[n] = run_size(n, calls[n], targets, args.baseline)
         print(f"{n:,} entities done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     print(table(results, calls, targets))
 
