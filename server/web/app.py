@@ -5,13 +5,10 @@ machines' shards, warming the search index) lives in the lifespan."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import gc
 import logging
-import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -27,6 +24,7 @@ from ..agents import AgentTracker
 from ..core.errors import HivenoteError
 from ..core.search import refresh_note_index
 from ..graph import Graph
+from ..heap import malloc_trim
 from ..mcp import common as mcp_common
 from ..mcp.common import identify, limit_sessions, tracking_middleware
 from ..mcp.graph import GraphMCP
@@ -124,20 +122,8 @@ def _settle_memory() -> None:
     the heap pages the fold and the index build freed back to the system (glibc keeps them otherwise)."""
     gc.collect()  # before the freeze: garbage frozen with the rest would never be collected
     gc.freeze()
-    if (trim := _malloc_trim()) is not None:
+    if (trim := malloc_trim()) is not None:
         trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's `malloc_trim`, or None (another C library, another system)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # musl has none
-        return None
-    return trim
 
 
 def _watch_and_follow(store: Store) -> None:
