@@ -96,7 +96,8 @@ class MeaningIndex:
         self._sum: Any = None  # of the live rows, for the mean
         self._queue: list[Note] = []
         self._seen_version = -1
-        self._cached: dict[str, tuple[str, Matrix]] = {}  # read from the cache file, not yet checked against notes
+        self._cached: dict[str, tuple[str, int]] = {}  # note -> (digest, row of _cached_rows): from the cache file
+        self._cached_rows: Matrix | None = None  # the cache file's vectors, mapped until the first pass is done
         self._snapshot: _Snapshot | None = None
         self._dirty_cache = False
         self._lock = threading.Lock()
@@ -131,7 +132,7 @@ class MeaningIndex:
                 self.problem = str(exc)
                 log.info("meaning search is off: %s", exc)
                 return None
-            self._cached = self._read_cache(self.model.model_id)
+            self._cached, self._cached_rows = self._read_cache(self.model.model_id)
         return self.model
 
     def refresh(self, store: Store, budget: int = BATCH) -> bool:
@@ -156,6 +157,7 @@ class MeaningIndex:
                     ]
                     gone = [note_id for note_id in pos if note_id not in live]
                     self._seen_version = version
+                    self._reserve(len(live))
             for note_id in gone:
                 self._remove(note_id)
             batch, self._queue = self._queue[:budget], self._queue[budget:]
@@ -167,7 +169,8 @@ class MeaningIndex:
                 if row is not None and (old := self._meta[row]) is not None and old.digest == digest:
                     vectors.append(self._matrix[row])  # a change that leaves the text as it is (trash, restore)
                 elif (cached := self._cached.get(note.id)) is not None and cached[0] == digest:
-                    vectors.append(cached[1])
+                    assert self._cached_rows is not None
+                    vectors.append(np.array(self._cached_rows[cached[1]]))  # a copy: the file is unmapped when warm
                 else:
                     vectors.append(None)
                     fresh.append(i)
@@ -186,7 +189,7 @@ class MeaningIndex:
             if batch or gone:
                 self._dirty_cache = True
             if done:
-                self._cached = {}  # only good for the first pass over the notes
+                self._cached, self._cached_rows = {}, None  # only good for the first pass over the notes
                 if batch or gone or self._snapshot is None:
                     self._publish()
                 self._warm.set()
@@ -197,8 +200,6 @@ class MeaningIndex:
         return done
 
     def _set(self, note_id: str, vector: Matrix, row_meta: _Row) -> None:
-        import numpy as np  # hivenote[meaning]
-
         row = self._pos.get(note_id)
         if row is None:
             if self._free:
@@ -208,14 +209,7 @@ class MeaningIndex:
                 self._ids.append(None)
                 self._meta.append(None)
                 if self._matrix is None or row >= len(self._matrix):
-                    grown = np.zeros((max(1024, row + row // 2), len(vector)), dtype=np.float32)
-                    alive = np.zeros(len(grown), dtype=bool)
-                    if self._matrix is not None:
-                        grown[:row] = self._matrix[:row]
-                        alive[:row] = self._alive[:row]
-                    self._matrix, self._alive = grown, alive  # readers keep the old arrays they hold
-                    if self._sum is None:
-                        self._sum = np.zeros(len(vector), dtype=np.float64)
+                    self._reserve(max(1024, row + row // 8))  # by an eighth: a few KB copied per note added
             self._pos[note_id] = row
             self._ids[row] = note_id
         else:
@@ -224,6 +218,24 @@ class MeaningIndex:
         self._alive[row] = True
         self._sum += vector
         self._meta[row] = row_meta
+
+    def _reserve(self, rows: int) -> None:
+        """Room for `rows` notes in the matrix (the first pass makes it the notebook's size at once: growing by
+        half again meant up to half of it unused, and two copies at each step)."""
+        import numpy as np  # hivenote[meaning]
+
+        have = 0 if self._matrix is None else len(self._matrix)
+        if rows <= have or self.model is None:
+            return
+        grown = np.zeros((rows, self.model.dim), dtype=np.float32)
+        alive = np.zeros(rows, dtype=bool)
+        if self._matrix is not None:
+            used = len(self._ids)
+            grown[:used] = self._matrix[:used]
+            alive[:used] = self._alive[:used]
+        self._matrix, self._alive = grown, alive  # readers keep the old arrays they hold
+        if self._sum is None:
+            self._sum = np.zeros(self.model.dim, dtype=np.float64)
 
     def _remove(self, note_id: str) -> None:
         row = self._pos.pop(note_id)
@@ -316,26 +328,28 @@ class MeaningIndex:
 
     # -- the cache file --------------------------------------------------------------------------------
 
-    def _read_cache(self, model_id: str) -> dict[str, tuple[str, Matrix]]:
+    def _read_cache(self, model_id: str) -> tuple[dict[str, tuple[str, int]], Matrix | None]:
         import numpy as np  # hivenote[meaning]
 
+        nothing: tuple[dict[str, tuple[str, int]], Matrix | None] = ({}, None)
         if self.cache is None:
-            return {}
+            return nothing
         try:
             with self.cache.open("rb") as fh:
                 if fh.read(len(MAGIC)) != MAGIC:
-                    return {}
+                    return nothing
                 header = json.loads(fh.readline())
                 if header.get("model") != model_id:
-                    return {}  # another model: everything is embedded again
+                    return nothing  # another model: everything is embedded again
                 ids, digests, dim = header["ids"], header["digests"], int(header["dim"])
-                data = np.frombuffer(fh.read(), dtype=np.float32)
-            if len(data) != len(ids) * dim or len(digests) != len(ids):
-                return {}
-            vectors = data.reshape(len(ids), dim)
-            return {note_id: (digest, vectors[i]) for i, (note_id, digest) in enumerate(zip(ids, digests, strict=True))}
+                offset = fh.tell()
+            if self.cache.stat().st_size != offset + len(ids) * dim * 4 or len(digests) != len(ids) or not ids:
+                return nothing
+            # Mapped, not read: its pages are the file's, and they leave with the map once the first pass is done.
+            vectors = np.memmap(self.cache, dtype=np.float32, mode="r", offset=offset, shape=(len(ids), dim))
+            return {note_id: (digest, i) for i, (note_id, digest) in enumerate(zip(ids, digests, strict=True))}, vectors
         except (OSError, ValueError, KeyError, TypeError):  # missing or damaged: derived data, built again
-            return {}
+            return nothing
 
     def _write_cache(self, model_id: str) -> None:
         import numpy as np  # hivenote[meaning]

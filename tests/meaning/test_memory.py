@@ -118,3 +118,26 @@ def test_the_cache_file_is_written_without_copying_the_vectors(
         pass
     assert again._snapshot is not None and index._snapshot is not None
     assert np.array_equal(again._snapshot.vectors, index._snapshot.vectors)
+
+
+def test_a_restart_maps_the_cache_file_and_lets_it_go_once_warm(
+    store: Store, model: StaticModel, tmp_path: Path
+) -> None:
+    """Read whole, the cache file was a second copy of every vector while the first pass ran (100 MB at 100k),
+    beside a matrix grown by half again, copied at each step."""
+    cache = tmp_path / "cache" / "meaning.bin"
+    first = MeaningIndex(cache, lambda: model)
+    while not first.refresh(store):
+        pass
+    vectors = 3000 * model.dim * 4
+    tracemalloc.start()
+    try:
+        again = MeaningIndex(cache, lambda: model)
+        while not again.refresh(store):
+            pass
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * vectors, (peak, vectors)
+    if sys.platform.startswith("linux"):
+        assert "meaning.bin" not in Path("/proc/self/maps").read_text(encoding="utf-8")
