@@ -556,6 +556,8 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
         if not candidates:
             break
         candidates = {key for key in candidates if term in (index.text(key) or "")}
+    if not candidates:  # nothing to rank (a question in an agent's own words): straight to the near list, if asked
+        return SearchResult([], _near(state, index, terms, filters) if near else [], 0)
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     bounds = _bounds(index, terms)
     if isinstance(index, SubstringIndex) and replace(filters, trashed=False) == NO_FILTERS:
@@ -578,26 +580,54 @@ def _near_scored(
     state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters, pool: int
 ) -> dict[str, float]:
     """The `pool` notes holding most of the query's terms (or their longest matching prefixes), with the share of
-    the terms each holds (0..1): counted over the index's postings, no note is scored."""
-    counts: Counter[str] = Counter()
-    for probe in _probes(index, terms):
-        counts.update(index.candidates(probe))
-    if filters != NO_FILTERS:
-        counts = Counter({k: c for k, c in counts.items() if (n := state.note(k)) is not None and filters.admit(n)})
-    return {
-        key: count / len(terms) for key, count in heapq.nlargest(pool, counts.items(), key=lambda kv: (kv[1], kv[0]))
-    }
+    the terms each holds (0..1); ties go to the greater id. Counted with set operations over the probes' notes,
+    rarest first, never note by note: `levels[c]` holds the notes found in more than c of them. Once the notes
+    already found in more probes than are left fill the pool, no note first seen in a commoner probe can enter it,
+    and those probes are only intersected with the notes found so far (a question's common words each hold
+    thousands of notes)."""
+    found = sorted((notes for _, notes in _probes(index, terms)), key=len)
+    levels: list[set[str]] = []
+    admit = None if filters == NO_FILTERS else filters.admit
+    for i, notes in enumerate(found):
+        for c in range(len(levels) - 1, -1, -1):
+            both = levels[c] & notes
+            if not both:
+                continue
+            if c + 1 == len(levels):
+                levels.append(both)
+            else:
+                levels[c + 1] |= both
+        # A note first seen here counts at most 1 + `left`: it cannot enter a pool filled by notes counting more.
+        left = len(found) - i - 1
+        if not levels:
+            levels.append(set(notes))
+        elif admit is not None or len(levels) <= left + 1 or len(levels[left + 1]) < pool:
+            levels[0] |= notes
+    ranked: list[tuple[str, int]] = []
+    for c in range(len(levels) - 1, -1, -1):
+        level = levels[c] - levels[c + 1] if c + 1 < len(levels) else levels[c]
+        need = pool - len(ranked)
+        if admit is None:
+            ranked += [(key, c + 1) for key in heapq.nlargest(need, level)]
+        else:
+            kept = [key for key in level if (note := state.note(key)) is not None and admit(note)]
+            ranked += [(key, c + 1) for key in heapq.nlargest(need, kept)]
+        if len(ranked) >= pool:
+            break
+    return {key: count / len(terms) for key, count in ranked}
 
 
-def _probes(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[str]:
-    """Per term, the term or its longest prefix of three letters or more that some note holds."""
-    probes: list[str] = []
+def _probes(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[tuple[str, set[str]]]:
+    """Per term, the term or its longest prefix of three letters or more that some note holds, with those notes."""
+    probes: list[tuple[str, set[str]]] = []
     for term in terms:
         probe = term
-        while len(probe) >= 3 and not index.candidates(probe):
+        notes = index.candidates(probe)
+        while not notes and len(probe) > 3:
             probe = probe[:-1]
-        if len(probe) >= 3 or (probe == term and index.candidates(probe)):
-            probes.append(probe)
+            notes = index.candidates(probe)
+        if notes:
+            probes.append((probe, notes))
     return probes
 
 
@@ -606,12 +636,13 @@ def _near_candidates(
 ) -> list[tuple[int, float, Stamp, Note]]:
     probes = _probes(index, terms)
     keys: set[str] = set()
-    for probe in probes:
-        keys |= index.candidates(probe)
+    for _, holding in probes:
+        keys |= holding
     notes = [n for n in (state.note(k) for k in keys) if n is not None and filters.admit(n)]
+    words = [probe for probe, _ in probes]
     scored = []
     for note in notes:
-        relevance, matched = _score(index.text(note.id) or "", probes)
+        relevance, matched = _score(index.text(note.id) or "", words)
         scored.append((matched, relevance, note.revision, note))
     return scored
 
