@@ -243,10 +243,19 @@ def test_xembed_tray_host(tmp_path: Path) -> None:
         app = App(desktop, tmp_path / "data", free_port())
         icon = desktop.xembed_icon(WAIT_S, classname="^hivenote$")
         assert eventually(lambda: health(app.port) == 200, WAIT_S), desktop.output("app")
-        # The menu is rebuilt as the server comes up; a click landing mid-rebuild opens nothing, so click again.
-        opened = lambda: desktop.click_xembed(icon, popup_timeout=3) is not None  # noqa: E731
-        assert eventually(opened, WAIT_S), f"no menu opened\n{desktop.output('app')}"
-        desktop.key("Up", "Return")  # the last item: Quit Hivenote
+
+        def quit_from_menu() -> bool:
+            """The menu is rebuilt as the server comes up and as its status changes: a click landing mid-rebuild
+            opens nothing, and a rebuild between the click and the keys closes the menu, so try again until the
+            app has quit."""
+            if app.process.poll() is not None:
+                return True
+            if desktop.click_xembed(icon, popup_timeout=3) is None:
+                return False
+            desktop.key("Up", "Return")  # the last item: Quit Hivenote
+            return eventually(lambda: app.process.poll() is not None, 5)
+
+        assert eventually(quit_from_menu, WAIT_S), f"the menu never quit the app\n{desktop.output('app')}"
         assert app.exit_code() == 0, desktop.output("app")
 
 
