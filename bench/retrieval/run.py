@@ -96,11 +96,11 @@ def evaluate(rank: Ranker) -> dict[str, str]:
 class Book:
     """The notes written through a real Notebook into a store on disk, oldest first."""
 
-    def __init__(self, links: bool, meaning: bool) -> None:
+    def __init__(self, links: bool, meaning: bool, index: MeaningIndex | None = None) -> None:
         self.dir = tempfile.TemporaryDirectory()
         self.store = Store(Path(self.dir.name))
         self.store.__enter__()
-        self.index = MeaningIndex(None, load_default) if meaning else None
+        self.index = index or (MeaningIndex(None, load_default) if meaning else None)
         self.notebook = Notebook(self.store, meaning=self.index)
         self.ids: dict[str, str] = {}
         for n in NOTES:
