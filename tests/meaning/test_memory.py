@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import struct
 import sys
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,3 +142,30 @@ def test_a_restart_maps_the_cache_file_and_lets_it_go_once_warm(
     assert peak < 2 * vectors, (peak, vectors)
     if sys.platform.startswith("linux"):
         assert "meaning.bin" not in Path("/proc/self/maps").read_text(encoding="utf-8")
+
+
+def test_texts_embedded_from_two_threads_while_the_row_cache_starts_over_get_their_own_vectors(
+    model: StaticModel,
+) -> None:
+    """The background build and a search embed at once; a row cache starting over under one must not hand the other
+    rows of other tokens."""
+    words = sorted(t[1:] for t in model.tokenizer.get_vocab() if t.startswith("▁") and t[1:].isalpha())
+    texts = [" ".join(words[i : i + 700]) for i in range(0, 3 * ROW_CACHE, 700)]  # restarts the cache often
+    expected = model.embed(texts)
+    barrier = threading.Barrier(2)
+    got: dict[int, list[Any]] = {0: [], 1: []}
+
+    def work(who: int) -> None:
+        barrier.wait()
+        for _ in range(3):
+            got[who].append(model.embed(texts[who::2]))
+
+    threads = [threading.Thread(target=work, args=(who,)) for who in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for who in (0, 1):
+        assert len(got[who]) == 3
+        for vectors in got[who]:
+            assert np.allclose(vectors, expected[who::2], atol=1e-5)
