@@ -7,17 +7,15 @@ member decided by the total order of `Stamp`s, so the result does not depend on 
 from __future__ import annotations
 
 import bisect
-import operator
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .model import PLACEHOLDER, Entity, Note, Op, PayloadGone, Relation, Stamp, Version
+from .model import PLACEHOLDER, Entity, Note, Op, PayloadGone, Refs, Relation, Stamp, Version
 
 _LEGACY: Any = object()  # an obs.add without `since` (written before incarnations were recorded)
 _NOTE_OPS = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
-_STAMP = operator.attrgetter("stamp")  # in C: a cold start sorts ops from several shards into each note's history
 Epoch = tuple[int, int, str, int] | None  # an entity's latest delete (or a note's latest purge) as seen by a writer
 OccKey = tuple[str, int]  # (entity name, occurrence k): the official server allows same-name entities in one batch
 RelKey = tuple[str, str, str]  # (from, to, relationType)
@@ -28,13 +26,18 @@ def _newer(stamp: Stamp, *others: Stamp | None) -> bool:
 
 
 class NoteRecord:
-    """Everything the log says about one note id: field registers, trash register, purge mark, ops in order."""
+    """Everything the log says about one note id: field registers, trash register, purge mark, ops in order. An op
+    whose payload the fold let go of and that sits in a journal (a shard's rows) is held in the history as its row
+    (`Refs`), not as an object."""
 
-    __slots__ = ("fields", "id", "ops", "purge", "trash", "view")
+    __slots__ = ("_refs", "fields", "id", "ops", "purge", "trash", "view")
 
-    def __init__(self, note_id: str) -> None:
+    def __init__(self, note_id: str, refs: Refs | None = None) -> None:
         self.id = note_id
-        self.ops: list[Op] = []  # sorted by stamp: the history
+        self._refs = refs if refs is not None else Refs()
+        # Sorted by stamp: the history, each op as its journal row (`Refs`); a list, with the op itself, only once
+        # an op in no journal comes (one made in memory).
+        self.ops: array[int] | list[Op | int] = array("q")
         self.fields: dict[str, Op] = {}  # field -> the op that last set it (its value is in op.data)
         self.trash: tuple[Stamp, bool] | None = None
         self.purge: Stamp | None = None
@@ -42,10 +45,18 @@ class NoteRecord:
 
     def apply(self, op: Op) -> None:
         stamp = op.stamp
-        if not self.ops or stamp > self.ops[-1].stamp:
-            self.ops.append(op)
+        refs = self._refs
+        entry: Op | int | None = refs.ref(op)
+        if entry is None:
+            if type(self.ops) is not list:
+                self.ops = list(self.ops)
+            entry = op
+        ops: Any = self.ops
+        key: Any = refs.stamp  # a row's stamp is a plain tuple: it compares as the Stamp it is
+        if not ops or stamp > key(ops[-1]):
+            ops.append(entry)
         else:
-            bisect.insort(self.ops, op, key=_STAMP)
+            ops.insert(bisect.bisect_right(ops, stamp, key=key), entry)
         if op.kind == "note.set":
             fields = self.fields
             won = False
@@ -78,6 +89,20 @@ class NoteRecord:
             op.release(self.id)  # its payload is the id: the history shows none of it
         self.view = False
 
+    def placed(self, op: Op) -> None:
+        """`op`, applied before it had a journal row (this node's own write, applied before its line was written),
+        now has one: the history keeps the row instead of the op."""
+        ref = self._refs.ref(op)
+        ops = self.ops
+        if ref is None or type(ops) is not list:
+            return
+        key: Any = self._refs.stamp
+        at = bisect.bisect_left(ops, op.stamp, key=key)
+        if at < len(ops) and ops[at] is op:
+            ops[at] = ref
+            if all(type(entry) is int for entry in ops):
+                self.ops = array("q", ops)  # type: ignore[arg-type]
+
     def _counts(self, op: Op) -> bool:
         """Whether a `note.set` still decides a field: made after the latest purge, by a writer that had seen that
         purge (an edit concurrent with a purge does not bring the note back as a stub: the purge wins)."""
@@ -89,12 +114,17 @@ class NoteRecord:
         since = op.since(_LEGACY)
         return since is _LEGACY or since == (purge.wall, purge.counter, purge.node, purge.seq)
 
-    def live_ops(self) -> list[Op]:
-        """Ops after the latest purge (a purge erases everything before it)."""
+    def _live(self) -> Sequence[Op | int]:
+        """The history's entries after the latest purge (a purge erases everything before it)."""
         if self.purge is None:
             return self.ops
-        cut = bisect.bisect_right(self.ops, self.purge, key=_STAMP)
+        key: Any = self._refs.stamp
+        cut = bisect.bisect_right(self.ops, self.purge, key=key)
         return self.ops[cut:]
+
+    def live_ops(self) -> list[Op]:
+        """Ops after the latest purge (a purge erases everything before it); released ones made again."""
+        return [self._refs.op(entry) for entry in self._live()]
 
     def note(self) -> Note | None:
         if self.view is not False:
@@ -111,8 +141,8 @@ class NoteRecord:
                     continue
         view: Note | None = None
         if values:
-            ops = self.live_ops()
-            first, last = ops[0], ops[-1]
+            live = self._live()
+            first, last = self._refs.op(live[0]), self._refs.op(live[-1])
             trash = self.trash
             view = Note(
                 id=self.id,
@@ -190,6 +220,7 @@ class State:
     note_feeds: list[set[str]] = field(default_factory=list)  # the id of every note an op touches
     name_feeds: list[set[str]] = field(default_factory=list)  # the name of every entity an op touches
     _derived: dict[type, object] = field(default_factory=dict)
+    _refs: Refs = field(default_factory=Refs)  # the journals the notes' histories refer into
     _graph_cache: tuple[int, list[Entity], list[Relation]] | None = None
     # Entities as built, kept until an op touches their name: reading the whole graph after one write then builds
     # one entity, not every one (their observations are folded and sorted when built).
@@ -256,7 +287,7 @@ class State:
             note_id = op.note_id  # a released op (from the op cache) has no payload to look in
             rec = self.notes.get(note_id)
             if rec is None:
-                rec = self.notes[note_id] = NoteRecord(note_id)
+                rec = self.notes[note_id] = NoteRecord(note_id, self._refs)
             rec.apply(op)
             for feed in self.note_feeds:
                 feed.add(note_id)
@@ -353,6 +384,13 @@ class State:
     def seen(self, node: str) -> set[int]:
         """Every seq of `node` applied so far (for tests and sync; cheap only for small logs)."""
         return set(range(1, self.seen_upto.get(node, 0) + 1)) | set(self.seen_extra.get(node, {}))
+
+    def placed(self, op: Op) -> None:
+        """An op applied before its line was written (`Store.write`) now has its journal row (`NoteRecord.placed`)."""
+        if op.kind in _NOTE_OPS:
+            rec = self.notes.get(op.note_id)
+            if rec is not None:
+                rec.placed(op)
 
     def apply_all(self, ops: Iterable[Op]) -> int:
         return sum(1 for op in ops if self.apply(op))

@@ -10,6 +10,7 @@ import functools
 import hashlib
 import json
 import sys
+from array import array
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -126,7 +127,21 @@ class Op:
     from the log when asked (a note's history, the rare purge fallback). A year of edits then costs a few hundred
     bytes an op, not its text."""
 
-    __slots__ = ("_data", "_names", "_stamp", "at", "by", "counter", "digest", "kind", "node", "seq", "src", "wall")
+    __slots__ = (
+        "_data",
+        "_names",
+        "_stamp",
+        "at",
+        "by",
+        "counter",
+        "digest",
+        "kind",
+        "node",
+        "row",
+        "seq",
+        "src",
+        "wall",
+    )
     __hash__ = None  # type: ignore[assignment]  # as the dataclass it was: compared by value, never hashed
 
     def __init__(
@@ -157,6 +172,7 @@ class Op:
         self._stamp: Stamp | None = None if type(data) is str else Stamp(wall, counter, node, seq, digest)
         self.at = -1  # byte offset of its line in `src` (-1: not known)
         self.src: LineSource | None = None
+        self.row = -1  # its row in `src` when that is a `Journal` (-1: none)
 
     @property
     def stamp(self) -> Stamp:
@@ -225,6 +241,9 @@ class Op:
             return
         self._stamp = None  # made again when asked: a released op is mostly its place in a note's history
         self._data = note_id if note_id is not None and note_id == data[0] else data[0]
+        src = self.src
+        if self.row >= 0 and isinstance(src, Journal):
+            src.held[self.row] = self._data  # the journal keeps its row, not the op
 
     def _read(self) -> dict[str, Any]:
         src = self.src
@@ -305,6 +324,212 @@ def _expand(kind: str, data: tuple[Any, ...], names: tuple[str, ...]) -> dict[st
     if len(data) > 2:
         out["since"] = data[2]
     return out
+
+
+_KIND_CODE: Final = {kind: code for code, kind in enumerate(OP_KINDS)}
+_ROW_BITS: Final = 40  # a note's history refers to an op as (journal << _ROW_BITS) | row
+_ROW_MASK: Final = (1 << _ROW_BITS) - 1
+
+
+class Journal:
+    """Every op of one shard, by row (the order it was read or written in), in arrays: its stamp, kind, author,
+    field names and line offset, and in `held` the op itself while the fold may need its payload (a released note
+    op's row keeps its note id there instead). A note's history refers to a released op by its row, so a year of
+    edits costs some sixty bytes an op instead of an object, its ints and their list slots; `op(row)` makes the op
+    again when asked (the history, the first and last op of a note). The storage layer's shard file is one, and
+    reads the lines back (`line`)."""
+
+    __slots__ = (
+        "_authors",
+        "_by_code",
+        "_name_code",
+        "_names",
+        "_node_code",
+        "_nodes",
+        "ats",
+        "bys",
+        "counters",
+        "digests",
+        "held",
+        "kinds",
+        "names",
+        "nodes",
+        "seqs",
+        "walls",
+    )
+
+    def __init__(self) -> None:
+        self.walls = array("q")
+        self.counters = array("q")
+        self.seqs = array("q")
+        self.digests = array("Q")
+        self.ats = array("q")
+        self.kinds = array("B")
+        self.nodes = array("I")  # codes into `_nodes`
+        self.bys = array("I")  # codes into `_authors`
+        self.names = array("I")  # codes into `_names` (a note op's field names; 0: none)
+        self.held: list[Op | str | None] = []
+        self._nodes: list[str] = []
+        self._node_code: dict[str, int] = {}
+        self._authors: list[Author] = []
+        self._by_code: dict[Author, int] = {}
+        self._names: list[tuple[str, ...] | None] = [None]
+        self._name_code: dict[tuple[str, ...] | None, int] = {None: 0}
+
+    def line(self, at: int, digest: int) -> bytes | None:
+        """The line at byte `at` whose digest is `digest` (without its newline); None: not known here."""
+        return None
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def add(self, op: Op, at: int) -> None:
+        """Record `op`, whose line starts at byte `at`, as the next row (the op learns where it is)."""
+        op.at, op.src, op.row = at, self, len(self.seqs)
+        node_code = self._node_code.get(op.node)
+        if node_code is None:
+            node_code = self._node_code[op.node] = len(self._nodes)
+            self._nodes.append(op.node)
+        by_code = self._by_code.get(op.by)
+        if by_code is None:
+            by_code = self._by_code[op.by] = len(self._authors)
+            self._authors.append(op.by)
+        names = op.cached_names
+        name_code = self._name_code.get(names)
+        if name_code is None:
+            name_code = self._name_code[names] = len(self._names)
+            self._names.append(names)
+        self.walls.append(op.wall)
+        self.counters.append(op.counter)
+        self.seqs.append(op.seq)
+        self.digests.append(op.digest)
+        self.ats.append(at)
+        self.kinds.append(_KIND_CODE[op.kind])
+        self.nodes.append(node_code)
+        self.bys.append(by_code)
+        self.names.append(name_code)
+        self.held.append(op if op.held or op.cached_names is None else op.note_id)
+
+    def stamp(self, row: int) -> Stamp:
+        return Stamp(
+            self.walls[row], self.counters[row], self._nodes[self.nodes[row]], self.seqs[row], self.digests[row]
+        )
+
+    def op(self, row: int) -> Op:
+        """The op of `row`: the very one while it is held, else made (released: its payload is read back; from the op
+        cache: the payload it kept)."""
+        entry = self.held[row]
+        if isinstance(entry, Op):
+            return entry
+        kind = OP_KINDS[self.kinds[row]]
+        payload: dict[str, Any] | str = {} if entry is None else entry
+        names = self._names[self.names[row]]
+        op = Op(
+            self._nodes[self.nodes[row]],
+            self.seqs[row],
+            self.walls[row],
+            self.counters[row],
+            kind,
+            payload,
+            self._authors[self.bys[row]],
+            self.digests[row],
+            names,
+        )
+        op.at, op.src, op.row = self.ats[row], self, row
+        if op.held:  # a payload the op cache kept: the op holds it from now on
+            self.held[row] = op
+        return op
+
+    def unhold(self, start: int, end: int) -> None:
+        """Let go of the ops of rows `start..end` (a shard read again from its start: the state holds what it needs
+        of them, and a released note op needs only its note id)."""
+        held = self.held
+        for row in range(start, end):
+            entry = held[row]
+            if isinstance(entry, Op):
+                held[row] = entry.note_id if entry.cached_names is not None else None
+
+    def tables(self) -> tuple[list[str], list[Author], list[tuple[str, ...] | None]]:
+        """The node ids, authors and field-name tuples the code columns point into."""
+        return self._nodes, self._authors, self._names
+
+    def extend(
+        self,
+        columns: tuple[bytes, ...],
+        tables: tuple[list[str], list[Author], list[tuple[str, ...] | None]],
+        held: list[Op | str | None],
+    ) -> None:
+        """Append rows saved by `columns_of` (the op cache), their tables and held entries. Only into an empty
+        journal (the codes are the saved ones)."""
+        if len(self):
+            raise ValueError("a journal is extended from a cache only while empty")
+        for column, raw in zip(self._columns(), columns, strict=True):
+            column.frombytes(raw)
+        self._nodes, self._authors, self._names = tables
+        self._node_code = {node: code for code, node in enumerate(self._nodes)}
+        self._by_code = {by: code for code, by in enumerate(self._authors)}
+        self._name_code = {names: code for code, names in enumerate(self._names)}
+        if any(len(column) != len(held) for column in self._columns()):
+            raise ValueError("the cached columns disagree")
+        self.held = held
+
+    def columns_of(self, start: int) -> tuple[bytes, ...]:
+        """Rows `start..` of every column, as bytes (the op cache)."""
+        return tuple(column[start:].tobytes() for column in self._columns())
+
+    def _columns(self) -> tuple[array[Any], ...]:
+        return (
+            self.walls,
+            self.counters,
+            self.seqs,
+            self.digests,
+            self.ats,
+            self.kinds,
+            self.nodes,
+            self.bys,
+            self.names,
+        )
+
+
+class Refs:
+    """The journals a state's note histories refer into: an op is one int, `(journal << 40) | row`."""
+
+    __slots__ = ("_codes", "_last", "journals")
+
+    def __init__(self) -> None:
+        self.journals: list[Journal] = []
+        self._codes: dict[int, int] = {}  # id(journal) -> its number (the journals are kept: ids stay theirs)
+        self._last: tuple[Journal | None, int] = (None, 0)
+
+    def ref(self, op: Op) -> int | None:
+        """`op` as a row of its journal, or None when it is in none (an op made in memory)."""
+        src = op.src
+        if op.row < 0 or not isinstance(src, Journal):
+            return None
+        last, code = self._last
+        if src is not last:
+            found = self._codes.get(id(src))
+            if found is None:
+                found = self._codes[id(src)] = len(self.journals)
+                self.journals.append(src)
+            code = found
+            self._last = (src, code)
+        return (code << _ROW_BITS) | op.row
+
+    def op(self, entry: Op | int) -> Op:
+        if type(entry) is int:
+            return self.journals[entry >> _ROW_BITS].op(entry & _ROW_MASK)
+        assert isinstance(entry, Op)
+        return entry
+
+    def stamp(self, entry: Op | int) -> tuple[int, int, str, int, int]:
+        """The entry's stamp (a plain tuple for a row: it compares as the `Stamp` it is)."""
+        if type(entry) is int:
+            j = self.journals[entry >> _ROW_BITS]
+            row = entry & _ROW_MASK
+            return (j.walls[row], j.counters[row], j._nodes[j.nodes[row]], j.seqs[row], j.digests[row])
+        assert isinstance(entry, Op)
+        return entry.stamp
 
 
 def decode_op(line: bytes | str) -> Op:

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from ..core.model import NOTE_OPS, Op, author, shared_names
+from ..core.model import NOTE_OPS, OP_KINDS, Author, Journal, Op, author, shared_names
 from .files import private_dir, write_whole
 from .gcpause import collector_paused
 
-MAGIC = b"hivenote-opcache-5\n"  # 5: note ops as (id, values[, since]) and field names; released ones as id and names
+MAGIC = b"hivenote-opcache-6\n"  # 6: a shard's ops as columns (a journal's) and one payload per op, no row tuples
+
+Tables = tuple[list[str], list[Author], list[tuple[str, ...] | None]]  # node ids, authors, field-name tuples
+
+
+def _no_tables() -> Tables:
+    return [], [], [None]
 
 
 @dataclass
@@ -29,7 +35,10 @@ class ShardEntry:
     line_no: int
     digest: bytes  # SHA-256 of the shard's bytes up to `offset`: the cache is used only for that very prefix
     health: tuple[int, int, int, list[tuple[int, str]]]  # ops, bad, unknown, first bad lines
-    ops: list[Op] = field(default_factory=list)
+    columns: tuple[bytes, ...] = ()  # `Journal.columns_of`: every op's stamp, kind, author, names and offset
+    tables: Tables = field(default_factory=lambda: _no_tables())
+    # per op: a graph op's payload, a note op's compact one, or (released) its note id
+    payloads: list[Any] = field(default_factory=list)
 
 
 def _digest(payload: bytes | memoryview) -> bytes:
@@ -40,7 +49,7 @@ def save(path: Path, entries: list[ShardEntry]) -> None:
     """Write the cache atomically: a temp file with a random name made exclusively beside it (never through a link
     planted there; 0600), renamed over, so concurrent writers cannot mix; removed again when the write fails. The
     cache folder is this user's only (it holds every note's text)."""
-    with collector_paused():  # one tuple per op, beside a folded notebook that can be over a GB of objects
+    with collector_paused():
         payload = marshal.dumps(_rows(entries))
     private_dir(path.parent)  # in the data dir, which must exist: a deleted one is not made again for a cache
     write_whole(path, (MAGIC, _digest(payload), payload), durable=False)  # derived data: a lost one is re-read
@@ -54,16 +63,17 @@ def _rows(entries: list[ShardEntry]) -> list[Any]:
             e.line_no,
             e.digest,
             e.health,
-            [
-                (o.node, o.seq, o.wall, o.counter, o.kind, o.cached_payload(), o.by.agent, o.by.client, o.by.person)
-                + ((o.cached_names,) if o.cached_names is not None else ())  # a note op: its field names too
-                for o in e.ops
-            ],
-            array("Q", [o.digest for o in e.ops]).tobytes(),  # one bytes object: quicker to save and load than ints
-            array("q", [o.at for o in e.ops]).tobytes(),  # where each line is, so released ops can read it back
+            e.columns,
+            e.tables[0],
+            [(a.agent, a.client, a.person) for a in e.tables[1]],
+            e.tables[2],
+            e.payloads,
         )
         for e in entries
     ]
+
+
+_NOTE_CODES: Final = frozenset(code for code, kind in enumerate(OP_KINDS) if kind in NOTE_OPS)
 
 
 def load(path: Path) -> dict[str, ShardEntry]:
@@ -79,39 +89,53 @@ def load(path: Path) -> dict[str, ShardEntry]:
     try:
         rows: Any = marshal.loads(payload)
         entries = {}
-        for name, offset, line_no, digest, health, ops, digests, places in rows:
-            hashes, ats = array("Q"), array("q")
-            hashes.frombytes(digests)
-            ats.frombytes(places)
-            if len(hashes) != len(ops) or len(ats) != len(ops):
+        for name, offset, line_no, digest, health, columns, nodes, authors, names, payloads in rows:
+            tables: Tables = (
+                list(nodes),
+                [author(a, c, p) for a, c, p in authors],
+                [None if n is None else shared_names(n) for n in names],
+            )
+            if not _valid(columns, tables, payloads):
                 return {}
-            built = []
-            for row, h, at in zip(ops, hashes, ats, strict=True):
-                if len(row) == 9:
-                    n, s, w, c, k, d, a, cl, p = row
-                    op = Op(n, s, w, c, k, d, author(a, cl, p), h)
-                else:  # a note op: compact (id, values[, since]), or released (its note id alone), and field names
-                    n, s, w, c, k, d, a, cl, p, names = row
-                    if k not in NOTE_OPS or type(names) is not tuple:
-                        return {}
-                    if type(d) is str:
-                        if at < 0:
-                            return {}
-                    elif (
-                        type(d) is not tuple or not 2 <= len(d) <= 3 or type(d[0]) is not str or len(d[1]) != len(names)
-                    ):
-                        return {}
-                    op = Op(n, s, w, c, k, d, author(a, cl, p), h, shared_names(names))
-                op.at = at
-                built.append(op)
             entries[name] = ShardEntry(
                 name,
                 offset,
                 line_no,
                 digest,
                 (health[0], health[1], health[2], [(line, reason) for line, reason in health[3]]),
-                built,
+                tuple(columns),
+                tables,
+                payloads,
             )
         return entries
     except (ValueError, TypeError, EOFError, IndexError):
         return {}
+
+
+def _valid(columns: tuple[bytes, ...], tables: Tables, payloads: list[Any]) -> bool:
+    """Whether the columns fit together and each payload is of its op's kind (a note op's compact one or note id)."""
+    probe = Journal()
+    probe.extend(columns, tables, [None] * len(payloads))  # raises ValueError when the lengths disagree
+    if probe.kinds and max(probe.kinds) >= len(OP_KINDS):
+        return False
+    for codes, table in ((probe.nodes, tables[0]), (probe.bys, tables[1]), (probe.names, tables[2])):
+        if codes and max(codes) >= len(table):
+            return False
+    note = _NOTE_CODES
+    for code, payload in zip(probe.kinds, payloads, strict=True):
+        if code in note:
+            if type(payload) is not str and (type(payload) is not tuple or type(payload[0]) is not str):
+                return False
+        elif type(payload) is not dict:
+            return False
+    return True
+
+
+def fill(entry: ShardEntry, journal: Journal) -> Iterator[Op]:
+    """Put the entry's rows into an empty journal and yield each op in order (a released one made for the moment:
+    its journal keeps its row, and the fold its place in the note's history)."""
+    journal.extend(entry.columns, entry.tables, entry.payloads)
+    entry.payloads = []
+    op = journal.op
+    for row in range(len(journal)):
+        yield op(row)

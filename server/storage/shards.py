@@ -15,7 +15,7 @@ from typing import IO, Any, BinaryIO
 
 from ..core.fold import State
 from ..core.hlc import Clock
-from ..core.model import CorruptLine, Op, UnknownOp, decode_op, line_digest
+from ..core.model import CorruptLine, Journal, Op, UnknownOp, decode_op, line_digest
 from . import opcache
 from .gcpause import collector_paused
 
@@ -44,14 +44,16 @@ class ShardHealth:
     torn_tail_bytes: int = 0
 
 
-class ShardFile:
-    """Where released ops read their lines back (`Op.data` of an op whose payload the fold let go): one shard file.
-    The line at the recorded offset is used only if its digest is the op's; a file rewritten since (compaction, a sync
-    tool's copy) is searched line by line for it. Holds nothing but the path."""
+class ShardFile(Journal):
+    """One shard file's ops by row (`Journal`: what the op cache saves, and what a note's history refers to when the
+    fold let go of an op), and where released ops read their lines back (`Op.data` of such an op). The line at the
+    recorded offset is used only if its digest is the op's; a file rewritten since (compaction, a sync tool's copy)
+    is searched line by line for it."""
 
     __slots__ = ("path",)
 
     def __init__(self, path: Path) -> None:
+        super().__init__()
         self.path = path
 
     def line(self, at: int, digest: int) -> bytes | None:
@@ -82,7 +84,7 @@ class Cursor:
     line_no: int = 0
     prefix: Any = field(default_factory=hashlib.sha256)  # SHA-256 of every byte before `offset`
     health: ShardHealth = field(default_factory=ShardHealth)
-    ops: list[Op] = field(default_factory=list)  # every valid op read from it, for the op cache
+    start: int = 0  # the row of `source` its current read starts at (rows before it: an earlier read of the file)
     missing_since: float | None = None  # monotonic time it was first seen missing
     source: ShardFile = field(init=False)
 
@@ -174,7 +176,9 @@ class Shards:
                     if again.digest() == cur.prefix.digest():
                         start = cur.offset
             if start == 0:
-                cur.line_no, cur.health, cur.ops, cur.prefix = 0, ShardHealth(), [], hashlib.sha256()
+                cur.line_no, cur.health, cur.prefix = 0, ShardHealth(), hashlib.sha256()
+                cur.source.unhold(cur.start, len(cur.source))
+                cur.start = len(cur.source)
                 start = self._from_cache(fh, cur, st.st_size)
             cur.ino, cur.dev = st.st_ino, st.st_dev
             applied = 0
@@ -203,16 +207,17 @@ class Shards:
             st = os.fstat(fd)
             cur = self.cursors[name] = Cursor(self.log_dir / name, st.st_ino, st.st_dev)
         at, source = cur.offset, cur.source
+        placed = self.state.placed
         for op, line in zip(ops, batch.split(b"\n"), strict=False):  # one line each, in order
-            op.at, op.src = at, source
+            source.add(op, at)
             at += len(line) + 1
             if op.kind in _PAYLOAD_FREE:
                 op.release()
+            placed(op)  # the note's history keeps its row from now on, not the op
         cur.offset += len(batch)
         cur.health.ops += len(ops)
         cur.line_no += len(ops)  # one line each
         cur.prefix.update(batch)
-        cur.ops.extend(ops)
         self.uncached += len(ops)
 
     # -- reading lines ------------------------------------------------------------------------------
@@ -226,7 +231,7 @@ class Shards:
 
     def _apply_decoded(self, lines: list[bytes], cur: Cursor, at: int) -> int:
         applied = 0
-        health, parsed, source = cur.health, cur.ops, cur.source
+        health, source = cur.health, cur.source
         apply, observe = self.state.apply, self.clock.observe
         for line in lines:
             cur.line_no += 1
@@ -245,8 +250,7 @@ class Shards:
                 self._report(cur, str(exc))
                 continue
             health.ops += 1
-            op.at, op.src = line_at, source
-            parsed.append(op)
+            source.add(op, line_at)
             observe(op.wall, op.counter, op.node)
             if apply(op):
                 applied += 1
@@ -270,19 +274,21 @@ class Shards:
         prefix = hash_prefix(fh, entry.offset)  # hashing is some ten times quicker than parsing the same bytes
         if prefix.digest() != entry.digest:
             return 0
-        apply, source = self.state.apply, cur.source
+        source = cur.source
+        if len(source):
+            return 0  # rows from an earlier read: the cache fills an empty journal only
+        apply = self.state.apply
         latest: dict[str, tuple[int, int]] = {}  # the clock only needs each node's latest stamp
-        for op in entry.ops:
-            op.src = source  # its offset came with it
+        for op in opcache.fill(entry, source):
             apply(op)
             if (op.wall, op.counter) > latest.get(op.node, (-1, -1)):
                 latest[op.node] = (op.wall, op.counter)
         for node, (wall, counter) in latest.items():
             self.clock.observe(wall, counter, node)
-        self.cached_ops += len(entry.ops)
+        self.cached_ops += len(source)
         ops, bad, unknown, bad_lines = entry.health
         cur.health = ShardHealth(ops, bad, unknown, [BadLine(line, reason) for line, reason in bad_lines])
-        cur.ops, cur.line_no, cur.offset, cur.prefix = entry.ops, entry.line_no, entry.offset, prefix
+        cur.line_no, cur.offset, cur.prefix = entry.line_no, entry.offset, prefix
         return entry.offset
 
     def cache_entries(self) -> list[opcache.ShardEntry]:
@@ -292,5 +298,9 @@ class Shards:
                 continue
             h = cur.health
             health = (h.ops, h.bad, h.unknown, [(b.line, b.reason) for b in h.bad_lines])
-            entries.append(opcache.ShardEntry(name, cur.offset, cur.line_no, cur.prefix.digest(), health, cur.ops))
+            source = cur.source
+            payloads = [e.cached_payload() if isinstance(e, Op) else e for e in source.held[cur.start :]]
+            entry = opcache.ShardEntry(name, cur.offset, cur.line_no, cur.prefix.digest(), health)
+            entry.columns, entry.tables, entry.payloads = source.columns_of(cur.start), source.tables(), payloads
+            entries.append(entry)
         return entries

@@ -180,7 +180,8 @@ class Store:
         """Open the own shard for appending (after the claim and a fold) and record the claim on it."""
         assert self.shard_path is not None
         mine = self.shards.cursors.get(self.shard_path.name)
-        self._seq = mine.ops[-1].seq if mine is not None and mine.ops else 0  # the last seq in its own file
+        ends = mine is not None and len(mine.source) > mine.start
+        self._seq = mine.source.seqs[-1] if mine is not None and ends else 0  # the last seq in its own file
         own = OwnShard(self.shard_path)
         try:
             record_shard(self.data_dir, self.node, self.shard_path, own.size)

@@ -4,10 +4,12 @@ reader sees it (`Op.data`, the log line) is what it always was."""
 
 from __future__ import annotations
 
+import gc
+from array import array
 from typing import Any
 
 from hivenote.server.core.fold import State
-from hivenote.server.core.model import Author, Op, decode_op
+from hivenote.server.core.model import Author, Journal, Op, decode_op, line_digest
 
 
 def reachable(value: Any) -> list[Any]:
@@ -55,3 +57,40 @@ def test_a_compact_op_writes_the_same_line() -> None:
     op = decode_op(line)
     assert op.encode() == line + b"\n"
     assert op.field("replaces") == "M" and op.field("tags") == () and op.since("none") is None
+
+
+class Lines(Journal):
+    """A journal whose lines are kept in memory (the storage layer's shard file reads them from the file)."""
+
+    __slots__ = ("lines",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: dict[int, bytes] = {}
+
+    def line(self, at: int, digest: int) -> bytes | None:
+        line = self.lines.get(at)
+        return line if line is not None and line_digest(line) == digest else None
+
+
+def test_a_released_op_is_a_journal_row_and_no_object() -> None:
+    journal, state = Lines(), State()
+    for seq in range(1, 52):
+        fields: dict[str, Any] = {"title": f"v{seq}"} if seq > 1 else {"title": "v1", "body": "kept", "kind": "fact"}
+        payload = {"id": "N", "fields": fields} if seq < 51 else {"id": "N"}
+        line = Op("alpha-0001", seq, 100 + seq, 0, "note.set" if seq < 51 else "note.trash", payload).encode()[:-1]
+        op = decode_op(line)
+        journal.lines[seq * 1000] = line
+        journal.add(op, seq * 1000)
+        state.apply(op)
+    del op
+    gc.collect()
+    alive = [o for o in gc.get_objects() if type(o) is Op and o.src is journal]
+    assert sorted(o.seq for o in alive) == [1, 50]  # the body's op and the title's: nothing else is an object
+    assert [*journal.held[1:49], *journal.held[50:]] == ["N"] * 49  # a released op's row keeps its note id alone
+    assert isinstance(state.notes["N"].ops, array)  # the history: rows
+    history = state.history("N")  # made again from the rows, the fields read back from the lines
+    assert [v.fields.get("title") for v in history[:-1]] == [f"v{seq}" for seq in range(1, 51)]
+    assert history[-1].action == "trash"
+    note = state.note("N")
+    assert note is not None and (note.title, note.body, note.trashed, note.created) == ("v50", "kept", True, 101)

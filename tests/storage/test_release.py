@@ -4,8 +4,10 @@ history still shows every version's fields, and only the ops that decide somethi
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
+from hivenote.server.core.model import Journal
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 
@@ -22,7 +24,16 @@ def edited(data: Path, edits: int) -> str:
 
 
 def held(store: Store, note_id: str) -> list[bool]:
-    return [op.held for op in store.state.notes[note_id].ops]
+    """Per op of the note's history, whether it holds its payload. The history itself is its ops' journal rows, no
+    objects, and a released op's row keeps its note id alone."""
+    rec = store.state.notes[note_id]
+    assert isinstance(rec.ops, array), rec.ops
+    ops = rec.live_ops()
+    for op in ops:
+        assert isinstance(op.src, Journal)
+        entry = op.src.held[op.row]
+        assert entry is op if op.held else entry == note_id
+    return [op.held for op in ops]
 
 
 def titles(store: Store, note_id: str) -> list[str | None]:
