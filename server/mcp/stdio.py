@@ -22,7 +22,6 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
-import h11
 import httpx2
 
 from .. import __version__
@@ -67,7 +66,7 @@ class AnswerTooBig(ValueError):
 MAX_ANSWER_BYTES = 1 << 30
 LINE_ENDS_TO_SPACES = bytes.maketrans(b"\r\n", b"  ")
 # What a dropped connection, a refused one or a broken HTTP exchange raise on the way to the server.
-TRANSPORT_ERRORS = (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, h11.ProtocolError)
+TRANSPORT_ERRORS = (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, EOFError)
 
 
 def server_is_up(base_url: str) -> bool:
@@ -143,56 +142,146 @@ def ensure_server(base_url: str, data_dir: Path, port: int, token: str) -> None:
         time.sleep(0.1)
 
 
-# -- HTTP/1.1 to the local server: kept-alive connections, h11 doing the framing ---------------------------------------
+# -- HTTP/1.1 to the local server: kept-alive connections, framed here ----------------------------------------------
+
+
+class ProtocolError(ValueError):
+    """An answer that is not HTTP/1.1 as this bridge reads it, or a header it must not send."""
+
+
+MAX_HEAD_BYTES = 64 << 10  # an answer's status line and headers
+_NO_BODY = frozenset((204, 304))
+
+
+class Response:
+    """An answer's status and headers (names lowercased), as it starts; its body follows, `chunk` by `chunk`."""
+
+    __slots__ = ("headers", "reason", "status_code")
+
+    def __init__(self, status_code: int, reason: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+        self.status_code, self.reason, self.headers = status_code, reason, headers
+
+
+def _field(value: str) -> bytes:
+    raw = value.encode("latin-1")
+    if b"\r" in raw or b"\n" in raw or b"\0" in raw:
+        raise ProtocolError(f"a header value holds a line end: {value[:40]!r}")
+    return raw
 
 
 class Connection:
     """One HTTP/1.1 connection to the server, kept open between messages: a new TCP connection and a general
-    purpose HTTP client's layers per message would cost more than the server's own work on most tool calls."""
+    purpose HTTP client's layers per message would cost more than the server's own work on most tool calls. It
+    speaks just what this bridge sends and its server answers: requests with a Content-Length; answers framed by
+    Content-Length, chunked, or by the connection's end; 1xx answers passed over."""
 
-    def __init__(self, stream: anyio.abc.SocketStream) -> None:
-        self.stream = stream
-        self.h11 = h11.Connection(h11.CLIENT)
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self._left = 0  # body bytes left: of the answer (Content-Length) or of the current chunk
+        self._framing = b""  # b"length", b"chunked" or b"close"; b"" once the answer's body is read to its end
+        self._keep = True  # the server keeps the connection open after this answer
 
-    async def request(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> h11.Response:
+    async def request(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> Response:
         """Send one request; returns the answer's status and headers (its body follows, `chunk` by `chunk`)."""
-        head = self.h11.send(h11.Request(method=method, target=target, headers=headers))
-        data = self.h11.send(h11.Data(data=body)) if body else b""
-        await self.stream.send(b"".join((head or b"", data or b"", self.h11.send(h11.EndOfMessage()) or b"")))
+        head = b"".join(
+            (
+                _field(f"{method} {target} HTTP/1.1"),
+                b"\r\n",
+                *(b"".join((_field(k), b": ", _field(v), b"\r\n")) for k, v in headers),
+                b"\r\n",
+            )
+        )
+        self.writer.write(head + body if len(body) < 1 << 16 else head)
+        if len(body) >= 1 << 16:
+            self.writer.write(body)
+        await self.writer.drain()
         while True:
-            event = await self._next()
-            if isinstance(event, h11.Response):  # 1xx answers (h11.InformationalResponse) are passed over
-                return event
+            response = await self._head()
+            if response.status_code >= 200:  # 1xx answers are passed over
+                return response
+
+    async def _head(self) -> Response:
+        try:
+            raw = await self.reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            raise anyio.EndOfStream from None
+        except asyncio.LimitOverrunError:
+            raise ProtocolError(f"an answer's head longer than {MAX_HEAD_BYTES} bytes") from None
+        status, *lines = raw[:-4].split(b"\r\n")
+        version, _, rest = status.partition(b" ")
+        code, _, reason = rest.partition(b" ")
+        if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+            raise ProtocolError(f"not an HTTP/1.1 answer: {status[:60]!r}")
+        headers: list[tuple[bytes, bytes]] = []
+        for line in lines:
+            name, colon, value = line.partition(b":")
+            if not colon or not name or name != name.strip() or b"\n" in line:
+                raise ProtocolError(f"not a header line: {line[:60]!r}")
+            headers.append((name.lower(), value.strip()))
+        found = dict(headers)
+        status_code = int(code)
+        self._keep = b"close" not in found.get(b"connection", b"").lower() and version == b"HTTP/1.1"
+        length = found.get(b"content-length")
+        if status_code < 200 or status_code in _NO_BODY:
+            self._framing = b""
+        elif b"chunked" in found.get(b"transfer-encoding", b"").lower():
+            self._framing, self._left = b"chunked", 0
+        elif length is not None:
+            if not length.isdigit():
+                raise ProtocolError(f"not a Content-Length: {length[:40]!r}")
+            self._framing, self._left = (b"length" if int(length) else b""), int(length)
+        else:
+            self._framing, self._keep = b"close", False
+        return Response(status_code, reason, headers)
 
     async def chunk(self) -> bytes:
         """The next piece of the answer's body; b"" once it is complete."""
-        while True:
-            event = await self._next()
-            if isinstance(event, h11.Data):
-                return bytes(event.data)
-            if isinstance(event, h11.EndOfMessage):
+        while self._framing:
+            if self._framing == b"close":
+                data = await self.reader.read(READ_SIZE)
+                if not data:
+                    self._framing = b""
+                return data
+            if self._left:
+                data = await self.reader.read(min(self._left, READ_SIZE))
+                if not data:
+                    raise anyio.EndOfStream
+                self._left -= len(data)
+                if not self._left and self._framing == b"length":
+                    self._framing = b""
+                elif not self._left:
+                    await self._line()  # the CRLF after a chunk's data
+                return data
+            if self._framing == b"length":
+                self._framing = b""
                 return b""
-
-    async def _next(self) -> Any:
-        while (event := self.h11.next_event()) is h11.NEED_DATA:
+            size = (await self._line()).split(b";", 1)[0].strip()
             try:
-                self.h11.receive_data(await self.stream.receive(READ_SIZE))
-            except anyio.EndOfStream:
-                self.h11.receive_data(b"")
-        if isinstance(event, h11.ConnectionClosed):
-            raise anyio.EndOfStream
-        return event
+                self._left = int(size, 16)
+            except ValueError:
+                raise ProtocolError(f"not a chunk size: {size[:20]!r}") from None
+            if not self._left:
+                while await self._line():  # trailers, up to the blank line
+                    pass
+                self._framing = b""
+        return b""
+
+    async def _line(self) -> bytes:
+        try:
+            return (await self.reader.readuntil(b"\r\n"))[:-2]
+        except asyncio.IncompleteReadError:
+            raise anyio.EndOfStream from None
+        except asyncio.LimitOverrunError:
+            raise ProtocolError(f"a chunk line longer than {MAX_HEAD_BYTES} bytes") from None
 
     def reuse(self) -> bool:
-        """Whether the exchange ended cleanly and the server keeps the connection open (then it is made ready)."""
-        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:
-            self.h11.start_next_cycle()
-            return True
-        return False
+        """Whether the exchange ended cleanly and the server keeps the connection open (then it is ready)."""
+        return not self._framing and self._keep and not self.writer.is_closing()
 
     async def aclose(self) -> None:
+        self.writer.close()
         with contextlib.suppress(*TRANSPORT_ERRORS):
-            await self.stream.aclose()
+            await self.writer.wait_closed()
 
 
 class Pool:
@@ -210,7 +299,7 @@ class Pool:
 
     async def connect(self) -> Connection:
         with anyio.fail_after(CONNECT_TIMEOUT_S):
-            connection = Connection(await anyio.connect_tcp(self.host, self.port))
+            connection = Connection(*await asyncio.open_connection(self.host, self.port, limit=MAX_HEAD_BYTES))
         if self.token is None:
             return connection
         try:
@@ -236,7 +325,7 @@ class Pool:
     def framed(self, headers: list[tuple[str, str]], body: bytes) -> list[tuple[str, str]]:
         return [("Host", self.authority), *headers, ("Content-Length", str(len(body)))]
 
-    async def _send(self, method: str, headers: list[tuple[str, str]], body: bytes) -> tuple[Connection, h11.Response]:
+    async def _send(self, method: str, headers: list[tuple[str, str]], body: bytes) -> tuple[Connection, Response]:
         headers = self.framed(headers, body)
         while self._idle:
             connection = self._idle.pop()
@@ -254,7 +343,7 @@ class Pool:
     @contextlib.asynccontextmanager
     async def exchange(
         self, method: str, headers: list[tuple[str, str]], body: bytes = b""
-    ) -> AsyncIterator[tuple[h11.Response, Connection]]:
+    ) -> AsyncIterator[tuple[Response, Connection]]:
         """One request and its answer; the connection goes back to the pool if the answer was read to its end."""
         connection, response = await self._send(method, headers, body)
         reusable = False
@@ -385,9 +474,9 @@ class Bridge:
         await self.forward(raw, message, tasks, again=False)
 
     async def _answer(
-        self, message: dict[str, Any], response: h11.Response, connection: Connection, tasks: anyio.abc.TaskGroup
+        self, message: dict[str, Any], response: Response, connection: Connection, tasks: anyio.abc.TaskGroup
     ) -> None:
-        status, answer = response.status_code, dict(response.headers)  # h11 gives lowercase names
+        status, answer = response.status_code, dict(response.headers)  # lowercase names
         if status >= 400 and not answer.get(b"content-type", b"").startswith(b"text/event-stream"):
             await self._refused(message, status, response.reason, await read_body(connection))
             return
@@ -423,21 +512,24 @@ class Bridge:
     async def _pass_on(self, connection: Body) -> None:
         """A JSON answer written to the client as it arrives, in the pieces it arrives in: a big one (read_graph)
         reaches the client while the rest is still on its way, and is never copied whole. A line end can only be
-        whitespace in JSON, so any becomes a space: stdio framing ends a message at a line end."""
+        whitespace in JSON, so any becomes a space: stdio framing ends a message at a line end. Each piece is
+        written once the next one is known, so the last goes with the line's end in one write (the client wakes
+        once for an answer that came in one piece, not once more for its line end)."""
         chunk = await connection.chunk()
         if not chunk:
             return  # a 202 for a notification has no body
         async with self._write_lock:
-            size = 0
+            size, piece = 0, b""
             try:
                 while chunk:
                     size += len(chunk)
                     if size > MAX_ANSWER_BYTES:
                         raise AnswerTooBig(f"an answer larger than {MAX_ANSWER_BYTES} bytes")
-                    self.stdout.write(chunk.translate(LINE_ENDS_TO_SPACES))
+                    self.stdout.write(piece)
+                    piece = chunk.translate(LINE_ENDS_TO_SPACES)
                     chunk = await connection.chunk()
             finally:  # the line is ended even if the answer broke off, so the client reads the error that follows
-                self.stdout.write(b"\n")
+                self.stdout.write(piece + b"\n")
                 self.stdout.flush()
 
     async def _reopen(self, stale: str, tasks: anyio.abc.TaskGroup) -> None:

@@ -197,13 +197,14 @@ def create_app(
                 # collectable again, or every start leaves the last server's cycles behind for good.
                 gc.unfreeze()
 
+    # The MCP endpoints first: agents call them most, and the router tries each route in turn (~40 REST routes).
     routes: list[BaseRoute] = [
+        *graph_http.routes,
+        *notebook_http.routes,
         Route("/api/health", health),
         *rest_routes(services),
         *sync_routes(services),
         *(extra_routes or []),
-        *graph_http.routes,
-        *notebook_http.routes,
         *web_routes(),
     ]
     app = Starlette(

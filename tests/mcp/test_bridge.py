@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
 import os
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
@@ -18,7 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import Implementation, TextContent
 
 from hivenote.server import __version__
-from hivenote.server.mcp.stdio import Bridge, Pool, event_data, read_body
+from hivenote.server.mcp.stdio import Bridge, Connection, Pool, ProtocolError, event_data, read_body
 from hivenote.server.settings import Settings
 from hivenote.server.storage.identity import lock_holder
 from hivenote.server.storage.store import Store
@@ -209,6 +211,72 @@ def test_a_kept_alive_connection_the_server_closed_is_replaced_by_a_new_one(tmp_
     assert anyio.run(scenario) == [200, 200]
 
 
+ANSWERS = {
+    "length": b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 7\r\n\r\n{"a":1}',
+    "chunked": b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"a\r\n4;x=y\r\n":1}\r\n0\r\nT: 1\r\n\r\n',
+    "continue first": b'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{"a":1}',
+    "until closed": b'HTTP/1.1 200 OK\r\n\r\n{"a":1}',
+    "close after": b'HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 7\r\n\r\n{"a":1}',
+}
+
+
+@pytest.mark.parametrize("how", list(ANSWERS))
+def test_each_way_an_answer_is_framed_reads_the_same_body_and_says_if_the_connection_goes_on(how: str) -> None:
+    """The bridge frames HTTP/1.1 itself (a general client's layers cost more than a small tool call): answers
+    with a length, chunked (with extensions and trailers), after a 100 Continue, or ended by the connection."""
+
+    async def scenario() -> tuple[int, bytes, bool, bytes]:
+        requests: list[bytes] = []
+
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = await reader.readuntil(b"\r\n\r\n")
+            requests.append(head + await reader.readexactly(int(head.split(b"Content-Length: ")[1].split(b"\r")[0])))
+            writer.write(ANSWERS[how])
+            await writer.drain()
+            if how not in ("until closed", "close after"):
+                await reader.read()  # the client keeps the connection; it ends it
+            writer.close()
+            await writer.wait_closed()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        with anyio.fail_after(10):
+            pool = Pool(f"http://127.0.0.1:{port}/mcp/graph")
+            async with pool.exchange("POST", [("Content-Type", "application/json")], b"{}") as (response, conn):
+                body = await read_body(conn)
+            kept = bool(pool._idle)
+            await pool.aclose()
+            server.close()
+            await server.wait_closed()
+        return response.status_code, body, kept, requests[0]
+
+    status, body, kept, request = anyio.run(scenario)
+    assert (status, body) == (200, b'{"a":1}')
+    assert kept == (how in ("length", "chunked", "continue first"))
+    assert request.startswith(b"POST /mcp/graph HTTP/1.1\r\nHost: 127.0.0.1:") and request.endswith(b"\r\n\r\n{}")
+
+
+def test_a_header_value_with_a_line_end_is_never_sent() -> None:
+    """A session id comes from the server's answer: one holding a line end would smuggle headers into the next
+    request; it is refused before anything is written."""
+    bridge = Bridge("http://127.0.0.1:1/mcp/graph", None, io.BytesIO())
+    bridge.session_id = "abc\r\nAuthorization: Bearer stolen"
+
+    async def post() -> None:
+        connection = Connection(*await asyncio.open_connection("127.0.0.1", listening.getsockname()[1]))
+        try:
+            with anyio.fail_after(5):  # sent, it would wait for an answer that never comes
+                await connection.request("POST", "/mcp/graph", bridge._post_headers(), b"{}")
+        finally:
+            await connection.aclose()
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        with pytest.raises(ProtocolError, match="line end"):
+            anyio.run(post)
+
+
 class Chunks:
     """An answer body arriving in the given pieces."""
 
@@ -261,6 +329,29 @@ def test_a_json_answer_is_written_to_the_client_as_it_arrives_on_one_line() -> N
     assert written.endswith(b"\n") and written.count(b"\n") == 1
     value = {"jsonrpc": "2.0", "id": 2, "result": {"text": "a\nb é"}}
     assert json.loads(written) == json.loads(b"".join(pieces)) == value
+
+
+class Writes(io.BytesIO):
+    """A client's stdin pipe that remembers each write: each is a wake-up of the client."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]  # the bridge writes bytes
+        if data:
+            self.writes.append(bytes(data))
+        return super().write(data)
+
+
+def test_an_answer_reaches_the_client_with_its_line_end_in_the_same_write() -> None:
+    """A client reading lines wakes for each write: an answer and then its line end on their own cost it two."""
+    out = Writes()
+    anyio.run(past_initialize(out)._pass_on, Chunks(b'{"jsonrpc":"2.0","id":2,"result":{}}'))
+    assert out.writes == [b'{"jsonrpc":"2.0","id":2,"result":{}}\n']
+    out = Writes()
+    anyio.run(past_initialize(out)._pass_on, Chunks(b'{"jsonrpc":"2.0",', b'"id":3,"result":{}}'))
+    assert out.writes == [b'{"jsonrpc":"2.0",', b'"id":3,"result":{}}\n']
 
 
 def test_an_answer_that_breaks_off_still_ends_its_line_so_the_error_after_it_can_be_read() -> None:
