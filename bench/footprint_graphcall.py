@@ -8,7 +8,10 @@ time, every layer measured interleaved on the same calls:
 
 The official server (`@modelcontextprotocol/server-memory`) is measured as `sdk stdio` and `raw stdio` beside it.
 
-    python bench/footprint_graphcall.py [--size 1000] [--rounds 60]
+    python bench/footprint_graphcall.py [--size 1000] [--rounds 60] [--baseline <folder>]
+
+`--baseline` adds the same three Hivenote layers (`base sdk stdio`, `base raw stdio`, `base raw http`) for another
+Hivenote imported from `<folder>` first on PYTHONPATH (see bench_graph.py), measured interleaved: before/after.
 
 Needs `npm ci --prefix tests/tools`.
 """
@@ -16,6 +19,7 @@ Needs `npm ci --prefix tests/tools`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -39,15 +43,16 @@ from hivenote.server.graph import Graph
 from hivenote.server.storage.store import Store
 
 if TYPE_CHECKING:  # run as a script, the project root is put on sys.path
-    from bench.bench_graph import HIVENOTE, OFFICIAL, entity_name, hivenote_server, pct, write_seed
+    from bench.bench_graph import HIVENOTE, OFFICIAL, baseline_env, entity_name, hivenote_server, pct, write_seed
     from bench.bench_graph_raw import PROTOCOL, Raw
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from bench.bench_graph import HIVENOTE, OFFICIAL, entity_name, hivenote_server, pct, write_seed
+    from bench.bench_graph import HIVENOTE, OFFICIAL, baseline_env, entity_name, hivenote_server, pct, write_seed
     from bench.bench_graph_raw import PROTOCOL, Raw
 
 TOOLS = ("create_entities", "add_observations", "search_nodes", "open_nodes", "delete_entities")
 LAYERS = ("official sdk", "official raw", "hn sdk stdio", "hn raw stdio", "hn raw http", "hn tool")
+BASE_LAYERS = ("base sdk stdio", "base raw stdio", "base raw http")
 
 
 class RawHttp:
@@ -115,9 +120,17 @@ def round_calls(round_: int) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-async def measure(work: Path, data: Path, port: int, own: Graph, rounds: int) -> dict[str, dict[str, list[float]]]:
-    times: dict[str, dict[str, list[float]]] = {layer: {} for layer in LAYERS}
-    token = json.loads((data / "tokens.json").read_text(encoding="utf-8"))["default"]
+def token_of(data: Path) -> str:
+    token: str = json.loads((data / "tokens.json").read_text(encoding="utf-8"))["default"]
+    return token
+
+
+async def measure(
+    work: Path, data: Path, port: int, own: Graph, rounds: int, base: tuple[Path, int, dict[str, str]] | None = None
+) -> dict[str, dict[str, list[float]]]:
+    layers = (*LAYERS, *(BASE_LAYERS if base else ()))
+    times: dict[str, dict[str, list[float]]] = {layer: {} for layer in layers}
+    token = token_of(data)
     official_env = {**os.environ, "MEMORY_FILE_PATH": str(work / "official.jsonl")}
     raw_official_env = {**os.environ, "MEMORY_FILE_PATH": str(work / "official-raw.jsonl")}
     bridge_argv = [*HIVENOTE, "--data-dir", str(data), "stdio", "--graph", "--port", str(port)]
@@ -131,12 +144,20 @@ async def measure(work: Path, data: Path, port: int, own: Graph, rounds: int) ->
             client = Client(stdio_client(params, errlog=errors), client_info=client_info, mode="legacy")
             sdk[label] = await stack.enter_async_context(client)
         raws = {"official raw": Raw(["node", str(OFFICIAL)], raw_official_env), "hn raw stdio": Raw(bridge_argv, {})}
-        http = RawHttp(port, token)
+        https = {"hn raw http": RawHttp(port, token)}
+        if base is not None:
+            base_data, base_port, base_env = base
+            base_argv = [*HIVENOTE, "--data-dir", str(base_data), "stdio", "--graph", "--port", str(base_port)]
+            params = StdioServerParameters(command=base_argv[0], args=base_argv[1:], env=base_env)
+            client = Client(stdio_client(params, errlog=errors), client_info=client_info, mode="legacy")
+            sdk["base sdk stdio"] = await stack.enter_async_context(client)
+            raws["base raw stdio"] = Raw(base_argv, base_env)
+            https["base raw http"] = RawHttp(base_port, token_of(base_data))
         direct = tool_calls(own)
         try:
             for round_ in range(-5, rounds):
                 for tool, args in round_calls(round_):
-                    for layer in LAYERS:
+                    for layer in layers:
                         # each layer its own entity names, so every layer's writes do the same work
                         named = json.loads(json.dumps(args).replace("call-", f"{layer.replace(' ', '')}-"))
                         start = time.perf_counter()
@@ -145,8 +166,8 @@ async def measure(work: Path, data: Path, port: int, own: Graph, rounds: int) ->
                             assert not result.is_error, (layer, tool, result)
                         elif layer in raws:
                             raws[layer].call("tools/call", {"name": tool, "arguments": named})
-                        elif layer == "hn raw http":
-                            http.call(tool, named)
+                        elif layer in https:
+                            https[layer].call(tool, named)
                         else:
                             direct[tool](named)
                         if round_ >= 0:
@@ -161,6 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--baseline", help="a folder to import another Hivenote from, measured as the base layers")
     args = parser.parse_args()
     if not OFFICIAL.exists():
         sys.exit(f"{OFFICIAL} is missing: run `npm ci --prefix tests/tools` first")
@@ -172,16 +194,29 @@ def main() -> None:
             shutil.copyfile(seed, work / copy)
         own_dir = work / "own"
         subprocess.run([*HIVENOTE, "--data-dir", str(own_dir), "import", str(seed)], check=True, capture_output=True)
-        with Store(own_dir) as store, hivenote_server(work / "data", seed) as port:
-            times = anyio.run(measure, work, work / "data", port, Graph(store), args.rounds)
+        with contextlib.ExitStack() as servers:
+            store = servers.enter_context(Store(own_dir))
+            port = servers.enter_context(hivenote_server(work / "data", seed))
+            base = None
+            if args.baseline is not None:
+                env = baseline_env(args.baseline)
+                base = (work / "base", servers.enter_context(hivenote_server(work / "base", seed, env)), env)
+            times = anyio.run(measure, work, work / "data", port, Graph(store), args.rounds, base)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"One graph tool call at {args.size:,} entities, p50 ms ({args.rounds} calls each, interleaved)")
-    print(f"{'tool':<18}" + "".join(f"{layer:>14}" for layer in LAYERS) + f"{'off/hn sdk':>12}")
+    shown = [layer for layer in (*LAYERS, *BASE_LAYERS) if layer in times]
+    compared = [layer for layer in ("hn sdk stdio", "base sdk stdio") if layer in times]
+    head = "".join(f"{layer:>15}" for layer in shown) + "".join(
+        f"{'off/' + c.split()[0] + ' sdk':>13}" for c in compared
+    )
+    print(f"{'tool':<18}{head}")
     for tool in TOOLS:
-        cells = "".join(f"{pct(times[layer][tool], 0.5) * 1e3:>14.2f}" for layer in LAYERS)
-        ratio = pct(times["official sdk"][tool], 0.5) / pct(times["hn sdk stdio"][tool], 0.5)
-        print(f"{tool:<18}{cells}{ratio:>11.2f}x")
+        cells = "".join(f"{pct(times[layer][tool], 0.5) * 1e3:>15.2f}" for layer in shown)
+        official = pct(times["official sdk"][tool], 0.5)
+        ratios = "".join(f"{official / pct(times[c][tool], 0.5):>12.2f}x" for c in compared)
+        print(f"{tool:<18}{cells}{ratios}")
+    print(f"load average {os.getloadavg()[0]:.1f} / {os.getloadavg()[1]:.1f} / {os.getloadavg()[2]:.1f}")
 
 
 if __name__ == "__main__":
