@@ -76,9 +76,11 @@ class NoteRecord:
             if not won:
                 op.release(self.id)
             if displaced is not None:
-                held = fields.values()
                 for old in displaced:
-                    if all(holder is not old for holder in held):
+                    deciding = [name for name in old.field_names if fields.get(name) is old]
+                    if deciding:
+                        old.keep_only(deciding)  # the values newer ops decide are read back from the log
+                    else:
                         old.release(self.id)
         else:
             if op.kind == "note.purge":

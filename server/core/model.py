@@ -11,6 +11,7 @@ import hashlib
 import json
 import sys
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -188,9 +189,9 @@ class Op:
         data = self._data
         if type(data) is dict:
             return data
-        if type(data) is tuple:
+        if type(data) is tuple and (self.src is None or ... not in data[1]):
             return _expand(self.kind, data, self._names or ())
-        return self._read()
+        return self._read()  # released, or some values let go of (`keep_only`)
 
     @property
     def held(self) -> bool:
@@ -232,6 +233,18 @@ class Op:
     @property
     def cached_names(self) -> tuple[str, ...] | None:
         return self._names
+
+    def keep_only(self, names: Iterable[str]) -> None:
+        """Let go of the values of every field but `names` (the fields this `note.set` still decides; newer ops decide
+        the others), when its line can be read again: `data` then reads the line. A note's first op often still
+        decides its kind and project long after its title and body were rewritten."""
+        data = self._data
+        if self.src is None or type(data) is not tuple or self.kind != "note.set":
+            return
+        keep = set(names)
+        values = tuple(v if n in keep else ... for n, v in zip(self._names or (), data[1], strict=True))
+        if values != data[1]:
+            self._data = (data[0], values, *data[2:])
 
     def release(self, note_id: str | None = None) -> None:
         """Drop the payload of a note op whose line can be read again (`src` known); `note_id`, if given, is the same

@@ -59,6 +59,7 @@ def test_superseded_edits_let_go_of_their_text_and_read_it_back_for_the_history(
     state.apply_all(ops)
     first, second, third, trash = ops
     assert first.held  # it still decides `kind`
+    assert first.cached_payload() == ("N", ("fact", ..., ...))  # but lets go of the title and body newer ops decide
     assert not second.held  # every field it set has a newer value: only its place in the history is kept
     assert third.held
     assert not trash.held  # its payload is the id
@@ -68,7 +69,7 @@ def test_superseded_edits_let_go_of_their_text_and_read_it_back_for_the_history(
     assert note is not None and (note.title, note.body, note.kind, note.trashed) == ("third", "short", "fact", True)
     before = lines.reads
     assert [v.fields.get("title") for v in state.history("N")] == ["first", "second", "third", None]
-    assert lines.reads == before + 1  # only the released edit was read back
+    assert lines.reads == before + 2  # only the released edit and the first op's let-go values were read back
 
 
 def test_a_released_op_whose_line_is_gone_is_left_out_of_the_history() -> None:
