@@ -1,10 +1,12 @@
 """Soak: the tray app doing what a day of ordinary use does (agents connecting and leaving over MCP and stdio, the
 dashboard window opened and closed, a snippet copied, the server stopped and started, another machine's ops arriving
 through the synced folder), round after round, with the tray's RSS and PSS after each round. The driver is
-tests/support/soak.py (tests/desktop/test_soak.py runs it for a few rounds); this prints the curve and the growth
-after the warm-up rounds.
+tests/support/soak.py (tests/desktop/test_soak.py runs it for a few rounds); this prints the curve, the growth
+after the warm-up rounds, and what the soaked tray holds beyond a fresh tray started on the notebook the soak wrote
+(a soak writes ~23 notes a round, far more than a day of use, and the notebook's own memory grows with them).
 
-    python bench/bench_soak.py [--minutes 120 | --rounds N] [--warmup 3] [--agents 3] [--no-meaning] [--json FILE]
+    python bench/bench_soak.py [--minutes 120 | --rounds N] [--warmup 3] [--agents 3] [--no-meaning] [--fresh 3]
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -32,9 +34,20 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=2.0, help="seconds idle after each round")
     parser.add_argument("--json", help="write the samples to this file")
     parser.add_argument("--no-meaning", action="store_true", help="meaning search off (settings.json)")
+    parser.add_argument(
+        "--fresh", type=int, default=3, help="then rounds of a fresh tray on the same notebook, to compare against"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hivenote-soak-") as tmp:
-        samples = soak(Path(tmp), args.rounds, args.minutes, args.agents, args.pause, meaning=not args.no_meaning)
+        samples = soak(
+            Path(tmp),
+            args.rounds,
+            args.minutes,
+            args.agents,
+            args.pause,
+            meaning=not args.no_meaning,
+            fresh_rounds=args.fresh,
+        )
     result = growth(samples, args.warmup)
     print(json.dumps(result))
     if args.json:

@@ -342,10 +342,22 @@ def open_path(
 
 
 def load_pystray(backend: str) -> Any:
-    """pystray with the chosen backend. Importing it can fail in ways other than ImportError (no display)."""
-    os.environ["PYSTRAY_BACKEND"] = backend
-    import pystray
+    """pystray with the chosen backend. Importing it can fail in ways other than ImportError (no display).
 
+    On Linux GTK starts with OpenGL off: the first GTK program on an X display tries OpenGL to choose its visuals
+    (later ones read the choice from the display), and in the tray that loaded Mesa and LLVM for good, +53 MB of
+    RSS for an icon and a menu, on exactly the login where an autostarted tray is the first GTK program. Only this
+    process: the variable is gone again once GTK has read it, so the dashboard window and what the tray opens get
+    the environment as it was."""
+    os.environ["PYSTRAY_BACKEND"] = backend
+    no_gl = sys.platform.startswith("linux") and "GDK_GL" not in os.environ
+    if no_gl:
+        os.environ["GDK_GL"] = "disable"
+    try:
+        import pystray
+    finally:
+        if no_gl:
+            os.environ.pop("GDK_GL", None)
     return pystray
 
 

@@ -146,8 +146,19 @@ def one_round(desktop: Desktop, item: TrayItem, data: Path, port: int, peer: Pee
 
 
 def soak(
-    root: Path, rounds: int | None, minutes: float, agents: int, pause: float, *, meaning: bool = True
+    root: Path,
+    rounds: int | None,
+    minutes: float,
+    agents: int,
+    pause: float,
+    *,
+    meaning: bool = True,
+    fresh_rounds: int = 0,
 ) -> list[dict[str, float]]:
+    """Rounds for `rounds` or `minutes`, a sample after each. With `fresh_rounds`, the tray is then quit and a fresh
+    one started on the same notebook runs that many rounds, sampled with `"fresh": 1`: what the soaked tray holds
+    beyond them is what the hours of use left behind, not the notebook they wrote (which a soak grows far faster
+    than a day of use does)."""
     data = root / "data"
     folder = root / "synced"
     folder.mkdir(parents=True)
@@ -164,32 +175,31 @@ def soak(
     try:
         port = free_port()
         argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data), "tray", "--port", str(port)]
-        process = desktop.spawn("tray", argv)
-        item = desktop.tray_item(WAIT_S)
-        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), timeout=WAIT_S, what="running")
         peer = Peer(folder)
         started = time.monotonic()
         n = 0
-        while (rounds is not None and n < rounds) or (rounds is None and time.monotonic() - started < minutes * 60):
-            names = [AGENTS[(n + i) % len(AGENTS)] for i in range(agents)]
-            one_round(desktop, item, data, port, peer, names, n)
-            time.sleep(pause)
-            samples.append(
-                {
-                    "round": n,
-                    "minute": (time.monotonic() - started) / 60,
-                    "rss": rss_mb(process.pid),
-                    "pss": pss_mb(process.pid),
-                }
-            )
-            print(
-                f"round {n:>4}  {samples[-1]['minute']:6.1f} min  RSS {samples[-1]['rss']:6.1f} MB  "
-                f"PSS {samples[-1]['pss']:6.1f} MB",
-                flush=True,
-            )
-            n += 1
-        item.click("Quit Hivenote")
-        process.wait(WAIT_S)
+        for fresh in (False, True) if fresh_rounds else (False,):
+            process = desktop.spawn("tray-fresh" if fresh else "tray", argv)
+            item = desktop.tray_item(WAIT_S)
+            item.wait_for(lambda i: title(i).startswith("Hivenote — running"), timeout=WAIT_S, what="running")
+            end = n + fresh_rounds if fresh else rounds
+            while (end is not None and n < end) or (end is None and time.monotonic() - started < minutes * 60):
+                names = [AGENTS[(n + i) % len(AGENTS)] for i in range(agents)]
+                one_round(desktop, item, data, port, peer, names, n)
+                time.sleep(pause)
+                sample = {"round": n, "minute": (time.monotonic() - started) / 60, "rss": rss_mb(process.pid)}
+                sample["pss"] = pss_mb(process.pid)
+                if fresh:
+                    sample["fresh"] = 1
+                samples.append(sample)
+                print(
+                    f"round {n:>4}  {sample['minute']:6.1f} min  RSS {sample['rss']:6.1f} MB  "
+                    f"PSS {sample['pss']:6.1f} MB{'  (a fresh tray, same notebook)' if fresh else ''}",
+                    flush=True,
+                )
+                n += 1
+            item.click("Quit Hivenote")
+            process.wait(WAIT_S)
     finally:
         desktop.close()
     return samples
@@ -197,11 +207,17 @@ def soak(
 
 def growth(samples: list[dict[str, float]], warmup: int) -> dict[str, Any]:
     """RSS after the warm-up rounds, at the end (median of the last three rounds, against the first three after the
-    warm-up: single samples are noisy) and the largest seen."""
-    kept = samples[warmup:]
+    warm-up: single samples are noisy) and the largest seen; with a fresh tray's rounds, its RSS (their median) and
+    how much more the soaked tray held at its end."""
+    fresh = [s["rss"] for s in samples if s.get("fresh")]
+    kept = [s for s in samples if not s.get("fresh")][warmup:]
+    out: dict[str, Any] = {"max": max((s["rss"] for s in samples), default=0)}
     if len(kept) < 2:
-        return {"after_warmup": None, "end": None, "growth": None, "max": max((s["rss"] for s in samples), default=0)}
+        return {"after_warmup": None, "end": None, "growth": None, **out}
     k = min(3, len(kept) // 2)
     first = statistics.median(s["rss"] for s in kept[:k])
     last = statistics.median(s["rss"] for s in kept[-k:])
-    return {"after_warmup": first, "end": last, "growth": last - first, "max": max(s["rss"] for s in samples)}
+    out.update(after_warmup=first, end=last, growth=last - first)
+    if fresh:
+        out.update(fresh=statistics.median(fresh), over_fresh=last - statistics.median(fresh))
+    return out
