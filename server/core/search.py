@@ -550,7 +550,14 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
         notes, total = list_notes(state, filters, limit=limit)
         return SearchResult(notes, [], total)
     index = _texts(state)
-    ordered = sorted(terms, key=index.count_estimate)
+    estimates: dict[str, int] = {}
+    # A term no note holds ends the search: looked for first among terms no word is likely to hold whole, such as
+    # a question's last word with its question mark (each estimate scans the index's vocabulary).
+    for term in sorted(terms, key=lambda term: (term.isalnum(), -len(term))):
+        estimates[term] = index.count_estimate(term)
+        if not estimates[term]:
+            return SearchResult([], _near(state, index, terms, filters) if near else [], 0)
+    ordered = sorted(terms, key=estimates.__getitem__)
     candidates = index.candidates(ordered[0])
     for term in ordered[1:]:
         if not candidates:
