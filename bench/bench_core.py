@@ -121,14 +121,15 @@ def bench_meaning(data_dir: Path, n_queries: int) -> dict[str, float]:
             search_notes(state, q, meaning=index)
         on_typed, on_asked, floor, off_asked = [], [], [], []
         near = 0
-        for word, question in zip(typed, asked, strict=True):
+        for i, (word, question) in enumerate(zip(typed, asked, strict=True)):
             on_typed += timed(lambda q: search_notes(state, q, meaning=index), [word])
             t = time.perf_counter()
             result = search_notes(state, question, meaning=index)
             on_asked.append(time.perf_counter() - t)
             near += not result.total
             floor += timed(index.scores, [question])
-            off_asked += timed(lambda q: search_notes(state, q), [question])
+            if i % 10 == 0:  # a tenth of them, as the naive scan: words only, a question can take seconds
+                off_asked += timed(lambda q: search_notes(state, q), [question])
     ms = 1000.0
     return {
         "meaning index build s": build,
