@@ -10,8 +10,10 @@ import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import HealthCheck, Phase, given, settings
@@ -314,3 +316,48 @@ def test_a_plain_tool_call_is_answered_directly_and_a_refused_one_by_the_sdk(pai
     nobody = Headers("none", owner.accept, owner.kind, "own", "agreed", None)
     status, _, body = pair.portal.call(asgi, side.app, "POST", request_headers(side, nobody), json.dumps(call).encode())
     assert status == 401 and direct.answered == before + 1  # the guard answered: no token, no tool
+
+
+def test_a_session_used_only_by_direct_calls_stays_open_and_expires_once_idle(tmp_path: Path) -> None:
+    """The SDK ends a session no request reached for its idle timeout. Calls answered directly never reach the
+    session's transport, so they count the session busy the way the transport does: used every 0.1 s it outlives
+    a 0.5 s timeout many times over, and left alone it still ends."""
+    idle_s = 0.5
+    with Store(tmp_path / "data") as store:
+        _seed(store)
+        mcp = GraphMCP(Graph(store), identify=lambda ctx: Author("test", "tester 1", ""))
+        app = mcp.http_app(PATH, session_idle_timeout=idle_s)
+        assert mcp.direct is not None
+        direct = mcp.direct
+        params = {"name": "open_nodes", "arguments": {"names": ["ana"]}}
+        call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+
+        async def scenario() -> tuple[list[int], int]:
+            async with app.router.lifespan_context(app):
+                accept = (b"accept", b"application/json, text/event-stream")
+                kind = (b"content-type", b"application/json")
+                init = {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                }
+                body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode()
+                _, headers, _ = await asgi(app, "POST", [accept, kind], body)
+                session = [accept, kind, (SESSION, dict(headers)[SESSION]), (b"mcp-protocol-version", b"2025-06-18")]
+                done = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+                assert (await asgi(app, "POST", session, done))[0] == 202
+                statuses = []
+                for _ in range(round(3 * idle_s / 0.1)):  # three timeouts' worth of calls, one every 0.1 s
+                    statuses.append((await asgi(app, "POST", session, call))[0])
+                    await anyio.sleep(0.1)
+                answered = direct.answered
+                with anyio.fail_after(20):  # left alone past its timeout, it ends (the SDK then answers 404)
+                    while True:
+                        await anyio.sleep(3 * idle_s)  # being idle is what is tested here
+                        if (await asgi(app, "POST", session, call))[0] == 404:
+                            break
+                return statuses, answered
+
+        statuses, answered = anyio.run(scenario)
+        assert statuses == [200] * len(statuses)
+        assert answered >= len(statuses)  # every one of them answered directly
