@@ -48,6 +48,16 @@ def timed(notebook: Notebook, queries: list[str]) -> list[float]:
     return out
 
 
+def scored(index: MeaningIndex, queries: list[str]) -> list[float]:
+    """The meaning index's own share of a question (embedding it and the product with every note's vector)."""
+    out = []
+    for query in queries:
+        t = time.perf_counter()
+        index.scores(query)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
 def run(n: int) -> dict[str, float]:
     rnd = random.Random(5)
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,6 +97,7 @@ def run(n: int) -> dict[str, float]:
                 "question p50 ms (off)": statistics.median(timed(lexical, questions)),
                 "question p50 ms (on)": statistics.median(timed(meaning, questions)),
                 "question p99 ms (on)": pct(timed(meaning, questions), 0.99),
+                "of it, scores() p50 ms": statistics.median(scored(index, questions)),
             }
 
 
