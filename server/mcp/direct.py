@@ -6,7 +6,9 @@ to the SDK unchanged, with its body, so every refusal is the SDK's own.
 
 It sits inside the auth guard (the route is what the guard lets through) and inside the session limits; what the
 SDK's transport checks on the way (Content-Type, Accept, the session, the protocol version header) is checked with
-the SDK's own functions, and a request failing any of them goes the SDK's way."""
+the SDK's own functions, and a request failing any of them goes the SDK's way. One difference: a client's
+`notifications/cancelled` for a call answered here finds nothing to cancel (the call runs to its answer, a few
+milliseconds), where the SDK would answer it with a "Request cancelled" error if it came in time."""
 
 from __future__ import annotations
 
