@@ -38,7 +38,9 @@ class NoteRecord:
         # Sorted by stamp: the history, each op as its journal row (`Refs`); a list, with the op itself, only once
         # an op in no journal comes (one made in memory).
         self.ops: array[int] | list[Op | int] = array("q")
-        self.fields: dict[str, Op] = {}  # field -> the op that last set it (its value is in op.data)
+        # field -> the op that last set it (its value is in op.data); while one op decides every field set so far (a
+        # note written once, the usual case), that op alone: a dict per note costs more than the rest of its record.
+        self.fields: dict[str, Op] | Op | None = None
         self.trash: tuple[Stamp, bool] | None = None
         self.purge: Stamp | None = None
         self.view: Note | bool | None = False  # False: not computed yet
@@ -57,8 +59,11 @@ class NoteRecord:
             ops.append(entry)
         else:
             ops.insert(bisect.bisect_right(ops, stamp, key=key), entry)
-        if op.kind == "note.set":
-            fields = self.fields
+        if op.kind == "note.set" and self.fields is None:
+            self.fields = op  # the first edit decides every field it sets
+        elif op.kind == "note.set":
+            fields = self.deciding()
+            self.fields = fields
             won = False
             displaced: list[Op] | None = None
             for name in op.field_names:
@@ -90,6 +95,15 @@ class NoteRecord:
                 self.trash = (stamp, op.kind == "note.trash")
             op.release(self.id)  # its payload is the id: the history shows none of it
         self.view = False
+
+    def deciding(self) -> dict[str, Op]:
+        """Each field's deciding op (a fresh dict while one op decides them all)."""
+        fields = self.fields
+        if fields is None:
+            return {}
+        if isinstance(fields, Op):
+            return dict.fromkeys(fields.field_names, fields)
+        return fields
 
     def placed(self, op: Op) -> None:
         """`op`, applied before it had a journal row (this node's own write, applied before its line was written),
@@ -132,8 +146,9 @@ class NoteRecord:
         if self.view is not False:
             return self.view if isinstance(self.view, Note) else None
         purge = self.purge
-        values = {k: op.field(k) for k, op in self.fields.items() if self._counts(op)}
-        if len(values) < len(self.fields) and purge is not None:  # an edit that never saw the purge: purge wins
+        deciding = self.deciding()
+        values = {k: op.field(k) for k, op in deciding.items() if self._counts(op)}
+        if len(values) < len(deciding) and purge is not None:  # an edit that never saw the purge: purge wins
             for op in reversed(self.live_ops()):
                 try:  # older edits are released: read back from the log (rare: a purge met a concurrent edit)
                     if op.kind == "note.set" and self._counts(op):

@@ -94,3 +94,21 @@ def test_a_released_op_is_a_journal_row_and_no_object() -> None:
     assert history[-1].action == "trash"
     note = state.note("N")
     assert note is not None and (note.title, note.body, note.trashed, note.created) == ("v50", "kept", True, 101)
+
+
+def test_a_note_written_once_keeps_no_dict_of_its_fields() -> None:
+    state = State()
+    first = written(id="N", fields={"kind": "fact", "title": "t", "body": "b", "tags": [], "project": None})
+    state.apply(first)
+    assert state.notes["N"].fields is first  # one op decides every field: no dict per note
+    second = Op("alpha-0001", 2, 200, 0, "note.set", {"id": "N", "fields": {"title": "u"}})
+    state.apply(second)
+    assert state.notes["N"].deciding() == {
+        "kind": first,
+        "title": second,
+        "body": first,
+        "tags": first,
+        "project": first,
+    }
+    note = state.note("N")
+    assert note is not None and (note.title, note.body) == ("u", "b")

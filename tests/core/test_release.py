@@ -113,7 +113,7 @@ def test_releasing_payloads_changes_nothing_a_reader_sees(ops: list[Op], rnd: ra
     released = State()
     released.apply_all(shuffled)
     assert snapshot_and_history(released) == snapshot_and_history(kept)
-    holders = {id(op) for rec in released.notes.values() for op in rec.fields.values()}
+    holders = {id(op) for rec in released.notes.values() for op in rec.deciding().values()}
     for op in shuffled:
         if op.kind.startswith("note.") and id(op) not in holders:
             assert not op.held, op  # superseded payloads are not held
