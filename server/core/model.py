@@ -11,7 +11,7 @@ import hashlib
 import json
 import sys
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -201,9 +201,12 @@ class Op:
     @property
     def note_id(self) -> str:
         data = self._data
+        if isinstance(data, tuple):
+            held: str = data[0]
+            return held
         if isinstance(data, str):
             return data
-        note_id: str = data[0] if isinstance(data, tuple) else data["id"]
+        note_id: str = data["id"]
         return note_id
 
     @property
@@ -423,6 +426,21 @@ class Journal:
         self.names.append(name_code)
         self.held.append(op if op.held or op.cached_names is None else op.note_id)
 
+    def rows(self) -> Iterator[Op]:
+        """Every row's op in order (the op cache's rows just put in with `extend`): a held one is kept as the row's op,
+        a released one is made for the moment (its row is what the fold keeps)."""
+        nodes, authors, names, held, kinds = self._nodes, self._authors, self._names, self.held, OP_KINDS
+        columns = (self.walls, self.counters, self.seqs, self.digests, self.ats, self.kinds, self.nodes, self.bys)
+        for row, (wall, counter, seq, digest, at, kind, node, by, name, entry) in enumerate(
+            zip(*columns, self.names, held, strict=True)
+        ):
+            op = Op(nodes[node], seq, wall, counter, kinds[kind], {} if entry is None else entry, authors[by], digest)
+            op._names = names[name]
+            op.at, op.src, op.row = at, self, row
+            if type(entry) is not str:
+                held[row] = op
+            yield op
+
     def stamp(self, row: int) -> Stamp:
         return Stamp(
             self.walls[row], self.counters[row], self._nodes[self.nodes[row]], self.seqs[row], self.digests[row]
@@ -507,27 +525,27 @@ class Journal:
 class Refs:
     """The journals a state's note histories refer into: an op is one int, `(journal << 40) | row`."""
 
-    __slots__ = ("_codes", "_last", "journals")
+    __slots__ = ("_base", "_codes", "_last", "journals")
 
     def __init__(self) -> None:
         self.journals: list[Journal] = []
         self._codes: dict[int, int] = {}  # id(journal) -> its number (the journals are kept: ids stay theirs)
-        self._last: tuple[Journal | None, int] = (None, 0)
+        self._last: Journal | None = None  # the journal of the last ref made, and its number shifted in place
+        self._base = 0
 
     def ref(self, op: Op) -> int | None:
         """`op` as a row of its journal, or None when it is in none (an op made in memory)."""
         src = op.src
+        if src is self._last and op.row >= 0:
+            return self._base | op.row
         if op.row < 0 or not isinstance(src, Journal):
             return None
-        last, code = self._last
-        if src is not last:
-            found = self._codes.get(id(src))
-            if found is None:
-                found = self._codes[id(src)] = len(self.journals)
-                self.journals.append(src)
-            code = found
-            self._last = (src, code)
-        return (code << _ROW_BITS) | op.row
+        code = self._codes.get(id(src))
+        if code is None:
+            code = self._codes[id(src)] = len(self.journals)
+            self.journals.append(src)
+        self._last, self._base = src, code << _ROW_BITS
+        return self._base | op.row
 
     def op(self, entry: Op | int) -> Op:
         if type(entry) is int:

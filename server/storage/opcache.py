@@ -136,6 +136,4 @@ def fill(entry: ShardEntry, journal: Journal) -> Iterator[Op]:
     its journal keeps its row, and the fold its place in the note's history)."""
     journal.extend(entry.columns, entry.tables, entry.payloads)
     entry.payloads = []
-    op = journal.op
-    for row in range(len(journal)):
-        yield op(row)
+    return journal.rows()
