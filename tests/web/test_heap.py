@@ -79,5 +79,7 @@ def test_an_arena_cap_in_the_environment_wins() -> None:
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     for setting, applied in ((None, "True"), ("8", "False")):
         run_env = env if setting is None else {**env, "MALLOC_ARENA_MAX": setting}
-        out = subprocess.run([sys.executable, "-c", code], env=run_env, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=run_env, capture_output=True, text=True, encoding="utf-8", check=True
+        )
         assert out.stdout.strip() == applied
