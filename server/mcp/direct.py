@@ -144,7 +144,9 @@ class DirectCalls:
         self.manager = manager
         self.connections = connections
         self.sdk = sdk
-        self.on = True  # off: every request goes the SDK's way (the equivalence tests compare the two)
+        # Off: every request goes the SDK's way (the equivalence tests compare the two; and an SDK release whose
+        # internals differ from those used here turns it off, see `_fits`).
+        self.on = _fits(manager)
         self.answered = 0  # tools/call requests answered directly (tests, benchmarks)
 
     def _session(self, scope: Scope) -> tuple[StreamableHTTPServerTransport, Connection] | None:
@@ -155,18 +157,25 @@ class DirectCalls:
         if raw is None or (protocol is not None and protocol.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS):
             return None
         session_id = raw.decode("latin-1")
-        transport = self.manager._server_instances.get(session_id)
-        connection = self.connections.get(session_id)
-        if (
-            transport is None
-            or connection is None
-            or self.manager._task_group is None
-            or "user" in scope  # the SDK's per-credential session owners: not used here, so not answered here
-            or self.manager._session_owners.get(session_id) is not None
-            or transport.is_terminated
-            or (transport.idle_scope is not None and transport.idle_scope.cancel_called)
-            or not connection.initialize_accepted
-        ):
+        try:
+            transport = self.manager._server_instances.get(session_id)
+            connection = self.connections.get(session_id)
+            if (
+                transport is None
+                or connection is None
+                or self.manager._task_group is None
+                or "user" in scope  # the SDK's per-credential session owners: not used here, so not answered here
+                or self.manager._session_owners.get(session_id) is not None
+                or transport.is_terminated
+                or (transport.idle_scope is not None and transport.idle_scope.cancel_called)
+                or not connection.initialize_accepted
+            ):
+                return None
+            if missing := _TRANSPORT_STATE - vars(transport).keys():
+                raise AttributeError(f"StreamableHTTPServerTransport has no {', '.join(sorted(missing))}")
+        except AttributeError as exc:  # another SDK release: nothing read or answered yet, the SDK answers
+            self.on = False
+            log.warning("tool calls on /mcp/graph go the MCP SDK's way: its internals differ (%s)", exc)
             return None
         return transport, connection
 
@@ -234,6 +243,25 @@ class DirectCalls:
                 transport._requests_in_flight -= 1
                 if not transport._requests_in_flight:
                     idle.deadline = anyio.current_time() + transport._idle_timeout
+
+
+# What is read of the SDK beyond its public interface (mcp 2.3): checked before a request is taken over, so that a
+# release that changes any of it only turns the direct path off, before anything is read or answered.
+_TRANSPORT_STATE: Final = frozenset({"_idle_timeout", "_requests_in_flight", "_security"})
+_CLASS_MEMBERS: Final = (
+    (StreamableHTTPServerTransport, "_check_content_type"),
+    (StreamableHTTPServerTransport, "_create_json_response"),
+    (ServerRunner, "_on_request"),
+)
+_MANAGER_STATE: Final = ("_server_instances", "_session_owners", "_task_group", "_lifespan_state")
+
+
+def _fits(manager: StreamableHTTPSessionManager) -> bool:
+    missing = [f"{cls.__name__}.{name}" for cls, name in _CLASS_MEMBERS if not hasattr(cls, name)]
+    missing += [f"StreamableHTTPSessionManager.{name}" for name in _MANAGER_STATE if not hasattr(manager, name)]
+    if missing:
+        log.warning("tool calls on /mcp/graph go the MCP SDK's way: it has no %s", ", ".join(missing))
+    return not missing
 
 
 def _plain_call(body: bytes) -> JSONRPCRequest | None:

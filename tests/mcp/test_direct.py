@@ -361,3 +361,43 @@ def test_a_session_used_only_by_direct_calls_stays_open_and_expires_once_idle(tm
         statuses, answered = anyio.run(scenario)
         assert statuses == [200] * len(statuses)
         assert answered >= len(statuses)  # every one of them answered directly
+
+
+def test_an_sdk_whose_internals_differ_turns_the_direct_path_off_before_taking_a_call(tmp_path: Path) -> None:
+    """What the direct path reads of the SDK beyond its interface (mcp 2.3) may change in a later 2.x: then a call is
+    the SDK's to answer, untouched (the direct path has read nothing of it), and the direct path stays off."""
+    with Store(tmp_path / "data") as store:
+        _seed(store)
+        mcp = GraphMCP(Graph(store), identify=lambda ctx: Author("test", "tester 1", ""))
+        app = mcp.http_app(PATH)
+        assert mcp.direct is not None and mcp.direct.on
+        direct = mcp.direct
+
+        async def scenario() -> tuple[bool, bool]:
+            async with app.router.lifespan_context(app):
+                accept = (b"accept", b"application/json, text/event-stream")
+                kind = (b"content-type", b"application/json")
+                init = {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                }
+                body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode()
+                _, headers, _ = await asgi(app, "POST", [accept, kind], body)
+                session_id = dict(headers)[SESSION]
+                session = [accept, kind, (SESSION, session_id), (b"mcp-protocol-version", b"2025-06-18")]
+                done = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+                assert (await asgi(app, "POST", session, done))[0] == 202
+                scope = {"type": "http", "method": "POST", "headers": session}
+                taken = direct._session(scope) is not None
+                transport = direct.manager._server_instances[session_id.decode()]
+                kept = transport.__dict__.pop("_requests_in_flight")  # as if a release had renamed it
+                try:
+                    taken_after = direct._session(scope) is not None
+                finally:
+                    transport._requests_in_flight = kept
+                return taken, taken_after
+
+        taken, taken_after = anyio.run(scenario)
+        assert taken and not taken_after
+        assert not direct.on  # and stays off: every later request goes the SDK's way
