@@ -52,6 +52,12 @@ def title(item: TrayItem) -> str:
     return str(item.prop("Title"))
 
 
+def offers(item: TrayItem, label: str) -> bool:
+    """The tray's menu has an enabled item `label` at its top level now."""
+    item.about_to_show(0)
+    return any(entry.label == label and entry.enabled and entry.visible for entry in item.menu())
+
+
 def token_of(data: Path) -> str:
     token = json.loads((data / "tokens.json").read_text(encoding="utf-8"))["default"]
     assert isinstance(token, str)
@@ -138,6 +144,8 @@ def one_round(desktop: Desktop, item: TrayItem, data: Path, port: int, peer: Pee
     item.click("Copy connect snippet", "Claude Code")
     item.click("Stop server")
     item.wait_for(lambda i: title(i) == "Hivenote — stopped", timeout=WAIT_S, what="stopped")
+    # The title can change before the menu is rebuilt (its items still "Stop server"): click once it offers Start.
+    item.wait_for(lambda i: offers(i, "Start server"), timeout=WAIT_S, what="the menu offering Start server")
     item.click("Start server")
     item.wait_for(lambda i: title(i).startswith("Hivenote — running"), timeout=WAIT_S, what="running again")
     peer.bring(20)
