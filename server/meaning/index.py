@@ -68,6 +68,8 @@ class _Snapshot:
     replacing_vectors: Matrix
     projects: tuple[str | None, ...]
     created: tuple[tuple[int, Stamp], ...]  # (created ms, latest stamp): which of two notes is newer
+    rows: dict[str, int]  # note id -> row (a copy: the index's own changes under its lock)
+    live: int  # rows in use
 
 
 class _Row(NamedTuple):
@@ -261,6 +263,8 @@ class MeaningIndex:
                 np.zeros((0, dim), np.float32),
                 (),
                 (),
+                {},
+                0,
             )
             return
         live = len(self._pos)
@@ -277,6 +281,8 @@ class MeaningIndex:
             self._matrix[replacing].copy(),
             tuple(m.project if m else None for m in meta),
             tuple((m.created, m.revision) if m else (0, NO_STAMP) for m in meta),
+            dict(self._pos),
+            live,
         )
 
     # -- asking ----------------------------------------------------------------------------------------
@@ -294,9 +300,12 @@ class MeaningIndex:
         if norm == 0:
             return {}
         q /= norm
-        centred = snap.vectors @ q - float(snap.mean @ q)
+        # einsum, not `@`: one pass over the matrix on this thread. BLAS's matrix-vector product was 2-4x slower here
+        # (100k notes: 14-24 ms against 5.5-6.8 ms; its threads fight the server's own for two cores).
+        centred = np.einsum("ij,j->i", snap.vectors, q)
+        centred -= float(snap.mean @ q)
         centred[~snap.alive] = -np.inf
-        k = min(k, int(snap.alive.sum()))
+        k = min(k, snap.live)
         if k <= 0:
             return {}
         top = np.argpartition(-centred, k - 1)[:k] if k < len(centred) else np.arange(len(centred))
@@ -309,7 +318,7 @@ class MeaningIndex:
         snap = self._snapshot
         if snap is None or not len(snap.replacing):
             return {}
-        where = {note_id: i for i, note_id in enumerate(snap.ids) if note_id is not None} if note_ids else {}
+        where = snap.rows
         out: dict[str, str] = {}
         candidates = snap.replacing.tolist()
         for note_id in note_ids:
