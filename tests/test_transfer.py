@@ -622,7 +622,11 @@ def _from_pool(calls: list[tuple[str, Any]], pool: list[str]) -> list[tuple[str,
     return out
 
 
-_note_text = st.text(st.characters(exclude_categories=["Cc", "Cs"]), min_size=1, max_size=30).filter(str.strip)
+# One-line fields refuse control characters and the direction controls (U+202A-U+202E, U+2066-U+2069: notebook.py).
+_DIRECTION_CONTROLS = "".join(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]))
+_note_text = st.text(
+    st.characters(exclude_categories=["Cc", "Cs"], exclude_characters=_DIRECTION_CONTROLS), min_size=1, max_size=30
+).filter(str.strip)
 _note_specs = st.lists(
     st.tuples(
         st.sampled_from(["fact", "decision", "preference", "project"]),
