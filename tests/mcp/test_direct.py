@@ -318,6 +318,19 @@ def test_a_plain_tool_call_is_answered_directly_and_a_refused_one_by_the_sdk(pai
     assert status == 401 and direct.answered == before + 1  # the guard answered: no token, no tool
 
 
+async def _initialized_session(app: Starlette) -> list[tuple[bytes, bytes]]:
+    """An initialized /mcp/graph session on `app` (inside its lifespan): the headers a request on it sends."""
+    accept = (b"accept", b"application/json, text/event-stream")
+    kind = (b"content-type", b"application/json")
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode()
+    _, headers, _ = await asgi(app, "POST", [accept, kind], body)
+    session = [accept, kind, (SESSION, dict(headers)[SESSION]), (b"mcp-protocol-version", b"2025-06-18")]
+    done = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    assert (await asgi(app, "POST", session, done))[0] == 202
+    return session
+
+
 def test_a_session_used_only_by_direct_calls_stays_open_and_expires_once_idle(tmp_path: Path) -> None:
     """The SDK ends a session no request reached for its idle timeout. Calls answered directly never reach the
     session's transport, so they count the session busy the way the transport does: used every 0.1 s it outlives
@@ -334,18 +347,7 @@ def test_a_session_used_only_by_direct_calls_stays_open_and_expires_once_idle(tm
 
         async def scenario() -> tuple[list[int], int]:
             async with app.router.lifespan_context(app):
-                accept = (b"accept", b"application/json, text/event-stream")
-                kind = (b"content-type", b"application/json")
-                init = {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                }
-                body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode()
-                _, headers, _ = await asgi(app, "POST", [accept, kind], body)
-                session = [accept, kind, (SESSION, dict(headers)[SESSION]), (b"mcp-protocol-version", b"2025-06-18")]
-                done = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
-                assert (await asgi(app, "POST", session, done))[0] == 202
+                session = await _initialized_session(app)
                 statuses = []
                 for _ in range(round(3 * idle_s / 0.1)):  # three timeouts' worth of calls, one every 0.1 s
                     statuses.append((await asgi(app, "POST", session, call))[0])
@@ -375,19 +377,8 @@ def test_an_sdk_whose_internals_differ_turns_the_direct_path_off_before_taking_a
 
         async def scenario() -> tuple[bool, bool]:
             async with app.router.lifespan_context(app):
-                accept = (b"accept", b"application/json, text/event-stream")
-                kind = (b"content-type", b"application/json")
-                init = {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                }
-                body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode()
-                _, headers, _ = await asgi(app, "POST", [accept, kind], body)
-                session_id = dict(headers)[SESSION]
-                session = [accept, kind, (SESSION, session_id), (b"mcp-protocol-version", b"2025-06-18")]
-                done = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
-                assert (await asgi(app, "POST", session, done))[0] == 202
+                session = await _initialized_session(app)
+                session_id = dict(session)[SESSION]
                 scope = {"type": "http", "method": "POST", "headers": session}
                 taken = direct._session(scope) is not None
                 transport = direct.manager._server_instances[session_id.decode()]
