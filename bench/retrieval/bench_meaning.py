@@ -12,6 +12,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, so tests.support imports
@@ -39,21 +40,12 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def timed(notebook: Notebook, queries: list[str]) -> list[float]:
+def timed(ask: Callable[[str], object], queries: list[str]) -> list[float]:
+    """ms per query of `ask` (a notebook's search, or the meaning index's own share: `MeaningIndex.scores`)."""
     out = []
     for query in queries:
         t = time.perf_counter()
-        notebook.search(query)
-        out.append((time.perf_counter() - t) * 1000)
-    return out
-
-
-def scored(index: MeaningIndex, queries: list[str]) -> list[float]:
-    """The meaning index's own share of a question (embedding it and the product with every note's vector)."""
-    out = []
-    for query in queries:
-        t = time.perf_counter()
-        index.scores(query)
+        ask(query)
         out.append((time.perf_counter() - t) * 1000)
     return out
 
@@ -80,7 +72,7 @@ def run(n: int) -> dict[str, float]:
             questions = [f"how do we {' '.join(rnd.choices(WORDS, k=4))} here?" for _ in range(QUESTIONS)]
             lexical = Notebook(store)
             meaning = Notebook(store, meaning=index)
-            timed(meaning, questions[:5])  # warm caches
+            timed(meaning.search, questions[:5])  # warm caches
             t = time.perf_counter()
             again = MeaningIndex(data / "cache" / "meaning.bin", lambda: model)
             while not again.refresh(store):
@@ -92,12 +84,12 @@ def run(n: int) -> dict[str, float]:
                 "from cache s": cached,
                 "added RSS MB": added,
                 "by the index MB": by_index,
-                "words p50 ms (off)": statistics.median(timed(lexical, words)),
-                "words p50 ms (on)": statistics.median(timed(meaning, words)),
-                "question p50 ms (off)": statistics.median(timed(lexical, questions)),
-                "question p50 ms (on)": statistics.median(timed(meaning, questions)),
-                "question p99 ms (on)": pct(timed(meaning, questions), 0.99),
-                "of it, scores() p50 ms": statistics.median(scored(index, questions)),
+                "words p50 ms (off)": statistics.median(timed(lexical.search, words)),
+                "words p50 ms (on)": statistics.median(timed(meaning.search, words)),
+                "question p50 ms (off)": statistics.median(timed(lexical.search, questions)),
+                "question p50 ms (on)": statistics.median(timed(meaning.search, questions)),
+                "question p99 ms (on)": pct(timed(meaning.search, questions), 0.99),
+                "of it, scores() p50 ms": statistics.median(timed(index.scores, questions)),
             }
 
 
