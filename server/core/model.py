@@ -347,6 +347,9 @@ _ROW_BITS: Final = 40  # a note's history refers to an op as (journal << _ROW_BI
 _ROW_MASK: Final = (1 << _ROW_BITS) - 1
 
 
+_INT64: Final = (1 << 63) - 1  # the largest value of a 64-bit signed column
+
+
 class Journal:
     """Every op of one shard, by row (the order it was read or written in), in arrays: its stamp, kind, author,
     field names and line offset, and in `held` the op itself while the fold may need its payload (a released note
@@ -375,9 +378,11 @@ class Journal:
     )
 
     def __init__(self) -> None:
-        self.walls = array("q")
-        self.counters = array("q")
-        self.seqs = array("q")
+        # 64-bit columns; a shard may carry any non-negative int here (a clock set far ahead, a hostile line), and
+        # one beyond 64 bits makes these three plain lists for this journal (`_widen`), which the op cache skips.
+        self.walls: array[int] | list[int] = array("q")
+        self.counters: array[int] | list[int] = array("q")
+        self.seqs: array[int] | list[int] = array("q")
         self.digests = array("Q")
         self.ats = array("q")
         self.kinds = array("B")
@@ -415,6 +420,8 @@ class Journal:
         if name_code is None:
             name_code = self._name_code[names] = len(self._names)
             self._names.append(names)
+        if op.wall > _INT64 or op.counter > _INT64 or op.seq > _INT64:
+            self._widen()
         self.walls.append(op.wall)
         self.counters.append(op.counter)
         self.seqs.append(op.seq)
@@ -425,6 +432,15 @@ class Journal:
         self.bys.append(by_code)
         self.names.append(name_code)
         self.held.append(op if op.held or op.cached_names is None else op.note_id)
+
+    @property
+    def wide(self) -> bool:
+        """Some stamp beyond 64 bits: its columns are lists, and the op cache does not keep this journal."""
+        return isinstance(self.walls, list)
+
+    def _widen(self) -> None:
+        if not self.wide:
+            self.walls, self.counters, self.seqs = list(self.walls), list(self.counters), list(self.seqs)
 
     def rows(self) -> Iterator[Op]:
         """Every row's op in order (the op cache's rows just put in with `extend`): a held one is kept as the row's op,
@@ -505,10 +521,12 @@ class Journal:
         self.held = held
 
     def columns_of(self, start: int) -> tuple[bytes, ...]:
-        """Rows `start..` of every column, as bytes (the op cache)."""
+        """Rows `start..` of every column, as bytes (the op cache; not of a `wide` journal)."""
         return tuple(column[start:].tobytes() for column in self._columns())
 
     def _columns(self) -> tuple[array[Any], ...]:
+        if isinstance(self.walls, list) or isinstance(self.counters, list) or isinstance(self.seqs, list):
+            raise ValueError("a journal with stamps beyond 64 bits has no byte columns")
         return (
             self.walls,
             self.counters,

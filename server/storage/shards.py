@@ -294,7 +294,7 @@ class Shards:
     def cache_entries(self) -> list[opcache.ShardEntry]:
         entries = []
         for name, cur in self.cursors.items():
-            if cur.offset == 0:
+            if cur.offset == 0 or cur.source.wide:  # a wide journal (a stamp beyond 64 bits) is read from its log
                 continue
             h = cur.health
             health = (h.ops, h.bad, h.unknown, [(b.line, b.reason) for b in h.bad_lines])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from array import array
 from pathlib import Path
 
-from hivenote.server.core.model import Journal
+from hivenote.server.core.model import Author, Journal, Op
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 
@@ -72,3 +72,37 @@ def test_after_compaction_the_history_reads_what_is_left_and_skips_what_is_gone(
         # The released v1 and v2 are gone from the shard, the kept lines moved: found again by their digests.
         assert titles(store, note_id) == ["v0", "v3"]
         assert Notebook(store).get(note_id).title == "v3"
+
+
+def test_a_shard_with_stamps_beyond_64_bits_folds_and_starts_again(tmp_path: Path) -> None:
+    """A line may carry any non-negative int as its wall clock, counter or seq (another machine's clock set far
+    ahead, a hand-edited shard): the journal's 64-bit columns become lists for that shard, every start folds it, and
+    the op cache leaves it to be read from its log while it keeps the others."""
+
+    data = tmp_path / "data"
+    (data / "log").mkdir(parents=True)
+    fields: dict[str, object] = {
+        "kind": "fact",
+        "title": "from the far future",
+        "body": "",
+        "tags": [],
+        "project": None,
+    }
+    far = Op(
+        "skewed-0001",
+        1,
+        10**30,
+        2**70,
+        "note.set",
+        {"id": "01SKEW00000000000000000001", "fields": fields},
+        Author("cursor"),
+    )
+    (data / "log" / "skewed-0001.jsonl").write_bytes(far.encode())
+    note_id = edited(data, 2)  # this machine's own shard, beside it
+    for start in ("log", "op cache", "op cache again"):
+        with Store(data) as store:
+            notebook = Notebook(store)
+            assert notebook.get("01SKEW00000000000000000001").title == "from the far future", start
+            assert titles(store, note_id) == ["v0", "v1", "v2"], start
+            assert store.cached_ops == (0 if start == "log" else 3), start  # this machine's three ops only
+            store.checkpoint()
