@@ -162,7 +162,7 @@ def serve(data_dir: Path, tracker: AgentTracker | None = None, **changes: Any) -
     clock = Clock()
     tracker = tracker or AgentTracker(now_ms=clock)
     tokens = Tokens(data_dir / "tokens.json")
-    with Store(data_dir) as store:
+    with contextlib.closing(sock), Store(data_dir) as store:  # closed too when the store or the app fails to open
         app = create_app(settings, store, tokens=tokens, tracker=tracker)
         server = ServerThread(app, settings, sock)
         server.start()
