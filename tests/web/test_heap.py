@@ -27,22 +27,26 @@ HEAP_MAX = 64 << 20  # glibc's reservation for each arena but the main one, on 6
 
 
 def arenas(pid: int) -> int:
-    """The process's arenas besides the main heap: each is a 64 MiB-aligned anonymous reservation, its used part
-    read-write and the rest inaccessible."""
+    """The process's arenas besides the main heap. Each has one or more heaps, each a 64 MiB-aligned anonymous
+    reservation (its used part read-write, the rest inaccessible) that starts with the address of its arena
+    (glibc's `heap_info.ar_ptr`): the distinct addresses are the arenas (a busy arena grows a second heap)."""
     rows = []
     for line in Path(f"/proc/{pid}/maps").read_text(encoding="ascii").splitlines():
         fields = line.split()
         lo, hi = (int(x, 16) for x in fields[0].split("-"))
         rows.append((lo, hi, fields[1], len(fields) > 5))
-    count = 0
-    for i, (lo, hi, perm, named) in enumerate(rows):
-        if lo % HEAP_MAX or named or perm != "rw-p":
-            continue
-        end = hi
-        if i + 1 < len(rows) and rows[i + 1][:1] == (hi,) and rows[i + 1][2] == "---p" and not rows[i + 1][3]:
-            end = rows[i + 1][1]
-        count += end - lo == HEAP_MAX
-    return count
+    owners = set()
+    with open(f"/proc/{pid}/mem", "rb") as mem:  # our own child: readable
+        for i, (lo, hi, perm, named) in enumerate(rows):
+            if lo % HEAP_MAX or named or perm != "rw-p":
+                continue
+            end = hi
+            if i + 1 < len(rows) and rows[i + 1][:1] == (hi,) and rows[i + 1][2] == "---p" and not rows[i + 1][3]:
+                end = rows[i + 1][1]
+            if end - lo == HEAP_MAX:
+                mem.seek(lo)
+                owners.add(int.from_bytes(mem.read(8), sys.byteorder))
+    return len(owners)
 
 
 def test_serve_keeps_to_two_arenas_with_meaning_search_at_work(tmp_path: Path) -> None:
