@@ -4,11 +4,12 @@ glibc gives each thread that allocates while another holds the heap an arena of 
 and keeps what each arena once held: freed, but fragmented across arenas and not handed back. A server's threads
 come and go (each start's event loop, the worker threads that fold, follow the log folder and build the meaning
 index, the tokenizer's pool), so its C heap grows with every start and every burst of work in a new thread. With
-meaning search on, the tray grew ~0.4 MB per Stop/Start in a start/stop loop, and its RSS was ~37 MB higher from
-the first start; with the arenas capped at two, both went: the same loop stayed as flat as with meaning off.
+meaning search on, the embedded server grew ~0.35 MB per Stop/Start in a start/stop loop, and its RSS was 30-37 MB
+higher from the first start; with the arenas capped at two, both went: the same loop stayed as flat as with meaning
+off.
 
-Python's own small objects do not use these arenas (its allocator maps its own), nor does the GIL let two threads
-run Python at once, so two arenas cost no measurable speed here.
+Python's own small objects do not use these arenas (its allocator maps its own) and the GIL runs Python on one thread
+at a time, so the cap is not expected to cost speed; that was not measured apart.
 """
 
 from __future__ import annotations
