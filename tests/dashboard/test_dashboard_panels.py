@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 
 from PIL import Image
 from playwright.sync_api import Page, Route, expect
@@ -13,6 +12,7 @@ from playwright.sync_api import Page, Route, expect
 from hivenote.server.core.model import Author
 from tests.support.browser import Pages, Scheme
 from tests.support.dashboard import CURSOR, api, screenshot, seed
+from tests.support.disks import vanish
 from tests.support.live import Running
 
 WAIT_MS = 10_000
@@ -193,8 +193,7 @@ def test_a_storage_problem_shows_as_a_banner_until_it_clears(running: Running, p
     page.goto(running.url + "/#settings")
     expect(page.get_by_text("Every log line readable")).to_be_visible()
     log_dir = running.store.log_dir
-    shutil.rmtree(log_dir)
-    log_dir.write_bytes(b"")  # a file where the folder was: it cannot be made again
+    vanish(log_dir, leave_file=True)  # a file where the folder was: it cannot be made again
     banner = page.locator(".storage-problem")
     expect(banner).to_contain_text("Notes cannot be saved right now.", timeout=WAIT_MS)
     expect(banner).to_contain_text(f"The log folder {log_dir} is gone")

@@ -4,7 +4,6 @@ port, the error states (port in use, data dir locked, server died) and agents on
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import threading
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from hivenote.desktop.supervisor import Status, Supervisor, agents_online
 from hivenote.server.agents import AgentTracker
 from hivenote.server.core.model import Author
 from hivenote.server.storage.store import Store, lock_holder
+from tests.support.disks import vanish
 from tests.support.live import free_port, health
 from tests.support.wait import wait_until
 
@@ -227,7 +227,7 @@ def test_a_log_folder_that_vanishes_shows_in_the_status_until_it_is_back(
     (supervisor.data_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
     run(supervisor.start())
     assert supervisor.status().storage_problem == ""
-    shutil.rmtree(drive)  # unplugged
+    vanish(drive)  # unplugged
     wait_until(lambda: supervisor.status().storage_problem != "", WAIT_S)
     status = supervisor.status()
     assert status.server == "running" and status.warning

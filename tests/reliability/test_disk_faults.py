@@ -6,7 +6,6 @@ once the condition clears."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -20,7 +19,7 @@ from hivenote.server.core.errors import ShardLocked, StoreError, StoreWriteFaile
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
-from tests.support.disks import ext4, fill, run, tmpfs, trigger_error
+from tests.support.disks import ext4, fill, run, tmpfs, trigger_error, vanish
 from tests.support.live import call, exchange, free_port, serve
 from tests.support.wait import wait_until
 
@@ -46,7 +45,7 @@ def test_a_deleted_log_folder_is_put_back_from_the_open_shard_and_the_lock_taken
             remember(notebook, f"note {i}")
         assert store.shard_path is not None
         before = store.shard_path.read_bytes()
-        shutil.rmtree(data / "log")
+        vanish(data / "log")
 
         store.watch()
         assert store.shard_path.read_bytes() == before
@@ -61,7 +60,7 @@ def test_a_deleted_data_dir_gets_its_log_folder_and_shard_back(tmp_path: Path) -
     data = tmp_path / "data"
     with Store(data) as store:
         remember(Notebook(store), "kept")
-        shutil.rmtree(data)  # the whole data dir: its log folder is Hivenote's own, made again
+        vanish(data)  # the whole data dir: its log folder is Hivenote's own, made again
         store.watch()
         assert store.problem is None
         remember(Notebook(store), "after")
@@ -76,7 +75,7 @@ def test_closing_while_the_log_folder_is_gone_saves_the_shard_in_the_data_dir(tm
         remember(Notebook(store), "kept")
         saved = synced.joinpath(f"{store.node}.jsonl").read_bytes()
         node = store.node
-        shutil.rmtree(tmp_path / "drive")
+        vanish(tmp_path / "drive")
     assert (data / "rescued" / f"{node}.jsonl").read_bytes() == saved
 
 
@@ -121,7 +120,7 @@ def test_a_log_folder_that_cannot_come_back_refuses_writes_until_it_does(tmp_pat
         notebook = Notebook(store)
         remember(notebook, "kept")
         saved = synced.joinpath(f"{store.node}.jsonl").read_bytes()
-        shutil.rmtree(tmp_path / "drive")  # the drive is unplugged: its mount point is gone too
+        vanish(tmp_path / "drive")  # the drive is unplugged: its mount point is gone too
 
         with pytest.raises(StoreWriteFailed, match=r"Nothing was saved: The log folder .* is gone"):
             store.watch()
@@ -257,7 +256,7 @@ def test_a_log_folder_deleted_under_the_server_comes_back_with_every_acknowledge
         port = port_of(server.url)
         for i in range(3):
             assert "note" in post_note(port, server.token, f"saved {i}")
-        shutil.rmtree(data / "log")
+        vanish(data / "log")
         assert server.store.shard_path is not None
         wait_until(server.store.shard_path.exists, WAIT_S)  # the follow loop put it back
         assert status(port, server.token) == {"ok": True, "problem": None}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.sync.peerbook import editing
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.tokens import Tokens
+from tests.support.disks import vanish
 
 ME = Author("cli", "hivenote-cli", "")
 
@@ -122,7 +122,7 @@ def test_a_data_dir_deleted_under_a_running_store_comes_back_private(tmp_path: P
     data = tmp_path / "hivenote"
     with Store(data) as store:
         remember(store, "kept")
-        shutil.rmtree(data)
+        vanish(data)
         store.watch()  # the follow loop's call: the log folder and the shard are put back
         assert store.problem is None
         assert not_private(data) == []
@@ -154,7 +154,7 @@ def test_every_file_the_store_and_the_replica_writer_make_is_private(tmp_path: P
     synced.mkdir(parents=True)
     with Store(data, log_dir=synced) as store:
         remember(store, "three")
-        shutil.rmtree(tmp_path / "drive")  # unplugged: closing rescues the shard into the data dir
+        vanish(tmp_path / "drive")  # unplugged: closing rescues the shard into the data dir
     assert list((data / "rescued").iterdir())
     assert not_private(data) == []
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from hivenote.server.storage import opcache
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import BucketSync
-from tests.support.disks import fill, tmpfs
+from tests.support.disks import fill, tmpfs, vanish
 
 if TYPE_CHECKING:
     from tests.support.s3env import Moto
@@ -100,7 +99,7 @@ def test_the_rescued_shard_is_not_written_through_a_link_at_its_name(tmp_path: P
         remember(store, "kept")
         ours = synced.joinpath(f"{store.node}.jsonl").read_bytes()
         rescued = plant(data / "rescued" / f"{store.node}.jsonl", victim)
-        shutil.rmtree(tmp_path / "drive")
+        vanish(tmp_path / "drive")
     assert victim.read_bytes() == PRECIOUS
     assert not rescued.is_symlink() and rescued.read_bytes() == ours
 

@@ -4,6 +4,9 @@ device that the kernel turns read-only on an error. Mounting needs root (CI runs
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,3 +65,21 @@ def fill(disk: Path) -> Path:
                 while True:
                     fh.write(b"\0" * size)
     return filler
+
+
+def vanish(folder: Path, *, leave_file: bool = False) -> None:
+    """Take `folder` away in one step, as unplugging a drive does, then delete it. `shutil.rmtree` in place would
+    delete file by file, and a running store's follow loop may put its shard back in between (the folder is then
+    not empty and rmtree fails). With `leave_file` an empty file takes the folder's place in the same step
+    (renameat2 RENAME_EXCHANGE), so nothing can make the folder again first."""
+    gone = folder.with_name(f".{folder.name}.vanished")
+    if leave_file:
+        gone.write_bytes(b"")
+        libc = ctypes.CDLL(None, use_errno=True)
+        at_fdcwd, rename_exchange = -100, 2
+        if libc.renameat2(at_fdcwd, bytes(gone), at_fdcwd, bytes(folder), rename_exchange) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(folder))
+    else:
+        folder.rename(gone)
+    shutil.rmtree(gone)
