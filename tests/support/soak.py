@@ -166,7 +166,9 @@ def soak(
     """Rounds for `rounds` or `minutes`, a sample after each. With `fresh_rounds`, the tray is then quit and a fresh
     one started on the same notebook runs that many rounds, sampled with `"fresh": 1`: what the soaked tray holds
     beyond them is what the hours of use left behind, not the notebook they wrote (which a soak grows far faster
-    than a day of use does)."""
+    than a day of use does). With meaning on, a third tray follows with the notebook's meaning index deleted
+    (`"fresh": 2`): it embeds every note again, as the soaked tray did, so the model's bounded caches are as full
+    as the soaked tray's and what is left beyond that tray is what use left beyond the notebook and those caches."""
     data = root / "data"
     folder = root / "synced"
     folder.mkdir(parents=True)
@@ -186,8 +188,11 @@ def soak(
         peer = Peer(folder)
         started = time.monotonic()
         n = 0
-        for fresh in (False, True) if fresh_rounds else (False,):
-            process = desktop.spawn("tray-fresh" if fresh else "tray", argv)
+        phases = [0, 1, 2] if fresh_rounds and meaning else [0, 1] if fresh_rounds else [0]
+        for fresh in phases:
+            if fresh == 2:
+                (data / "cache" / "meaning.bin").unlink(missing_ok=True)
+            process = desktop.spawn(("tray", "tray-fresh", "tray-reindexed")[fresh], argv)
             item = desktop.tray_item(WAIT_S)
             item.wait_for(lambda i: title(i).startswith("Hivenote — running"), timeout=WAIT_S, what="running")
             end = n + fresh_rounds if fresh else rounds
@@ -198,11 +203,11 @@ def soak(
                 sample = {"round": n, "minute": (time.monotonic() - started) / 60, "rss": rss_mb(process.pid)}
                 sample["pss"] = pss_mb(process.pid)
                 if fresh:
-                    sample["fresh"] = 1
+                    sample["fresh"] = fresh
                 samples.append(sample)
                 print(
                     f"round {n:>4}  {sample['minute']:6.1f} min  RSS {sample['rss']:6.1f} MB  "
-                    f"PSS {sample['pss']:6.1f} MB{'  (a fresh tray, same notebook)' if fresh else ''}",
+                    f"PSS {sample['pss']:6.1f} MB{FRESH[fresh]}",
                     flush=True,
                 )
                 n += 1
@@ -213,11 +218,15 @@ def soak(
     return samples
 
 
+FRESH = ("", "  (a fresh tray, same notebook)", "  (a fresh tray, meaning index built again)")
+
+
 def growth(samples: list[dict[str, float]], warmup: int) -> dict[str, Any]:
     """RSS after the warm-up rounds, at the end (median of the last three rounds, against the first three after the
     warm-up: single samples are noisy) and the largest seen; with a fresh tray's rounds, its RSS (their median) and
-    how much more the soaked tray held at its end."""
-    fresh = [s["rss"] for s in samples if s.get("fresh")]
+    how much more the soaked tray held at its end; the same for the tray whose meaning index was built again."""
+    fresh = [s["rss"] for s in samples if s.get("fresh") == 1]
+    reindexed = [s["rss"] for s in samples if s.get("fresh") == 2]
     kept = [s for s in samples if not s.get("fresh")][warmup:]
     out: dict[str, Any] = {"max": max((s["rss"] for s in samples), default=0)}
     if len(kept) < 2:
@@ -228,4 +237,6 @@ def growth(samples: list[dict[str, float]], warmup: int) -> dict[str, Any]:
     out.update(after_warmup=first, end=last, growth=last - first)
     if fresh:
         out.update(fresh=statistics.median(fresh), over_fresh=last - statistics.median(fresh))
+    if reindexed:
+        out.update(reindexed=statistics.median(reindexed), over_reindexed=last - statistics.median(reindexed))
     return out
