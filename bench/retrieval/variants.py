@@ -15,8 +15,9 @@ Run: python bench/retrieval/variants.py [name ...]   (default: all)
 - words: a word's tokens averaged first, then the words (a word split in five pieces counts once);
 - prf: the question moved towards its three best notes (pseudo-relevance feedback, 0.3 of their mean).
 
-Tried in the round after (issue 17's zero-overlap line), each setting chosen on half A of the zero-overlap
-questions (run.py's columns; ties to the smallest change) and checked on half B and on fresh.py:
+Tried in the round after (issue 17's zero-overlap line), each setting the best on half A of the zero-overlap
+questions (run.py's columns) in a first pass over meaning alone (most tied there; one of the tied was taken), and
+checked on half B and on fresh.py:
 - lex0: the words' share left out of the fused near list (LEX_WEIGHT 0: meaning alone orders it);
 - lex-idf: the words' share weighted by each word's rarity, log((N + 1) / (df + 1)), instead of counted alike;
 - lex-sq: the words' share squared (one leftover word of four adds 1/16 of LEX_WEIGHT, three of four 9/16);
