@@ -102,6 +102,7 @@ class MeaningIndex:
         self._cached_rows: Matrix | None = None  # the cache file's vectors, mapped until the first pass is done
         self._snapshot: _Snapshot | None = None
         self._dirty_cache = False
+        self._embedded = False  # the model embedded notes since the last pass ended (its caches hold their words)
         self._lock = threading.Lock()
         self._warm = threading.Event()
 
@@ -183,6 +184,7 @@ class MeaningIndex:
                 mixed /= np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-9)
                 for j, i in enumerate(fresh):
                     vectors[i] = mixed[j]
+                self._embedded = True
             for note, digest, vector in zip(batch, digests, vectors, strict=True):
                 assert vector is not None
                 replacing = REPLACING.search(note.title) is not None or REPLACING.search(note.body) is not None
@@ -192,6 +194,9 @@ class MeaningIndex:
                 self._dirty_cache = True
             if done:
                 self._cached, self._cached_rows = {}, None  # only good for the first pass over the notes
+                if self._embedded and (release := getattr(model, "release", None)) is not None:
+                    release()  # the model's caches speed a pass, not the time between passes
+                self._embedded = False
                 if batch or gone or self._snapshot is None:
                     self._publish()
                 self._warm.set()

@@ -169,3 +169,18 @@ def test_texts_embedded_from_two_threads_while_the_row_cache_starts_over_get_the
         assert len(got[who]) == 3
         for vectors in got[who]:
             assert np.allclose(vectors, expected[who::2], atol=1e-5)
+
+
+def test_the_model_keeps_no_word_or_row_cache_once_a_pass_is_done(store: Store, tmp_path: Path) -> None:
+    """The caches speed a pass over many notes; kept after it, they were memory a long-running tray held for
+    nothing (a soaked tray ~15 MB above a fresh one on the same notebook)."""
+    model = StaticModel(load_default().model_id, load_default().table, load_default().tokenizer)
+    index = MeaningIndex(tmp_path / "cache" / "meaning.bin", lambda: model)
+    assert not index.refresh(store, budget=1000)
+    assert len(model.words) > 1000 and model._rows is not None  # in the middle of a pass: kept
+    while not index.refresh(store):
+        pass
+    assert model.words == {} and model._rows is None and model._slot is None
+    model.embed(["a question about crash reports"])  # a search fills them a little, until the next pass ends
+    assert model.words and index.refresh(store)
+    assert model.words  # a pass with nothing to embed leaves them
