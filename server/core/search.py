@@ -7,6 +7,7 @@ the ids the fold marked as changed, so a query never rescans the whole notebook.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import heapq
 import itertools
@@ -138,6 +139,9 @@ class NoteIndex:
     # a server warming its index after start meets agents' first searches, and building the stand-in (every note's
     # text) costs far more than scanning it. Dropped once the index is warm.
     scan: tuple[int, _Scan] | None = None
+    # The texts a previous start saved for these very ops (`adopt_texts`): the stand-in while the index warms, kept
+    # across writes (it knows the notes changed since), and the source of the index's texts. Dropped once warm.
+    saved: _Saved | None = None
 
 
 def _new_index(state: State) -> NoteIndex:
@@ -158,9 +162,12 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
     index, changed = derived.texts, derived.pending
     todo = list(changed) if budget is None or budget >= len(changed) else list(itertools.islice(changed, budget))
     title_words, trashed = derived.title_words, derived.trashed
-    # A warm-up scan's texts (nothing written since) become the index's: built once, and nothing freed in between
-    # the index's own objects when the scan goes (at 100k notes that left ~30 MB of the heap pinned for good).
-    scan = derived.scan[1] if derived.scan is not None and derived.scan[0] == state.notes_version else None
+    # A warm-up scan's texts (nothing written since) or the saved ones become the index's: built once, and nothing
+    # freed in between the index's own objects when the stand-in goes (at 100k notes that left ~30 MB of the heap
+    # pinned for good).
+    scan: _Scan | _Saved | None = derived.saved
+    if scan is None and derived.scan is not None and derived.scan[0] == state.notes_version:
+        scan = derived.scan[1]
     for note_id in todo:
         note = state.note(note_id)
         if note is None or not note.trashed:
@@ -187,6 +194,9 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
     changed.difference_update(todo)
     if not changed:
         derived.scan = None  # warm: the stand-in's texts are not needed any more
+        if derived.saved is not None:
+            derived.saved.close()
+            derived.saved = None
     return not changed
 
 
@@ -212,10 +222,100 @@ class _Scan:
         return len(self._texts)
 
 
-def _texts(state: State) -> SubstringIndex[str] | _Scan:
-    """The index when it is (nearly) up to date; otherwise a scan, while the index catches up a step at a
-    time. A long-running server warms it with `refresh_note_index` right after start."""
+class _Saved:
+    """The stand-in for a cold index made from the texts a previous start saved (`adopt_texts`): every note's text,
+    UTF-8, one after the other in one bytes object, so a term's notes are found by `bytes.find` in C (skipping to
+    the next note after each hit), not by a test per note; a note changed since (the fold's change feed) is read from
+    the fold. At 100k notes (34 MB of text): a term's notes in ~20 ms, where the scan first built every note's text
+    and view (~2 s). Bytes, not str: a single accented letter makes a str of the whole text two bytes a character,
+    twice the memory and twice the time to search; a UTF-8 term is found only where a character starts."""
+
+    def __init__(self, state: State, ids: list[str], blob: bytes, ends: array[int]) -> None:
+        self._state = state
+        self._ids = ids
+        self._blob = blob
+        self._ends = ends  # ends[k]: where note ids[k]'s text ends in blob (it starts where the one before ends)
+        self._at = dict(zip(ids, range(len(ids)), strict=True))
+        self.changed: set[str] = set()  # every note an op touched since the texts were saved
+        state.note_feeds.append(self.changed)
+
+    def close(self) -> None:
+        """Stop following the fold (the index is warm)."""
+        feeds = self._state.note_feeds
+        feeds[:] = [feed for feed in feeds if feed is not self.changed]
+
+    def candidates(self, term: str) -> set[str]:
+        found: set[str] = set()
+        blob, ends, ids = self._blob, self._ends, self._ids
+        needle = term.encode()
+        size = len(needle)
+        find, where = blob.find, bisect.bisect_right
+        at = find(needle)
+        while at >= 0:
+            k = where(ends, at)
+            end = ends[k]
+            if at + size <= end:  # inside one note's text, not across two
+                found.add(ids[k])
+                at = find(needle, end)
+            else:
+                at = find(needle, at + 1)
+        if self.changed:
+            found.difference_update(self.changed)
+            found.update(key for key in self.changed if term in (self.text(key) or ""))
+        return found
+
+    def text(self, key: str) -> str | None:
+        if key in self.changed:
+            note = self._state.note(key)
+            return None if note is None else note_text(note)
+        k = self._at.get(key)
+        if k is None:
+            return None
+        return self._blob[self._ends[k - 1] if k else 0 : self._ends[k]].decode()
+
+    def count_estimate(self, term: str) -> int:
+        return len(self._ids) + len(self.changed)
+
+
+def saved_texts(state: State) -> tuple[bytes, list[str], list[str], dict[str, str]] | None:
+    """What a later start of the same notebook needs to answer searches before its index is warm: this state's
+    `ops_key`, every note's id and indexed text, and the live notes' `replaces` links; None while the index is not
+    warm. Cheap under the store's lock (lists of the index's own strings); the caller writes them out."""
     derived = note_index(state)
+    if derived.pending:
+        return None
+    texts = derived.texts
+    ids = list(texts.keys())
+    return state.ops_key(), ids, [texts.text(key) or "" for key in ids], dict(_links(state).linking)
+
+
+def adopt_texts(state: State, key: bytes, ids: list[str], blob: bytes, ends: array[int], links: dict[str, str]) -> bool:
+    """Take texts `saved_texts` gave for a state with these very ops (`key`, compared with `state.ops_key()`) as the
+    stand-in for the index until it is warm, and the links as the `replaces` links: a search right after start then
+    builds no note's text and reads no note it does not list. Returns False (and changes nothing) when the key
+    differs or the index or the links were already started. `blob` is the texts in UTF-8, one after the other;
+    `ends[k]` is where `ids[k]`'s text ends in it."""
+    derived = note_index(state)
+    if derived.saved is not None or len(derived.texts) or derived.scan is not None or state.has_derived(_Links):
+        return False
+    if key != state.ops_key() or len(ids) != len(ends) or (len(ends) and ends[-1] != len(blob)):
+        return False
+    derived.saved = _Saved(state, ids, blob, ends)
+    made = _Links(pending=set(), linking=dict(links))
+    state.note_feeds.append(made.pending)
+    state.derived(_Links, lambda _: made)
+    return True
+
+
+_Texts = SubstringIndex[str] | _Scan | _Saved  # what a query reads the notes' texts from
+
+
+def _texts(state: State) -> _Texts:
+    """The index when it is (nearly) up to date; otherwise the saved texts, or else a scan, while the index catches
+    up a step at a time. A long-running server warms it with `refresh_note_index` right after start."""
+    derived = note_index(state)
+    if derived.saved is not None and derived.pending:
+        return derived.saved
     if derived.scan is not None and derived.scan[0] == state.notes_version and derived.pending:
         return derived.scan[1]  # still warming, nothing written since: the same texts
     if refresh_note_index(state, budget=COLD_INDEX):
@@ -285,7 +385,7 @@ def _score_bound(text: str, terms: list[str], bounds: list[tuple[float, ...]]) -
 _FIELD_BOUND = tuple(2.0 * weight for weight in _FIELD_WEIGHT)
 
 
-def _bounds(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[tuple[float, ...]]:
+def _bounds(index: _Texts, terms: list[str]) -> list[tuple[float, ...]]:
     """Per term, the most each field can give it: doubled only if some token of the notebook holds the term as a
     whole word (a prefix being typed seldom is one, and then a note's bound is its exact relevance)."""
     bounds = []
@@ -297,7 +397,7 @@ def _bounds(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[tuple[
 
 
 def _ranked(
-    notes: list[Note], index: SubstringIndex[str] | _Scan, terms: list[str], bounds: list[tuple[float, ...]], limit: int
+    notes: list[Note], index: _Texts, terms: list[str], bounds: list[tuple[float, ...]], limit: int
 ) -> list[tuple[float, Note]]:
     """The `limit` best notes by (relevance, recency), with their relevance. A short term can match most of a
     big notebook, mostly deep in bodies: notes are grouped by a cheap bound of their relevance and scored
@@ -518,8 +618,8 @@ def _new_links(state: State) -> _Links:
     return links
 
 
-def _replacements(state: State) -> dict[str, str]:
-    """Every note another live note names in its `replaces` field: old id -> the newest such note."""
+def _links(state: State) -> _Links:
+    """The links, brought up to date."""
     links = state.derived(_Links, _new_links)
     if links.pending:
         for note_id in links.pending:
@@ -531,6 +631,12 @@ def _replacements(state: State) -> dict[str, str]:
             elif was is not None:
                 links.reverse = None
         links.pending.clear()
+    return links
+
+
+def _replacements(state: State) -> dict[str, str]:
+    """Every note another live note names in its `replaces` field: old id -> the newest such note."""
+    links = _links(state)
     if links.reverse is None:
         newest: dict[str, tuple[Stamp, str]] = {}
         for new, old in links.linking.items():
@@ -577,15 +683,13 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
     return SearchResult(hits, closest, len(matches))
 
 
-def _near(state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters) -> list[Note]:
+def _near(state: State, index: _Texts, terms: list[str], filters: Filters) -> list[Note]:
     """Closest notes when nothing matched every term: most terms matched, or a term's longest matching prefix."""
     scored = _near_candidates(state, index, terms, filters)
     return [item[3] for item in heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:3])]
 
 
-def _near_scored(
-    state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters, pool: int
-) -> dict[str, float]:
+def _near_scored(state: State, index: _Texts, terms: list[str], filters: Filters, pool: int) -> dict[str, float]:
     """The `pool` notes holding most of the query's terms (or their longest matching prefixes), with the share of
     the terms each holds (0..1); ties go to the greater id. Counted with set operations over the probes' notes,
     rarest first, never note by note: `levels[c]` holds the notes found in more than c of them. Once the notes
@@ -624,7 +728,7 @@ def _near_scored(
     return {key: count / len(terms) for key, count in ranked}
 
 
-def _probes(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[tuple[str, set[str]]]:
+def _probes(index: _Texts, terms: list[str]) -> list[tuple[str, set[str]]]:
     """Per term, the term or its longest prefix of three letters or more that some note holds, with those notes."""
     probes: list[tuple[str, set[str]]] = []
     for term in terms:
@@ -639,7 +743,7 @@ def _probes(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[tuple[
 
 
 def _near_candidates(
-    state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters
+    state: State, index: _Texts, terms: list[str], filters: Filters
 ) -> list[tuple[int, float, Stamp, Note]]:
     probes = _probes(index, terms)
     keys: set[str] = set()

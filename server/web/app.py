@@ -36,6 +36,7 @@ from ..settings import Settings
 from ..storage.gcpause import collector_paused
 from ..storage.serverfile import announce, withdraw
 from ..storage.store import Store, StoreWriteFailed
+from ..storage.textcache import TextCache
 from ..sync.routes import sync_routes
 from ..sync.run import run_transports
 from ..tokens import IDENTITY_CHALLENGE, Tokens, identity_proof
@@ -65,9 +66,10 @@ async def health(request: Request) -> Response:
     return JSONResponse(body)
 
 
-async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
-    """Fold shards other machines' transports bring, build the search index in steps after start, and tell
-    graph subscribers about changes from any source (REST, the dashboard, another machine)."""
+async def _follow_and_warm(services: Services, graph_mcp: GraphMCP, texts: TextCache) -> None:
+    """Fold shards other machines' transports bring, build the search index in steps after start (then save its
+    texts for the next start), and tell graph subscribers about changes from any source (REST, the dashboard,
+    another machine)."""
     store = services.store
     frozen = False
     while True:
@@ -86,6 +88,7 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP) -> None:
             while not warmed and time.monotonic() < until:
                 warmed = await anyio.to_thread.run_sync(warm)
             if not frozen and warmed:
+                await anyio.to_thread.run_sync(_save_texts, texts)  # once: a start with these ops finds them
                 # The folded notebook lives as long as the server: keep the collector from walking it again
                 # and again (a full pass over a big notebook is a latency spike on whichever request meets it).
                 await anyio.to_thread.run_sync(_settle_memory)
@@ -114,6 +117,20 @@ async def _warm_meaning(services: Services) -> None:
             log.exception("building the meaning index failed")
             return
         await anyio.sleep(FOLLOW_INTERVAL_S if done else 0)
+
+
+def _load_texts(texts: TextCache) -> None:
+    try:
+        texts.load()
+    except Exception:  # derived data: the index warms as without it
+        log.exception("reading the saved search texts failed")
+
+
+def _save_texts(texts: TextCache) -> None:
+    try:
+        texts.save()
+    except Exception:  # derived data: the next start does without it
+        log.exception("saving the search texts failed")
 
 
 def _settle_memory() -> None:
@@ -167,6 +184,7 @@ def create_app(
     notebook_http = notebook_mcp.streamable_http_app(
         streamable_http_path="/mcp", max_request_body_size=request_limit(settings, "/mcp") + 1, **sessions
     )
+    texts = TextCache(store)
     graph_mcp = GraphMCP(services.graph, identify=identify, extras=settings.graph_extras)
     graph_mcp.server.middleware.append(tracking_middleware(services.tracker))
     graph_http = graph_mcp.http_app(
@@ -184,7 +202,9 @@ def create_app(
             graph_mcp.server.session_manager.run(),
             anyio.create_task_group() as tasks,
         ):
-            tasks.start_soon(_follow_and_warm, services, graph_mcp)
+            # Before the first request: a search made while the index warms reads the texts the last start saved.
+            await anyio.to_thread.run_sync(_load_texts, texts)
+            tasks.start_soon(_follow_and_warm, services, graph_mcp, texts)
             tasks.start_soon(_warm_meaning, services)
             tasks.start_soon(run_transports, services)
             announce(settings.data_dir, settings.base_url)  # so the CLI can reach us while we hold the lock
@@ -193,6 +213,7 @@ def create_app(
             finally:
                 withdraw(settings.data_dir)
                 tasks.cancel_scope.cancel()
+                _save_texts(texts)  # what was written since the index warmed, for the next start
                 # What `_settle_memory` froze is this server's: once it stops (the tray's Stop, a restart) it must be
                 # collectable again, or every start leaves the last server's cycles behind for good.
                 gc.unfreeze()
