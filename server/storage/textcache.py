@@ -18,7 +18,7 @@ from array import array
 from pathlib import Path
 from typing import Final
 
-from ..core.search import adopt_texts, saved_texts
+from ..core.search import adopt_texts, refresh_note_index, saved_texts
 from .files import private_dir, write_whole
 from .gcpause import collector_paused
 from .store import Store
@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 MAGIC: Final = b"hivenote-texts-1\n"  # 1: core/search.py's note_text as of this format; bump when it changes
 _DIGEST: Final = 4
 
-Saved = tuple[bytes, list[str], bytes, "array[int]", dict[str, str]]  # ops key, ids, UTF-8 texts in a row, ends, links
+# ops key, ids, their UTF-8 texts in a row, where each ends, the notes in the trash, the replaces links
+Saved = tuple[bytes, list[str], bytes, "array[int]", list[str], dict[str, str]]
 
 
 def _digest(payload: bytes | memoryview) -> bytes:
@@ -50,8 +51,9 @@ def load(path: Path) -> Saved | None:
         return None
     try:
         with collector_paused():  # 100k id strings at once
-            key, joined, lengths, texts, links = marshal.loads(payload)
+            key, joined, lengths, texts, trash, links = marshal.loads(payload)
             ids = joined.split("\n") if joined else []
+            trashed = trash.split("\n") if trash else []
             sizes = array("Q")
             sizes.frombytes(lengths)
     except (ValueError, TypeError, EOFError, AttributeError):
@@ -66,16 +68,16 @@ def load(path: Path) -> Saved | None:
         and all(type(k) is str and type(v) is str for k, v in links.items())
     ):
         return None
-    return key, ids, texts, ends, links
+    return key, ids, texts, ends, trashed, links
 
 
-def save(path: Path, key: bytes, ids: list[str], texts: list[str], links: dict[str, str]) -> None:
+def save(path: Path, key: bytes, ids: list[str], texts: list[str], trashed: list[str], links: dict[str, str]) -> None:
     """Write the file whole (a temp file beside it, renamed over; 0600, in a 0700 folder: it holds every note's
     text). Not fsynced, as the op cache is not: a file a crash tore is refused by its check, and the next start does
     without it."""
     encoded = [text.encode() for text in texts]
     sizes = array("Q", map(len, encoded))
-    payload = marshal.dumps((key, "\n".join(ids), sizes.tobytes(), b"".join(encoded), links))
+    payload = marshal.dumps((key, "\n".join(ids), sizes.tobytes(), b"".join(encoded), "\n".join(trashed), links))
     private_dir(path.parent)
     write_whole(path, (MAGIC, _digest(payload), payload), durable=False)
 
@@ -96,17 +98,19 @@ class TextCache:
         saved = load(self.path)
         if saved is None:
             return False
-        key, ids, texts, ends, links = saved
-        self.key = key
+        self.key = saved[0]
         with self.store.reading() as state, collector_paused():
-            self.adopted = adopt_texts(state, key, ids, texts, ends, links)
+            self.adopted = adopt_texts(state, *saved)
         return self.adopted
 
-    def save(self) -> bool:
-        """Write the warm index's texts when the file does not hold them already. Returns whether it wrote."""
+    def save(self, catch_up: int = 0) -> bool:
+        """Write the warm index's texts when the file does not hold them already, after indexing up to `catch_up`
+        notes written since it was warm (a server stopping: not a whole warm-up). Returns whether it wrote."""
         if self.store.readonly:
             return False
         with self.store.reading() as state:
+            if catch_up:
+                refresh_note_index(state, budget=catch_up)
             snapshot = saved_texts(state)  # the index's own strings: the file is made outside the lock
         if snapshot is None or snapshot[0] == self.key:
             return False
