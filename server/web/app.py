@@ -9,6 +9,7 @@ import gc
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -66,7 +67,7 @@ async def health(request: Request) -> Response:
     return JSONResponse(body)
 
 
-async def _follow_and_warm(services: Services, graph_mcp: GraphMCP, texts: TextCache) -> None:
+async def _follow_and_warm(services: Services, graph_mcp: GraphMCP, texts: TextCache, collector: _Collector) -> None:
     """Fold shards other machines' transports bring, build the search index in steps after start (then save its
     texts for the next start), and tell graph subscribers about changes from any source (REST, the dashboard,
     another machine)."""
@@ -91,7 +92,7 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP, texts: TextC
                 await anyio.to_thread.run_sync(_save_texts, texts)  # once: a start with these ops finds them
                 # The folded notebook lives as long as the server: keep the collector from walking it again
                 # and again (a full pass over a big notebook is a latency spike on whichever request meets it).
-                await anyio.to_thread.run_sync(_settle_memory)
+                await anyio.to_thread.run_sync(_settle_memory, collector)
                 frozen = True
             await graph_mcp.publish_if_changed()
             if not warmed:
@@ -119,17 +120,31 @@ async def _warm_meaning(services: Services) -> None:
         await anyio.sleep(FOLLOW_INTERVAL_S if done else 0)
 
 
-def _start_up(texts: TextCache) -> None:
+@dataclass
+class _Collector:
+    paused: bool = False  # the cyclic collector held off by this server until its start-up work is done
+
+
+def _start_up(texts: TextCache, collector: _Collector) -> None:
     """Before the first request: the texts the last start saved, for the searches made while the index warms; then the
-    folded notebook frozen (its garbage collected first). The collector's passes while the index warms then walk only
-    what the warm-up builds: at 100k notes a pass over the fold's ~580k objects took ~0.2 s, and the first seconds'
-    searches met several (a search of 50 ms took 0.5 s)."""
+    folded notebook frozen (its garbage collected first) and the collector held off until the index is warm
+    (`_settle_memory` collects then). Its passes while the index warmed walked the objects the warm-up builds, ~1M at
+    100k notes: a search that met one waited 0.2-1 s (the fold's ~580k objects alone took 0.2 s a pass)."""
     try:
         texts.load()
     except Exception:  # derived data: the index warms as without it
         log.exception("reading the saved search texts failed")
     gc.collect()
     gc.freeze()
+    if gc.isenabled():
+        gc.disable()
+        collector.paused = True
+
+
+def _resume(collector: _Collector | None) -> None:
+    if collector is not None and collector.paused:
+        collector.paused = False
+        gc.enable()
 
 
 def _save_texts(texts: TextCache, catch_up: int = 0) -> None:
@@ -139,12 +154,14 @@ def _save_texts(texts: TextCache, catch_up: int = 0) -> None:
         log.exception("saving the search texts failed")
 
 
-def _settle_memory() -> None:
+def _settle_memory(collector: _Collector | None = None) -> None:
     """Once start-up work is done: collect its garbage, then freeze what is left (the folded notebook lives as long
-    as the server, and a full collector pass over it is a latency spike on whichever request meets it), then hand
-    the heap pages the fold and the index build freed back to the system (glibc keeps them otherwise)."""
+    as the server, and a full collector pass over it is a latency spike on whichever request meets it), let the
+    collector run again, then hand the heap pages the fold and the index build freed back to the system (glibc keeps
+    them otherwise)."""
     gc.collect()  # before the freeze: garbage frozen with the rest would never be collected
     gc.freeze()
+    _resume(collector)
     if (trim := malloc_trim()) is not None:
         trim(0)
 
@@ -209,8 +226,9 @@ def create_app(
             anyio.create_task_group() as tasks,
         ):
             # Before the first request: a search made while the index warms reads the texts the last start saved.
-            await anyio.to_thread.run_sync(_start_up, texts)
-            tasks.start_soon(_follow_and_warm, services, graph_mcp, texts)
+            collector = _Collector()
+            await anyio.to_thread.run_sync(_start_up, texts, collector)
+            tasks.start_soon(_follow_and_warm, services, graph_mcp, texts, collector)
             tasks.start_soon(_warm_meaning, services)
             tasks.start_soon(run_transports, services)
             announce(settings.data_dir, settings.base_url)  # so the CLI can reach us while we hold the lock
@@ -223,6 +241,7 @@ def create_app(
                 # What `_settle_memory` froze is this server's: once it stops (the tray's Stop, a restart) it must be
                 # collectable again, or every start leaves the last server's cycles behind for good.
                 gc.unfreeze()
+                _resume(collector)  # stopped before the index was warm
 
     # The MCP endpoints first: agents call them most, and the router tries each route in turn (~40 REST routes).
     routes: list[BaseRoute] = [
