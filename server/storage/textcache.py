@@ -4,12 +4,14 @@ after a start took ~2 s doing that, `note_text` plus every note's view).
 
 Derived data only, like the op cache: never synced, never exported, written whole through a temp file and renamed
 (0600), and used only for a notebook holding the very ops it was saved from (`State.ops_key`): a missing, damaged,
-truncated or outdated file is ignored, and the server answers as it would without it. Written once the index is warm
-and again when the server stops, each time only when the notebook's ops changed since the file was written.
+truncated or outdated file is ignored, and the server answers as it would without it (an outdated one is removed: it
+may hold the text of a note purged since). Written once the index is warm and again when the server stops, each time
+only when the notebook's ops changed since the file was written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import marshal
@@ -100,8 +102,20 @@ class TextCache:
             return False
         self.key = saved[0]
         with self.store.reading() as state, collector_paused():
+            current = state.ops_key()
             self.adopted = adopt_texts(state, *saved)
+        if self.key != current:
+            self._drop()
         return self.adopted
+
+    def _drop(self) -> None:
+        """Remove a file saved for other ops: it is of no use to this notebook, and it may hold the text of a note
+        purged since (until the index is warm and saves the notebook as it is)."""
+        if self.store.readonly:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
+        self.key = None
 
     def save(self, catch_up: int = 0) -> bool:
         """Write the warm index's texts when the file does not hold them already, after indexing up to `catch_up`
@@ -112,6 +126,9 @@ class TextCache:
             if catch_up:
                 refresh_note_index(state, budget=catch_up)
             snapshot = saved_texts(state)  # the index's own strings: the file is made outside the lock
+            stale = snapshot is None and self.key is not None and self.key != state.ops_key()
+        if stale:  # not warm, and the notebook changed since the file was written
+            self._drop()
         if snapshot is None or snapshot[0] == self.key:
             return False
         try:
