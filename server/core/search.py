@@ -239,6 +239,11 @@ class _Saved:
         # bisect in an array makes an int of every item it looks at (4 us a search, not 0.3 us).
         self._ends = ends.tolist()
         self._at = dict(zip(ids, range(len(ids)), strict=True))
+        # Every note's text as the index keeps it, made here in one go (~60 ms at 100k notes, before the first
+        # request): made a batch at a time amid the index's own objects as it warmed, they left the heap ~6 MB
+        # bigger once warm (RSS at 100k after warm-up, in one process: 309.7 MB this way, 316 MB that way).
+        starts = itertools.chain((0,), ends)
+        self._texts = [blob[start:end].decode() for start, end in zip(starts, ends, strict=False)]
         self.changed: set[str] = set()  # every note an op touched since the texts were saved
         state.note_feeds.append(self.changed)
         self._firsts: tuple[str, dict[str, int]] = ("", {})  # the last `candidates`' term and where it was found
@@ -275,9 +280,7 @@ class _Saved:
             note = self._state.note(key)
             return None if note is None else note_text(note)
         k = self._at.get(key)
-        if k is None:
-            return None
-        return self._blob[self._ends[k - 1] if k else 0 : self._ends[k]].decode()
+        return None if k is None else self._texts[k]
 
     def count_estimate(self, term: str) -> int:
         return len(self._ids) + len(self.changed)
