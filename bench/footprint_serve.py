@@ -5,8 +5,9 @@ their first chats). Variants run interleaved, so a before/after comparison sees 
     python bench/footprint_serve.py --notes 10000,100000 [--ops 1000000] [--runs 3]
         [--variant before=<PYTHONPATH>] [--variant after=<PYTHONPATH>] [--cold]
 
-Each notebook is built once; each variant gets its own copy, started once untimed (so the measured starts use the
-op cache it leaves, as every start but the first does; `--cold` measures that first start instead). A variant is a
+Each notebook is built once; each variant gets its own copy, started once untimed and left to finish its start-up
+work (so the measured starts use the op cache and the search texts it leaves, as every start but the first does;
+`--cold` measures that first start instead). A variant is a
 PYTHONPATH under which `hivenote.server` imports (for instance a folder holding `hivenote/server` as a link to a
 worktree of an older commit); without `--variant` the installed Hivenote is measured. Settings come from the
 environment as usual (`HIVENOTE_MEANING=false` measures the notebook without meaning search).
@@ -164,8 +165,11 @@ def main() -> None:
                     if args.cold:
                         shutil.rmtree(copies[name] / "cache", ignore_errors=True)
                     elif not (copies[name] / "cache").exists():
-                        first = Run(copies[name], path)  # leaves the op cache, as every start but the first finds
+                        # Leaves the op cache and the search texts, as every start but the first finds them: it runs
+                        # until its start-up work is done (the search index warm), as a tray does.
+                        first = Run(copies[name], path)
                         first.wait_up()
+                        settle(first.process.pid, limit=600)
                         first.stop()
                     results[name].append(measure(copies[name], path))
             for name, rows in results.items():

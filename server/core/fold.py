@@ -7,6 +7,7 @@ member decided by the total order of `Stamp`s, so the result does not depend on 
 from __future__ import annotations
 
 import bisect
+import hashlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -248,6 +249,18 @@ class State:
     # The live entities' keys in graph order, kept until an entity is deleted or added anywhere but last.
     _entity_order: list[OccKey] | None = None
 
+    def ops_key(self) -> bytes:
+        """Which ops this state folded, as a digest: every node's positions held and the digest of each one's line,
+        forks included. The fold is a function of the set of ops, so two states with one key hold the same notes and
+        graph, whatever order the ops came in; derived data saved for one state (the search texts' cache) is used for
+        another only when their keys agree. ~1 ms at 100k ops (8 bytes hashed per op)."""
+        h = hashlib.blake2b(digest_size=16)
+        for node in sorted(self.seen_upto):
+            h.update(repr((node, self.seen_upto[node], sorted(self.seen_extra[node].items()))).encode())
+            h.update(self.digests[node])
+        h.update(repr(sorted((at, sorted(others)) for at, others in self.forked.items())).encode())
+        return h.digest()
+
     def derived(self, kind: type[D], make: Callable[[State], D]) -> D:
         """The index of type `kind` derived from this state, made by `make(self)` on first use and kept with the
         state (a new State, as after a reload, starts without any). Its owner module alone knows what is in it."""
@@ -256,6 +269,10 @@ class State:
             found = self._derived[kind] = make(self)
         assert isinstance(found, kind)
         return found
+
+    def has_derived(self, kind: type) -> bool:
+        """Whether the index of type `kind` was made already."""
+        return kind in self._derived
 
     # -- applying ops -------------------------------------------------------------------------------
 

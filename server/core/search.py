@@ -7,6 +7,7 @@ the ids the fold marked as changed, so a query never rescans the whole notebook.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import heapq
 import itertools
@@ -138,6 +139,9 @@ class NoteIndex:
     # a server warming its index after start meets agents' first searches, and building the stand-in (every note's
     # text) costs far more than scanning it. Dropped once the index is warm.
     scan: tuple[int, _Scan] | None = None
+    # The texts a previous start saved for these very ops (`adopt_texts`): the stand-in while the index warms, kept
+    # across writes (it knows the notes changed since), and the source of the index's texts. Dropped once warm.
+    saved: _Saved | None = None
 
 
 def _new_index(state: State) -> NoteIndex:
@@ -158,9 +162,12 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
     index, changed = derived.texts, derived.pending
     todo = list(changed) if budget is None or budget >= len(changed) else list(itertools.islice(changed, budget))
     title_words, trashed = derived.title_words, derived.trashed
-    # A warm-up scan's texts (nothing written since) become the index's: built once, and nothing freed in between
-    # the index's own objects when the scan goes (at 100k notes that left ~30 MB of the heap pinned for good).
-    scan = derived.scan[1] if derived.scan is not None and derived.scan[0] == state.notes_version else None
+    # A warm-up scan's texts (nothing written since) or the saved ones become the index's: built once, and nothing
+    # freed in between the index's own objects when the stand-in goes (at 100k notes that left ~30 MB of the heap
+    # pinned for good).
+    scan: _Scan | _Saved | None = derived.saved
+    if scan is None and derived.scan is not None and derived.scan[0] == state.notes_version:
+        scan = derived.scan[1]
     for note_id in todo:
         note = state.note(note_id)
         if note is None or not note.trashed:
@@ -187,6 +194,9 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
     changed.difference_update(todo)
     if not changed:
         derived.scan = None  # warm: the stand-in's texts are not needed any more
+        if derived.saved is not None:
+            derived.saved.close()
+            derived.saved = None
     return not changed
 
 
@@ -212,10 +222,131 @@ class _Scan:
         return len(self._texts)
 
 
-def _texts(state: State) -> SubstringIndex[str] | _Scan:
-    """The index when it is (nearly) up to date; otherwise a scan, while the index catches up a step at a
-    time. A long-running server warms it with `refresh_note_index` right after start."""
+class _Saved:
+    """The stand-in for a cold index made from the texts a previous start saved (`adopt_texts`): every note's text,
+    UTF-8, one after the other in one bytes object, so a term's notes are found by `bytes.find` in C (skipping to
+    the next note after each hit), not by a test per note; a note changed since (the fold's change feed) is read from
+    the fold. At 100k notes (34 MB of text): a term's notes in ~20 ms, where the scan first built every note's text
+    and view (~2 s). Bytes, not str: a single accented letter makes a str of the whole text two bytes a character,
+    twice the memory and twice the time to search; a UTF-8 term is found only where a character starts."""
+
+    def __init__(self, state: State, ids: list[str], blob: bytes, ends: array[int], trashed: set[str]) -> None:
+        self._state = state
+        self._trashed = trashed  # the notes in the trash when the texts were saved
+        self._ids = ids
+        self._blob = blob
+        # ends[k]: where note ids[k]'s text ends in blob (it starts where the one before ends). A list while warming:
+        # bisect in an array makes an int of every item it looks at (4 us a search, not 0.3 us).
+        self._ends = ends.tolist()
+        self._at = dict(zip(ids, range(len(ids)), strict=True))
+        # Every note's text as the index keeps it, made here in one go (~60 ms at 100k notes, before the first
+        # request): made a batch at a time amid the index's own objects as it warmed, they left the heap ~6 MB
+        # bigger once warm (RSS at 100k after warm-up, in one process: 309.7 MB this way, 316 MB that way).
+        starts = itertools.chain((0,), ends)
+        self._texts = [blob[start:end].decode() for start, end in zip(starts, ends, strict=False)]
+        self.changed: set[str] = set()  # every note an op touched since the texts were saved
+        state.note_feeds.append(self.changed)
+        self._firsts: tuple[str, dict[str, int]] = ("", {})  # the last `candidates`' term and where it was found
+
+    def close(self) -> None:
+        """Stop following the fold (the index is warm)."""
+        feeds = self._state.note_feeds
+        feeds[:] = [feed for feed in feeds if feed is not self.changed]
+
+    def candidates(self, term: str) -> set[str]:
+        firsts: dict[str, int] = {}  # a note -> where the term first occurs in its text (in blob)
+        blob, ends, ids = self._blob, self._ends, self._ids
+        needle = term.encode()
+        size = len(needle)
+        find, where = blob.find, bisect.bisect_right
+        at = find(needle)
+        while at >= 0:
+            k = where(ends, at)
+            end = ends[k]
+            if at + size <= end:  # inside one note's text, not across two
+                firsts[ids[k]] = at
+                at = find(needle, end)
+            else:
+                at = find(needle, at + 1)
+        self._firsts = (term, firsts)
+        found = set(firsts)
+        if self.changed:
+            found.difference_update(self.changed)
+            found.update(key for key in self.changed if term in (self.text(key) or ""))
+        return found
+
+    def text(self, key: str) -> str | None:
+        if key in self.changed:
+            note = self._state.note(key)
+            return None if note is None else note_text(note)
+        k = self._at.get(key)
+        return None if k is None else self._texts[k]
+
+    def count_estimate(self, term: str) -> int:
+        return len(self._ids) + len(self.changed)
+
+    def bound(self, key: str, terms: list[str], bounds: list[tuple[float, ...]]) -> float:
+        """`_score_bound` of the note's text; for the term of the last `candidates`, from where it was found there
+        (the field is the count of line breaks before it, in UTF-8 as in the text), without reading the text: a
+        common word matches most of a big notebook, and each note's text read cost ~3 us."""
+        term, firsts = self._firsts
+        if len(terms) == 1 and terms[0] == term and (at := firsts.get(key)) is not None and key not in self.changed:
+            k = self._at[key]
+            return bounds[0][min(self._blob.count(b"\n", self._ends[k - 1] if k else 0, at), 4)]
+        return _score_bound(self.text(key) or "", terms, bounds)
+
+    def in_trash(self) -> set[str]:
+        """The notes in the trash now: those saved so, unless changed since, and the changed ones that are."""
+        changed = self.changed
+        if not changed:
+            return self._trashed
+        now = {key for key in changed if (note := self._state.note(key)) is not None and note.trashed}
+        return (self._trashed - changed) | now
+
+
+def saved_texts(state: State) -> tuple[bytes, list[str], list[str], list[str], dict[str, str]] | None:
+    """What a later start of the same notebook needs to answer searches before its index is warm: this state's
+    `ops_key`, every note's id and indexed text, the notes in the trash, and the live notes' `replaces` links; None
+    while the index is not warm. Cheap under the store's lock (lists of the index's own strings); the caller writes
+    them out."""
     derived = note_index(state)
+    if derived.pending:
+        return None
+    texts = derived.texts
+    ids = list(texts.keys())
+    links = dict(_links(state).linking)
+    return state.ops_key(), ids, [texts.text(key) or "" for key in ids], sorted(derived.trashed), links
+
+
+def adopt_texts(
+    state: State, key: bytes, ids: list[str], blob: bytes, ends: array[int], trashed: list[str], links: dict[str, str]
+) -> bool:
+    """Take texts `saved_texts` gave for a state with these very ops (`key`, compared with `state.ops_key()`) as the
+    stand-in for the index until it is warm, and the links as the `replaces` links: a search right after start then
+    builds no note's text and reads no note it does not list. Returns False (and changes nothing) when the key
+    differs or the index or the links were already started. `blob` is the texts in UTF-8, one after the other;
+    `ends[k]` is where `ids[k]`'s text ends in it."""
+    derived = note_index(state)
+    if derived.saved is not None or len(derived.texts) or derived.scan is not None or state.has_derived(_Links):
+        return False
+    if key != state.ops_key() or len(ids) != len(ends) or (len(ends) and ends[-1] != len(blob)):
+        return False
+    derived.saved = _Saved(state, ids, blob, ends, set(trashed))
+    made = _Links(pending=set(), linking=dict(links))
+    state.note_feeds.append(made.pending)
+    state.derived(_Links, lambda _: made)
+    return True
+
+
+_Texts = SubstringIndex[str] | _Scan | _Saved  # what a query reads the notes' texts from
+
+
+def _texts(state: State) -> _Texts:
+    """The index when it is (nearly) up to date; otherwise the saved texts, or else a scan, while the index catches
+    up a step at a time. A long-running server warms it with `refresh_note_index` right after start."""
+    derived = note_index(state)
+    if derived.saved is not None and derived.pending:
+        return derived.saved
     if derived.scan is not None and derived.scan[0] == state.notes_version and derived.pending:
         return derived.scan[1]  # still warming, nothing written since: the same texts
     if refresh_note_index(state, budget=COLD_INDEX):
@@ -285,7 +416,7 @@ def _score_bound(text: str, terms: list[str], bounds: list[tuple[float, ...]]) -
 _FIELD_BOUND = tuple(2.0 * weight for weight in _FIELD_WEIGHT)
 
 
-def _bounds(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[tuple[float, ...]]:
+def _bounds(index: _Texts, terms: list[str]) -> list[tuple[float, ...]]:
     """Per term, the most each field can give it: doubled only if some token of the notebook holds the term as a
     whole word (a prefix being typed seldom is one, and then a note's bound is its exact relevance)."""
     bounds = []
@@ -297,20 +428,23 @@ def _bounds(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[tuple[
 
 
 def _ranked(
-    notes: list[Note], index: SubstringIndex[str] | _Scan, terms: list[str], bounds: list[tuple[float, ...]], limit: int
+    state: State, keys: list[str], index: _Texts, terms: list[str], bounds: list[tuple[float, ...]], limit: int
 ) -> list[tuple[float, Note]]:
     """The `limit` best notes by (relevance, recency), with their relevance. A short term can match most of a
     big notebook, mostly deep in bodies: notes are grouped by a cheap bound of their relevance and scored
     exactly, best group first, only while their bound can still beat the worst note kept. (Grouped, not
-    sorted: sorting tens of thousands of notes scattered over a big heap costs more than scoring them.)"""
+    sorted: sorting tens of thousands of notes scattered over a big heap costs more than scoring them.) A note is
+    read (its view built) only when its group is reached: while the index warms, most matches of a common word have
+    none built yet, and building them cost more than the rest of the search."""
     if limit <= 0:
         return []
     text = index.text
     # Note numbers in compact arrays, not (text, note) tuples: objects kept across the pass would be promoted
     # by the collector and make it walk the whole notebook.
     groups: dict[float, array[int]] = {}
-    for number, note in enumerate(notes):
-        bound = _score_bound(text(note.id) or "", terms, bounds)
+    saved = index.bound if isinstance(index, _Saved) else None
+    for number, key in enumerate(keys):
+        bound = _score_bound(text(key) or "", terms, bounds) if saved is None else saved(key, terms, bounds)
         group = groups.get(bound)
         if group is None:
             group = groups[bound] = array("I")
@@ -320,7 +454,9 @@ def _ranked(
         if len(kept) == limit and bound < kept[0][0]:
             break
         for number in groups[bound]:
-            note = notes[number]
+            note = state.note(keys[number])
+            if note is None:
+                continue
             revision = note.revision
             if len(kept) == limit and (bound, revision) < kept[0][:2]:
                 continue
@@ -367,11 +503,11 @@ def _head_first(
         head |= found
     head &= matches
     body_only = sum(bound[-1] for bound in bounds)  # the most a note with every term in its body only can score
-    ranked = _ranked(_notes(state, head), index, terms, bounds, limit)
+    ranked = _ranked(state, list(head), index, terms, bounds, limit)
     certain = [note for score, note in ranked if score > body_only]
     if len(certain) < limit:
         rest = matches.difference(note.id for note in certain)
-        certain += [note for _, note in _ranked(_notes(state, rest), index, terms, bounds, limit - len(certain))]
+        certain += [note for _, note in _ranked(state, list(rest), index, terms, bounds, limit - len(certain))]
     return certain, len(matches)
 
 
@@ -518,8 +654,8 @@ def _new_links(state: State) -> _Links:
     return links
 
 
-def _replacements(state: State) -> dict[str, str]:
-    """Every note another live note names in its `replaces` field: old id -> the newest such note."""
+def _links(state: State) -> _Links:
+    """The links, brought up to date."""
     links = state.derived(_Links, _new_links)
     if links.pending:
         for note_id in links.pending:
@@ -531,6 +667,12 @@ def _replacements(state: State) -> dict[str, str]:
             elif was is not None:
                 links.reverse = None
         links.pending.clear()
+    return links
+
+
+def _replacements(state: State) -> dict[str, str]:
+    """Every note another live note names in its `replaces` field: old id -> the newest such note."""
+    links = _links(state)
     if links.reverse is None:
         newest: dict[str, tuple[Stamp, str]] = {}
         for new, old in links.linking.items():
@@ -571,21 +713,23 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
         quick = _head_first(state, index, candidates, terms, bounds, filters.trashed, cap)
         if quick is not None and quick[1]:
             return SearchResult(bounded(quick[0], limit), [], quick[1])
-    matches = [n for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
-    hits = bounded([note for _, note in _ranked(matches, index, terms, bounds, cap)], limit)
+    if isinstance(index, _Saved) and replace(filters, trashed=False) == NO_FILTERS:
+        in_trash = index.in_trash()  # no note read to tell: a common word matches most of a big notebook
+        matches = [key for key in candidates if (key in in_trash) == filters.trashed]
+    else:
+        matches = [n.id for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
+    hits = bounded([note for _, note in _ranked(state, matches, index, terms, bounds, cap)], limit)
     closest = [] if matches or not near else _near(state, index, terms, filters)
     return SearchResult(hits, closest, len(matches))
 
 
-def _near(state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters) -> list[Note]:
+def _near(state: State, index: _Texts, terms: list[str], filters: Filters) -> list[Note]:
     """Closest notes when nothing matched every term: most terms matched, or a term's longest matching prefix."""
     scored = _near_candidates(state, index, terms, filters)
     return [item[3] for item in heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:3])]
 
 
-def _near_scored(
-    state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters, pool: int
-) -> dict[str, float]:
+def _near_scored(state: State, index: _Texts, terms: list[str], filters: Filters, pool: int) -> dict[str, float]:
     """The `pool` notes holding most of the query's terms (or their longest matching prefixes), with the share of
     the terms each holds (0..1); ties go to the greater id. Counted with set operations over the probes' notes,
     rarest first, never note by note: `levels[c]` holds the notes found in more than c of them. Once the notes
@@ -624,7 +768,7 @@ def _near_scored(
     return {key: count / len(terms) for key, count in ranked}
 
 
-def _probes(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[tuple[str, set[str]]]:
+def _probes(index: _Texts, terms: list[str]) -> list[tuple[str, set[str]]]:
     """Per term, the term or its longest prefix of three letters or more that some note holds, with those notes."""
     probes: list[tuple[str, set[str]]] = []
     for term in terms:
@@ -639,7 +783,7 @@ def _probes(index: SubstringIndex[str] | _Scan, terms: list[str]) -> list[tuple[
 
 
 def _near_candidates(
-    state: State, index: SubstringIndex[str] | _Scan, terms: list[str], filters: Filters
+    state: State, index: _Texts, terms: list[str], filters: Filters
 ) -> list[tuple[int, float, Stamp, Note]]:
     probes = _probes(index, terms)
     keys: set[str] = set()

@@ -20,6 +20,7 @@ from hivenote.server.mcp.wire import official_tools
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.serve import PortInUse, bind
 from tests.support.live import Inbox, Running, fetch, mcp_client, serve, subscribe
+from tests.support.notes import write_log
 from tests.support.wait import wait_until
 
 
@@ -311,3 +312,20 @@ def test_brain_remember_replaces_and_search_shows_the_newer_first(running: Runni
                 assert old_id in lines[1] and f"replaced by {twin_id}" in lines[1]
 
     anyio.run(scenario)
+
+
+def test_a_server_saves_its_warm_index_texts_and_the_next_start_reads_them(tmp_path: Path) -> None:
+    """Once its index is warm a server saves the texts for the next start (cache/search.bin); the next start reads
+    them (and so does not write them again while nothing changed); a write makes the stop save them anew."""
+    data = tmp_path / "data"
+    write_log(data, 300)
+    saved = data / "cache" / "search.bin"
+    with serve(data) as server:
+        wait_until(lambda: not note_index(server.store.state).pending and saved.exists(), timeout=10)
+    first = saved.stat()
+    with serve(data) as server:
+        wait_until(lambda: not note_index(server.store.state).pending, timeout=10)
+    assert saved.stat().st_ino == first.st_ino  # the texts it read were these ops' own: nothing written
+    with serve(data) as server:
+        server.notebook.remember(kind="fact", title="deploy on fridays", body="never")
+    assert saved.stat().st_ino != first.st_ino  # saved again at the stop, with the new note
