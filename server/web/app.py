@@ -49,6 +49,7 @@ from .services import Services
 log = logging.getLogger(__name__)
 
 FOLLOW_INTERVAL_S = 0.5  # how often other machines' shards are looked at (sync transports add file watching)
+COLLECTOR_HOLD_S = 120.0  # the longest the collector is held off after start while the index warms (100k: ~30 s)
 WARM_BATCH = 250  # notes indexed per step while warming the search index: writers and searches wait ~10 ms, not 0.1 s
 # The guard checks Host/Origin on every route; the SDK's own check would refuse LAN names when sharing.
 NO_SDK_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -73,8 +74,14 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP, texts: TextC
     another machine)."""
     store = services.store
     frozen = False
+    hold_until = time.monotonic() + COLLECTOR_HOLD_S
     while True:
         pause = FOLLOW_INTERVAL_S
+        if collector.paused and time.monotonic() > hold_until:
+            # A warm-up that never ends (a step failing at every tick, a notebook far bigger than usual) must not
+            # leave the process without its cyclic collector: cycles would pile up for as long as the server runs.
+            log.warning("the search index is not warm after %.0f s: the garbage collector runs again", COLLECTOR_HOLD_S)
+            _resume(collector)
         try:
             await anyio.to_thread.run_sync(_watch_and_follow, store)
 

@@ -6,7 +6,10 @@ import gc
 import weakref
 from pathlib import Path
 
+import pytest
+
 from hivenote.server.storage.store import Store
+from hivenote.server.web import app
 from hivenote.server.web.app import _settle_memory
 from tests.support.live import serve
 from tests.support.wait import wait_until
@@ -42,3 +45,21 @@ def test_a_stopped_server_leaves_nothing_frozen_so_stop_start_does_not_grow(tmp_
         assert gc.get_freeze_count() == 0
     gc.collect()
     assert [ref() for ref in gone] == [None, None]
+
+
+def test_a_warm_up_that_never_ends_gives_the_collector_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector is held off while the search index warms; a warm-up failing at every tick must not leave the
+    process without it for as long as the server runs."""
+
+    def broken(*_: object, **__: object) -> bool:
+        raise OSError("a step that fails every time")
+
+    monkeypatch.setattr(app, "refresh_note_index", broken)
+    monkeypatch.setattr(app, "COLLECTOR_HOLD_S", 3.0)
+    assert gc.isenabled()
+    try:
+        with serve(tmp_path / "data"):
+            assert not gc.isenabled()  # held off from start-up
+            wait_until(gc.isenabled, 30)
+    finally:
+        gc.enable()
