@@ -30,14 +30,19 @@ def encoded(texts: list[str]) -> tuple[bytes, array[int]]:
     return b"".join(parts), array("Q", itertools.accumulate(map(len, parts)))
 
 
-def adopted(steps: list[Step]) -> State:
-    """A fresh state of `steps` holding the texts a warm state of the same steps saved."""
+def saved_from(steps: list[Step]) -> tuple[bytes, list[str], list[str], list[str], dict[str, str]]:
+    """What a warm state of `steps` saves: (ops key, ids, texts, trashed, links)."""
     old = State()
     apply(old, steps)
     search.refresh_note_index(old)
     saved = search.saved_texts(old)
     assert saved is not None
-    key, ids, texts, trashed, links = saved
+    return saved
+
+
+def adopted(steps: list[Step]) -> State:
+    """A fresh state of `steps` holding the texts a warm state of the same steps saved."""
+    key, ids, texts, trashed, links = saved_from(steps)
     state = State()
     apply(state, steps)
     assert search.adopt_texts(state, key, ids, *encoded(texts), trashed, links)
@@ -127,12 +132,7 @@ def test_writes_while_the_index_warms_keep_the_saved_texts_and_are_found() -> No
 
 
 def test_saved_texts_for_other_ops_are_refused() -> None:
-    old = State()
-    apply(old, big())
-    search.refresh_note_index(old)
-    saved = search.saved_texts(old)
-    assert saved is not None
-    key, ids, texts, trashed, links = saved
+    key, ids, texts, trashed, links = saved_from(big())
     state = State()
     apply(state, big()[:-1])  # one op fewer: another notebook
     assert not search.adopt_texts(state, key, ids, *encoded(texts), trashed, links)
@@ -146,12 +146,7 @@ def test_saved_texts_for_other_ops_are_refused() -> None:
 def test_nothing_of_the_saved_texts_is_held_once_the_index_is_warm() -> None:
     """Memory after warm-up is the index's alone: the buffer of saved texts (34 MB at 100k notes) and its change
     feed go, and the index's texts are strings of their own, not views into it."""
-    old = State()
-    apply(old, big())
-    search.refresh_note_index(old)
-    saved = search.saved_texts(old)
-    assert saved is not None
-    key, ids, texts, trashed, links = saved
+    key, ids, texts, trashed, links = saved_from(big())
     blob, ends = encoded(texts)
     state = State()
     apply(state, big())
