@@ -73,6 +73,7 @@ Decide = Callable[[State], list[Payload]]
 # Problems no probe can see clear (an I/O error, an unknown one): the next write simply tries. Writes wait for
 # `watch` to clear the others, so a full disk refuses at once instead of failing and re-folding every time.
 RETRIED_PROBLEMS = ("io_error", "write_failed")
+SEARCH_TEXTS = "search.bin"  # in cache/: the search index's texts (storage/textcache.py)
 CACHE_MIN_NEW_OPS = 1000  # closing saves the op cache when at least this many ops are not in it yet
 
 
@@ -610,4 +611,14 @@ class Store:
             record_shard(self.data_dir, self.node, self.shard_path, self._own.size)
             self.shards.cursors.pop(self.shard_path.name, None)
             self.shards.follow(self.shard_path.name)
-            return len(lines), len(kept)
+            self.refresh()
+        self._rewrite_derived_text()
+        return len(lines), len(kept)
+
+    def _rewrite_derived_text(self) -> None:
+        """After a compaction: the derived files that hold note text (the op cache, every op's payload; the search
+        texts, every note's text) are written again from the compacted log, or removed, so a purged note's text does
+        not outlive its compaction in them (they were rewritten only at the next save, which may be months away)."""
+        with contextlib.suppress(OSError):
+            (self.data_dir / "cache" / SEARCH_TEXTS).unlink(missing_ok=True)
+        self.checkpoint()

@@ -23,7 +23,7 @@ from typing import Final
 from ..core.search import adopt_texts, refresh_note_index, saved_texts
 from .files import private_dir, write_whole
 from .gcpause import collector_paused
-from .store import Store
+from .store import SEARCH_TEXTS, Store
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class TextCache:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.path = store.data_dir / "cache" / "search.bin"
+        self.path = store.data_dir / "cache" / SEARCH_TEXTS
         self.key: bytes | None = None  # the ops key of what the file holds, as far as this server knows
         self.adopted = False
 

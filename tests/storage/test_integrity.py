@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 from hivenote.server.core.model import Author, Op, decode_op
+from hivenote.server.core.search import refresh_note_index
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
+from hivenote.server.storage.textcache import TextCache
 
 ME = Author("claude-code", "Claude Code", "")
 
@@ -172,6 +174,34 @@ def test_a_purged_notes_text_is_gone_from_the_shard_after_compaction_even_in_its
         remember(store, "after")
         assert ops(store.shard_path)[-1].seq == last.seq + 1
     assert titles(data) == {"kept", "after"}
+
+
+def holding(data: Path, text: bytes) -> list[str]:
+    """The files under the data dir whose bytes hold `text`."""
+    return sorted(str(p.relative_to(data)) for p in data.rglob("*") if p.is_file() and text in p.read_bytes())
+
+
+def test_after_compaction_no_file_of_the_data_dir_holds_a_purged_notes_text(tmp_path: Path) -> None:
+    """The derived files hold what the log held: the op cache every op's payload, the search texts every note's
+    text. Compaction erases a purged note's text from the shard, and from them too, not at their next save."""
+    data = tmp_path / "data"
+    with Store(data) as store:
+        remember(store, "kept")
+        secret = remember(store, "secret title", "the secret body")
+        store.checkpoint()  # the op cache, with the note's payload
+        with store.reading() as state:
+            refresh_note_index(state)
+        assert TextCache(store).save()  # the search texts, with its text
+        assert holding(data, b"secret") == ["cache/oplog.bin", "cache/search.bin", f"log/{store.node}.jsonl"]
+        assert store.shard_path is not None
+        last = ops(store.shard_path)[-1]
+        purge = {"v": 1, "node": "other-0001", "seq": 1, "hlc": [last.wall + 1, 0], "op": "note.purge", "id": secret}
+        (store.log_dir / "other-0001.jsonl").write_text(json.dumps(purge) + "\n", encoding="utf-8")
+        store.refresh()
+        store.compact()
+        assert holding(data, b"secret") == []
+    assert holding(data, b"secret") == []
+    assert titles(data) == {"kept"}
 
 
 def test_a_fork_and_a_new_node_id_show_in_the_servers_sync_status(tmp_path: Path) -> None:
