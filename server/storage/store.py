@@ -118,6 +118,7 @@ class Store:
         self.lock = threading.RLock()  # guards state, shard cursors and the pending queue
         self._flush_lock = threading.Lock()  # one fsync at a time; waiters pile up behind it (group commit)
         self.cache_path = self.data_dir / "cache" / "oplog.bin"
+        self._cache_spent = False  # compacted: this process's journals must not become the op cache
         self.shards = Shards(self.log_dir, self.state, self.clock, {})
         self._pending: list[bytes] = []
         self._pending_ops: list[Op] = []
@@ -359,6 +360,8 @@ class Store:
 
     def checkpoint(self) -> None:
         """Save the op cache so the next start skips parsing what was read so far (best effort: derived data)."""
+        if self._cache_spent:
+            return
         with self._flush_lock, self.lock:
             try:
                 opcache.save(self.cache_path, self.shards.cache_entries())
@@ -617,8 +620,12 @@ class Store:
 
     def _rewrite_derived_text(self) -> None:
         """After a compaction: the derived files that hold note text (the op cache, every op's payload; the search
-        texts, every note's text) are written again from the compacted log, or removed, so a purged note's text does
-        not outlive its compaction in them (they were rewritten only at the next save, which may be months away)."""
-        with contextlib.suppress(OSError):
-            (self.data_dir / "cache" / SEARCH_TEXTS).unlink(missing_ok=True)
-        self.checkpoint()
+        texts, every note's text) are removed, so a purged note's text does not outlive its compaction in them (they
+        were rewritten only at the next save, which may be months away). This process saves no op cache any more:
+        its journals hold the shard as read before the compaction and again after it, and a cache made from them
+        gave the next start notes whose fields were released values (the export failed on them). The next start
+        reads the log and makes the cache anew."""
+        self._cache_spent = True
+        for name in (self.cache_path.name, SEARCH_TEXTS):
+            with contextlib.suppress(OSError):
+                (self.data_dir / "cache" / name).unlink(missing_ok=True)
