@@ -615,10 +615,10 @@ class Store:
             self.shards.cursors.pop(self.shard_path.name, None)
             self.shards.follow(self.shard_path.name)
             self.refresh()
-        self._rewrite_derived_text()
+        self._drop_derived_text()
         return len(lines), len(kept)
 
-    def _rewrite_derived_text(self) -> None:
+    def _drop_derived_text(self) -> None:
         """After a compaction: the derived files that hold note text (the op cache, every op's payload; the search
         texts, every note's text) are removed, so a purged note's text does not outlive its compaction in them (they
         were rewritten only at the next save, which may be months away). This process saves no op cache any more:
