@@ -614,7 +614,6 @@ class Store:
             record_shard(self.data_dir, self.node, self.shard_path, self._own.size)
             self.shards.cursors.pop(self.shard_path.name, None)
             self.shards.follow(self.shard_path.name)
-            self.refresh()
         self._drop_derived_text()
         return len(lines), len(kept)
 
