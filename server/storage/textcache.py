@@ -92,7 +92,6 @@ class TextCache:
         self.store = store
         self.path = store.data_dir / "cache" / SEARCH_TEXTS
         self.key: bytes | None = None  # the ops key of what the file holds, as far as this server knows
-        self.adopted = False
 
     def load(self) -> bool:
         """Read the file and hand its texts to the store's state when they were saved for the very ops it holds
@@ -103,10 +102,10 @@ class TextCache:
         self.key = saved[0]
         with self.store.reading() as state, collector_paused():
             current = state.ops_key()
-            self.adopted = adopt_texts(state, *saved)
+            adopted = adopt_texts(state, *saved)
         if self.key != current:
             self._drop()
-        return self.adopted
+        return adopted
 
     def _drop(self) -> None:
         """Remove a file saved for other ops: it is of no use to this notebook, and it may hold the text of a note

@@ -174,7 +174,8 @@ def test_texts_embedded_from_two_threads_while_the_row_cache_starts_over_get_the
 def test_the_model_keeps_no_word_or_row_cache_once_a_pass_is_done(store: Store, tmp_path: Path) -> None:
     """The caches speed a pass over many notes; kept after it, they were memory a long-running tray held for
     nothing (a soaked tray ~15 MB above a fresh one on the same notebook)."""
-    model = StaticModel(load_default().model_id, load_default().table, load_default().tokenizer)
+    shipped = load_default()
+    model = StaticModel(shipped.model_id, shipped.table, shipped.tokenizer)  # its own caches, not the shared model's
     index = MeaningIndex(tmp_path / "cache" / "meaning.bin", lambda: model)
     assert not index.refresh(store, budget=1000)
     assert len(model.words) > 1000 and model._rows is not None  # in the middle of a pass: kept
