@@ -26,10 +26,18 @@ def _newer(stamp: Stamp, *others: Stamp | None) -> bool:
     return all(o is None or stamp > o for o in others)
 
 
+def _same(a: Op | int | None, b: Op | int) -> bool:
+    """One op, as an object or as its row (rows are ints made afresh: compared by value)."""
+    return a is b or (type(a) is int and a == b)
+
+
+Entry = Op | int  # an op, or (once it has one) its row in a journal (`Refs`)
+
+
 class NoteRecord:
     """Everything the log says about one note id: field registers, trash register, purge mark, ops in order. An op
-    whose payload the fold let go of and that sits in a journal (a shard's rows) is held in the history as its row
-    (`Refs`), not as an object."""
+    that sits in a journal (a shard's rows) is referred to by its row (`Refs`), in the history and in the field
+    registers alike, never as an object: the row keeps the payload while the op decides a field."""
 
     __slots__ = ("_refs", "fields", "id", "ops", "purge", "trash", "view")
 
@@ -39,9 +47,9 @@ class NoteRecord:
         # Sorted by stamp: the history, each op as its journal row (`Refs`); a list, with the op itself, only once
         # an op in no journal comes (one made in memory).
         self.ops: array[int] | list[Op | int] = array("q")
-        # field -> the op that last set it (its value is in op.data); while one op decides every field set so far (a
+        # field -> the op that last set it (its value in its payload); while one op decides every field set so far (a
         # note written once, the usual case), that op alone: a dict per note costs more than the rest of its record.
-        self.fields: dict[str, Op] | Op | None = None
+        self.fields: dict[str, Entry] | Entry | None = None
         self.trash: tuple[Stamp, bool] | None = None
         self.purge: Stamp | None = None
         self.view: Note | bool | None = False  # False: not computed yet
@@ -60,22 +68,23 @@ class NoteRecord:
             ops.append(entry)
         else:
             ops.insert(bisect.bisect_right(ops, stamp, key=key), entry)
+        me: Entry = entry
         if op.kind == "note.set" and self.fields is None:
-            self.fields = op  # the first edit decides every field it sets
+            self.fields = me  # the first edit decides every field it sets
         elif op.kind == "note.set":
             fields = self.deciding()
             self.fields = fields
             won = False
-            displaced: list[Op] | None = None
+            displaced: list[Entry] | None = None
             for name in op.field_names:
                 cur = fields.get(name)
-                if cur is None or stamp > cur.stamp:
-                    if cur is not None and cur is not op:
+                if cur is None or stamp > key(cur):
+                    if cur is not None and not _same(cur, me):
                         if displaced is None:
                             displaced = [cur]
-                        else:
+                        elif not any(_same(cur, d) for d in displaced):
                             displaced.append(cur)
-                    fields[name] = op
+                    fields[name] = me
                     won = True
             # An op that decides no field any more keeps only its place in the history: its payload is read back
             # from the log when the history is shown (memory stays that of the notebook, not of every edit).
@@ -83,11 +92,11 @@ class NoteRecord:
                 op.release(self.id)
             if displaced is not None:
                 for old in displaced:
-                    deciding = [name for name in old.field_names if fields.get(name) is old]
+                    deciding = [name for name in refs.field_names(old) if _same(fields.get(name), old)]
                     if deciding:
-                        old.keep_only(deciding)  # the values newer ops decide are read back from the log
+                        refs.keep_only(old, deciding)  # the values newer ops decide are read back from the log
                     else:
-                        old.release(self.id)
+                        refs.release(old, self.id)
         else:
             if op.kind == "note.purge":
                 if self.purge is None or stamp > self.purge:
@@ -97,21 +106,46 @@ class NoteRecord:
             op.release(self.id)  # its payload is the id: the history shows none of it
         self.view = False
 
-    def deciding(self) -> dict[str, Op]:
-        """Each field's deciding op (a fresh dict while one op decides them all)."""
+    def deciding(self) -> dict[str, Entry]:
+        """Each field's deciding op or its row (a fresh dict while one op decides them all)."""
         fields = self.fields
         if fields is None:
             return {}
-        if isinstance(fields, Op):
-            return dict.fromkeys(fields.field_names, fields)
+        if not isinstance(fields, dict):
+            return dict.fromkeys(self._refs.field_names(fields), fields)
         return fields
+
+    def deciding_ops(self) -> dict[str, Op]:
+        """Each field's deciding op, made from its row (one op for every field it decides)."""
+        made: dict[int, Op] = {}
+        out = {}
+        for name, entry in self.deciding().items():
+            key = entry if type(entry) is int else ~id(entry)
+            op = made.get(key)
+            if op is None:
+                op = made[key] = self._refs.op(entry)
+            out[name] = op
+        return out
 
     def placed(self, op: Op) -> None:
         """`op`, applied before it had a journal row (this node's own write, applied before its line was written),
         now has one: the history keeps the row instead of the op."""
         ref = self._refs.ref(op)
+        if ref is None:
+            return
+        fields = self.fields
+        if fields is op:
+            self.fields = ref
+        elif isinstance(fields, dict):
+            named = [name for name, entry in fields.items() if entry is op]
+            for name in named:
+                fields[name] = ref
+            if not named:
+                self._refs.release(ref, self.id)  # superseded before its line was written: its row keeps the id
+        elif op.kind == "note.set":
+            self._refs.release(ref, self.id)
         ops = self.ops
-        if ref is None or type(ops) is not list:
+        if type(ops) is not list:
             return
         key: Any = self._refs.stamp
         at = bisect.bisect_left(ops, op.stamp, key=key)
@@ -147,7 +181,7 @@ class NoteRecord:
         if self.view is not False:
             return self.view if isinstance(self.view, Note) else None
         purge = self.purge
-        deciding = self.deciding()
+        deciding = self.deciding_ops()
         values = {k: op.field(k) for k, op in deciding.items() if self._counts(op)}
         if len(values) < len(deciding) and purge is not None:  # an edit that never saw the purge: purge wins
             for op in reversed(self.live_ops()):
@@ -160,7 +194,8 @@ class NoteRecord:
         view: Note | None = None
         if values:
             live = self._live()
-            first, last = self._refs.op(live[0]), self._refs.op(live[-1])
+            first = self._refs.op(live[0])
+            last = first if len(live) == 1 else self._refs.op(live[-1])  # one op: one set of ints for the view
             trash = self.trash
             view = Note(
                 id=self.id,

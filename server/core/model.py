@@ -244,10 +244,12 @@ class Op:
         data = self._data
         if self.src is None or type(data) is not tuple or self.kind != "note.set":
             return
-        keep = set(names)
-        values = tuple(v if n in keep else ... for n, v in zip(self._names or (), data[1], strict=True))
-        if values != data[1]:
-            self._data = (data[0], values, *data[2:])
+        kept = _kept(data, self._names or (), names)
+        if kept is not data:
+            self._data = kept
+            src = self.src
+            if self.row >= 0 and isinstance(src, Journal):
+                src.held[self.row] = kept
 
     def release(self, note_id: str | None = None) -> None:
         """Drop the payload of a note op whose line can be read again (`src` known); `note_id`, if given, is the same
@@ -332,6 +334,14 @@ def _compact(kind: str, data: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[st
     return (note_id, values), names
 
 
+def _kept(data: tuple[Any, ...], names: tuple[str, ...], keep: Iterable[str]) -> tuple[Any, ...]:
+    """A `note.set`'s compact payload with the values of every field but `keep` let go of (`...`); `data` itself
+    when that changes nothing."""
+    wanted = set(keep)
+    values = tuple(v if n in wanted else ... for n, v in zip(names, data[1], strict=True))
+    return data if values == data[1] else (data[0], values, *data[2:])
+
+
 def _expand(kind: str, data: tuple[Any, ...], names: tuple[str, ...]) -> dict[str, Any]:
     """The inverse of `_compact`: the payload as a dict (tags as a list, as on the line)."""
     out: dict[str, Any] = {"id": data[0]}
@@ -352,11 +362,11 @@ _INT64: Final = (1 << 63) - 1  # the largest value of a 64-bit signed column
 
 class Journal:
     """Every op of one shard, by row (the order it was read or written in), in arrays: its stamp, kind, author,
-    field names and line offset, and in `held` the op itself while the fold may need its payload (a released note
-    op's row keeps its note id there instead). A note's history refers to a released op by its row, so a year of
-    edits costs some sixty bytes an op instead of an object, its ints and their list slots; `op(row)` makes the op
-    again when asked (the history, the first and last op of a note). The storage layer's shard file is one, and
-    reads the lines back (`line`)."""
+    field names and line offset, and in `held` what the row keeps of its payload: a note op's compact payload while
+    the fold may need it, its note id alone once released; a graph op's op itself. A note's history and its field
+    registers refer to a note op by its row (`Refs`), never by an object, so an op costs some sixty bytes and its
+    payload, not an object, its ints and a stamp; `op(row)` makes the op when asked (a note's view, its history). The
+    storage layer's shard file is one, and reads the lines back (`line`)."""
 
     __slots__ = (
         "_authors",
@@ -389,7 +399,7 @@ class Journal:
         self.nodes = array("I")  # codes into `_nodes`
         self.bys = array("I")  # codes into `_authors`
         self.names = array("I")  # codes into `_names` (a note op's field names; 0: none)
-        self.held: list[Op | str | None] = []
+        self.held: list[Op | tuple[Any, ...] | str | None] = []
         self._nodes: list[str] = []
         self._node_code: dict[str, int] = {}
         self._authors: list[Author] = []
@@ -431,7 +441,7 @@ class Journal:
         self.nodes.append(node_code)
         self.bys.append(by_code)
         self.names.append(name_code)
-        self.held.append(op if op.held or op.cached_names is None else op.note_id)
+        self.held.append(op if op.cached_names is None else op.cached_payload())  # type: ignore[arg-type]
 
     @property
     def wide(self) -> bool:
@@ -443,8 +453,8 @@ class Journal:
             self.walls, self.counters, self.seqs = list(self.walls), list(self.counters), list(self.seqs)
 
     def rows(self) -> Iterator[Op]:
-        """Every row's op in order (the op cache's rows just put in with `extend`): a held one is kept as the row's op,
-        a released one is made for the moment (its row is what the fold keeps)."""
+        """Every row's op in order (the op cache's rows just put in with `extend`), made for the moment: a note op's
+        row keeps its payload (the fold refers to the row), a graph op's row the op."""
         nodes, authors, names, held, kinds = self._nodes, self._authors, self._names, self.held, OP_KINDS
         columns = (self.walls, self.counters, self.seqs, self.digests, self.ats, self.kinds, self.nodes, self.bys)
         for row, (wall, counter, seq, digest, at, kind, node, by, name, entry) in enumerate(
@@ -453,7 +463,7 @@ class Journal:
             op = Op(nodes[node], seq, wall, counter, kinds[kind], {} if entry is None else entry, authors[by], digest)
             op._names = names[name]
             op.at, op.src, op.row = at, self, row
-            if type(entry) is not str:
+            if op._names is None:
                 held[row] = op
             yield op
 
@@ -463,13 +473,13 @@ class Journal:
         )
 
     def op(self, row: int) -> Op:
-        """The op of `row`: the very one while it is held, else made (released: its payload is read back; from the op
-        cache: the payload it kept)."""
+        """The op of `row`: a graph op's very one, a note op's made from the row (released: its payload is read back
+        when asked)."""
         entry = self.held[row]
         if isinstance(entry, Op):
             return entry
         kind = OP_KINDS[self.kinds[row]]
-        payload: dict[str, Any] | str = {} if entry is None else entry
+        payload: dict[str, Any] | tuple[Any, ...] | str = {} if entry is None else entry
         names = self._names[self.names[row]]
         op = Op(
             self._nodes[self.nodes[row]],
@@ -483,18 +493,32 @@ class Journal:
             names,
         )
         op.at, op.src, op.row = self.ats[row], self, row
-        if op.held:  # a payload the op cache kept: the op holds it from now on
+        if names is None and op.held:  # a graph op's payload the op cache kept: the op holds it from now on
             self.held[row] = op
         return op
 
+    def field_names(self, row: int) -> tuple[str, ...]:
+        return self._names[self.names[row]] or ()
+
+    def release(self, row: int, note_id: str) -> None:
+        """Let a note op's row keep its note id alone (`Op.release`): the fold needs nothing of its payload."""
+        if type(self.held[row]) is tuple:
+            self.held[row] = note_id
+
+    def keep_only(self, row: int, names: Iterable[str]) -> None:
+        """Let a `note.set`'s row keep the values of `names` alone (`Op.keep_only`)."""
+        entry = self.held[row]
+        if type(entry) is tuple and OP_KINDS[self.kinds[row]] == "note.set":
+            self.held[row] = _kept(entry, self.field_names(row), names)
+
     def unhold(self, start: int, end: int) -> None:
-        """Let go of the ops of rows `start..end` (a shard read again from its start: the state holds what it needs
-        of them, and a released note op needs only its note id)."""
+        """Let go of the graph ops of rows `start..end` (a shard read again from its start: the state holds what it
+        needs of them; a note op's row keeps what the fold refers to, and the fold lets go of it as before)."""
         held = self.held
         for row in range(start, end):
             entry = held[row]
-            if isinstance(entry, Op):
-                held[row] = entry.note_id if entry.cached_names is not None else None
+            if isinstance(entry, Op):  # a graph op (a note op's row keeps what the fold refers to)
+                held[row] = None
 
     def tables(self) -> tuple[list[str], list[Author], list[tuple[str, ...] | None]]:
         """The node ids, authors and field-name tuples the code columns point into."""
@@ -504,7 +528,7 @@ class Journal:
         self,
         columns: tuple[bytes, ...],
         tables: tuple[list[str], list[Author], list[tuple[str, ...] | None]],
-        held: list[Op | str | None],
+        held: list[Op | tuple[Any, ...] | str | None],
     ) -> None:
         """Append rows saved by `columns_of` (the op cache), their tables and held entries. Only into an empty
         journal (the codes are the saved ones)."""
@@ -579,6 +603,28 @@ class Refs:
             return (j.walls[row], j.counters[row], j._nodes[j.nodes[row]], j.seqs[row], j.digests[row])
         assert isinstance(entry, Op)
         return entry.stamp
+
+    def field_names(self, entry: Op | int) -> tuple[str, ...]:
+        if type(entry) is int:
+            return self.journals[entry >> _ROW_BITS].field_names(entry & _ROW_MASK)
+        assert isinstance(entry, Op)
+        return entry.field_names
+
+    def release(self, entry: Op | int, note_id: str) -> None:
+        """`Op.release` of the entry's op, on its row when it has one."""
+        if type(entry) is int:
+            self.journals[entry >> _ROW_BITS].release(entry & _ROW_MASK, note_id)
+        else:
+            assert isinstance(entry, Op)
+            entry.release(note_id)
+
+    def keep_only(self, entry: Op | int, names: Iterable[str]) -> None:
+        """`Op.keep_only` of the entry's op, on its row when it has one."""
+        if type(entry) is int:
+            self.journals[entry >> _ROW_BITS].keep_only(entry & _ROW_MASK, names)
+        else:
+            assert isinstance(entry, Op)
+            entry.keep_only(names)
 
 
 def decode_op(line: bytes | str) -> Op:

@@ -254,6 +254,8 @@ class Shards:
             observe(op.wall, op.counter, op.node)
             if apply(op):
                 applied += 1
+            else:
+                op.release()  # folded before (a shard read again, a copy): its row need not keep the payload
         self.uncached += len(lines)
         return applied
 
@@ -280,7 +282,8 @@ class Shards:
         apply = self.state.apply
         latest: dict[str, tuple[int, int]] = {}  # the clock only needs each node's latest stamp
         for op in opcache.fill(entry, source):
-            apply(op)
+            if not apply(op):
+                op.release()  # folded before (a copy of another shard): its row need not keep the payload
             if (op.wall, op.counter) > latest.get(op.node, (-1, -1)):
                 latest[op.node] = (op.wall, op.counter)
         for node, (wall, counter) in latest.items():

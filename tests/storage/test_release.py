@@ -4,6 +4,7 @@ history still shows every version's fields, and only the ops that decide somethi
 
 from __future__ import annotations
 
+import shutil
 from array import array
 from pathlib import Path
 
@@ -24,15 +25,17 @@ def edited(data: Path, edits: int) -> str:
 
 
 def held(store: Store, note_id: str) -> list[bool]:
-    """Per op of the note's history, whether it holds its payload. The history itself is its ops' journal rows, no
-    objects, and a released op's row keeps its note id alone."""
+    """Per op of the note's history, whether it holds its payload. The history and the field registers are its ops'
+    journal rows, no objects: a held op's row keeps its payload, a released op's row its note id alone."""
     rec = store.state.notes[note_id]
     assert isinstance(rec.ops, array), rec.ops
     ops = rec.live_ops()
     for op in ops:
         assert isinstance(op.src, Journal)
         entry = op.src.held[op.row]
-        assert entry is op if op.held else entry == note_id
+        assert type(entry) is tuple and entry == op.cached_payload() if op.held else entry == note_id
+    fields = rec.fields
+    assert type(fields) is int or (isinstance(fields, dict) and all(type(e) is int for e in fields.values())), fields
     return [op.held for op in ops]
 
 
@@ -106,3 +109,19 @@ def test_a_shard_with_stamps_beyond_64_bits_folds_and_starts_again(tmp_path: Pat
             assert titles(store, note_id) == ["v0", "v1", "v2"], start
             assert store.cached_ops == (0 if start == "log" else 3), start  # this machine's three ops only
             store.checkpoint()
+
+
+def test_a_copy_of_a_shard_folds_once_and_only_one_row_keeps_the_payload(tmp_path: Path) -> None:
+    """A sync tool's copy of a shard (or a shard read again from its start) carries ops the fold already has: their
+    rows keep the note id alone, so the notebook's text is held once, not once per copy."""
+    data = tmp_path / "data"
+    with Store(data) as store:
+        note = Notebook(store).remember(kind="fact", title="kept once", body="the body").note
+        shard = store.shard_path
+    assert shard is not None
+    shutil.copy(shard, shard.with_name("copied-node.jsonl"))
+    with Store(data, readonly=True) as reader:
+        rows = [entry for cur in reader.shards.cursors.values() for entry in cur.source.held]
+        keeping = [e for e in rows if type(e) is tuple or (isinstance(e, Op) and e.held)]
+        assert len(rows) == 2 and len(keeping) == 1, rows
+        assert Notebook(reader).get(note.id).body == "the body"
