@@ -358,6 +358,20 @@ _ROW_MASK: Final = (1 << _ROW_BITS) - 1
 
 
 _INT64: Final = (1 << 63) - 1  # the largest value of a 64-bit signed column
+_COLUMNS: Final = ("walls", "counters", "seqs", "digests", "ats", "kinds", "nodes", "bys", "names")
+# Each column starts as the narrowest array its usual values fit in and is widened when one does not (`append` raises
+# OverflowError): a row costs some 30 bytes instead of 54. The typecodes a column may have, narrowest first.
+_TYPECODES: Final = (
+    ("q",),
+    ("B", "H", "I", "q"),
+    ("I", "q"),
+    ("Q",),
+    ("I", "q"),
+    ("B",),
+    ("B", "H", "I"),
+    ("B", "H", "I"),
+    ("B", "H", "I"),
+)
 
 
 class Journal:
@@ -388,17 +402,18 @@ class Journal:
     )
 
     def __init__(self) -> None:
-        # 64-bit columns; a shard may carry any non-negative int here (a clock set far ahead, a hostile line), and
-        # one beyond 64 bits makes these three plain lists for this journal (`_widen`), which the op cache skips.
+        # A shard may carry any non-negative int in a stamp (a clock set far ahead, a hostile line): one beyond 64
+        # bits makes the three stamp columns plain lists for this journal (`_widen`), which the op cache skips.
+        # Narrow columns widen as values need (`_TYPECODES`).
         self.walls: array[int] | list[int] = array("q")
-        self.counters: array[int] | list[int] = array("q")
-        self.seqs: array[int] | list[int] = array("q")
+        self.counters: array[int] | list[int] = array("B")
+        self.seqs: array[int] | list[int] = array("I")
         self.digests = array("Q")
-        self.ats = array("q")
+        self.ats = array("I")
         self.kinds = array("B")
-        self.nodes = array("I")  # codes into `_nodes`
-        self.bys = array("I")  # codes into `_authors`
-        self.names = array("I")  # codes into `_names` (a note op's field names; 0: none)
+        self.nodes = array("B")  # codes into `_nodes`
+        self.bys = array("B")  # codes into `_authors`
+        self.names = array("B")  # codes into `_names` (a note op's field names; 0: none)
         self.held: list[Op | tuple[Any, ...] | str | None] = []
         self._nodes: list[str] = []
         self._node_code: dict[str, int] = {}
@@ -433,20 +448,37 @@ class Journal:
         if op.wall > _INT64 or op.counter > _INT64 or op.seq > _INT64:
             self._widen()
         self.walls.append(op.wall)
-        self.counters.append(op.counter)
-        self.seqs.append(op.seq)
         self.digests.append(op.digest)
-        self.ats.append(at)
         self.kinds.append(_KIND_CODE[op.kind])
-        self.nodes.append(node_code)
-        self.bys.append(by_code)
-        self.names.append(name_code)
+        put = self._put
+        put(self.counters, "counters", op.counter)
+        put(self.seqs, "seqs", op.seq)
+        put(self.ats, "ats", at)
+        put(self.nodes, "nodes", node_code)
+        put(self.bys, "bys", by_code)
+        put(self.names, "names", name_code)
         self.held.append(op if op.cached_names is None else op.cached_payload())  # type: ignore[arg-type]
 
     @property
     def wide(self) -> bool:
         """Some stamp beyond 64 bits: its columns are lists, and the op cache does not keep this journal."""
         return isinstance(self.walls, list)
+
+    def _put(self, column: array[int] | list[int], name: str, value: int) -> None:
+        """Append `value` to the column `name`, widened first when it does not fit."""
+        try:
+            column.append(value)
+        except OverflowError:
+            codes = _TYPECODES[_COLUMNS.index(name)]
+            for code in codes[codes.index(column.typecode) + 1 :]:  # type: ignore[union-attr]  # lists never overflow
+                wider = array(code, column)
+                try:
+                    wider.append(value)
+                except OverflowError:
+                    continue
+                setattr(self, name, wider)
+                return
+            raise
 
     def _widen(self) -> None:
         if not self.wide:
@@ -526,7 +558,7 @@ class Journal:
 
     def extend(
         self,
-        columns: tuple[bytes, ...],
+        columns: tuple[tuple[str, bytes], ...],
         tables: tuple[list[str], list[Author], list[tuple[str, ...] | None]],
         held: list[Op | tuple[Any, ...] | str | None],
     ) -> None:
@@ -534,8 +566,14 @@ class Journal:
         journal (the codes are the saved ones)."""
         if len(self):
             raise ValueError("a journal is extended from a cache only while empty")
-        for column, raw in zip(self._columns(), columns, strict=True):
+        if len(columns) != len(_COLUMNS):
+            raise ValueError("the cached columns are not a journal's")
+        for name, codes, (code, raw) in zip(_COLUMNS, _TYPECODES, columns, strict=True):
+            if code not in codes:
+                raise ValueError(f"the cached column {name} is not of a journal's types")
+            column = array(code)
             column.frombytes(raw)
+            setattr(self, name, column)
         self._nodes, self._authors, self._names = tables
         self._node_code = {node: code for code, node in enumerate(self._nodes)}
         self._by_code = {by: code for code, by in enumerate(self._authors)}
@@ -544,9 +582,9 @@ class Journal:
             raise ValueError("the cached columns disagree")
         self.held = held
 
-    def columns_of(self, start: int) -> tuple[bytes, ...]:
-        """Rows `start..` of every column, as bytes (the op cache; not of a `wide` journal)."""
-        return tuple(column[start:].tobytes() for column in self._columns())
+    def columns_of(self, start: int) -> tuple[tuple[str, bytes], ...]:
+        """Rows `start..` of every column, as its typecode and bytes (the op cache; not of a `wide` journal)."""
+        return tuple((column.typecode, column[start:].tobytes()) for column in self._columns())
 
     def _columns(self) -> tuple[array[Any], ...]:
         if isinstance(self.walls, list) or isinstance(self.counters, list) or isinstance(self.seqs, list):

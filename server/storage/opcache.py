@@ -19,7 +19,8 @@ from ..core.model import NOTE_OPS, OP_KINDS, Author, Journal, Op, author, shared
 from .files import private_dir, write_whole
 from .gcpause import collector_paused
 
-MAGIC = b"hivenote-opcache-6\n"  # 6: a shard's ops as columns (a journal's) and one payload per op, no row tuples
+# 7: a shard's ops as columns (a journal's, each with its typecode) and one payload per op, no row tuples
+MAGIC = b"hivenote-opcache-7\n"
 
 Tables = tuple[list[str], list[Author], list[tuple[str, ...] | None]]  # node ids, authors, field-name tuples
 
@@ -35,7 +36,8 @@ class ShardEntry:
     line_no: int
     digest: bytes  # SHA-256 of the shard's bytes up to `offset`: the cache is used only for that very prefix
     health: tuple[int, int, int, list[tuple[int, str]]]  # ops, bad, unknown, first bad lines
-    columns: tuple[bytes, ...] = ()  # `Journal.columns_of`: every op's stamp, kind, author, names and offset
+    # `Journal.columns_of`: every op's stamp, kind, author, names and offset, each column as its typecode and bytes
+    columns: tuple[tuple[str, bytes], ...] = ()
     tables: Tables = field(default_factory=lambda: _no_tables())
     # per op: a graph op's payload, a note op's compact one, or (released) its note id
     payloads: list[Any] = field(default_factory=list)
@@ -112,7 +114,7 @@ def load(path: Path) -> dict[str, ShardEntry]:
         return {}
 
 
-def _valid(columns: tuple[bytes, ...], tables: Tables, payloads: list[Any]) -> bool:
+def _valid(columns: tuple[tuple[str, bytes], ...], tables: Tables, payloads: list[Any]) -> bool:
     """Whether the columns fit together and each payload is of its op's kind (a note op's compact one or note id)."""
     probe = Journal()
     probe.extend(columns, tables, [None] * len(payloads))  # raises ValueError when the lengths disagree

@@ -8,6 +8,8 @@ import gc
 from array import array
 from typing import Any
 
+import pytest
+
 from hivenote.server.core.fold import State
 from hivenote.server.core.model import Author, Journal, Op, decode_op, line_digest
 
@@ -115,3 +117,24 @@ def test_a_note_written_once_keeps_no_dict_of_its_fields() -> None:
     }
     note = state.note("N")
     assert note is not None and (note.title, note.body) == ("u", "b")
+
+
+def test_a_journal_row_is_some_thirty_bytes_and_a_column_widens_for_a_value_that_does_not_fit() -> None:
+    journal = Journal()
+    journal.add(Op("alpha-0001", 1, 100, 0, "note.set", {"id": "N", "fields": {"title": "t"}}), 0)
+    assert sum(column.itemsize for column in journal._columns()) <= 30  # 54 when every column was 32 or 64 bits
+    # A seq and an offset beyond 32 bits, a counter beyond 8, and more than 256 writers: each column widens alone.
+    journal.add(Op("beta-0002", 5_000_000_000, 200, 300, "note.set", {"id": "N", "fields": {"title": "u"}}), 1 << 33)
+    for i in range(300):
+        journal.add(Op(f"node-{i}", 1, 300 + i, 0, "note.trash", {"id": "N"}), 1 << 34)
+    assert (journal.seqs[0], journal.counters[0], journal.ats[0], journal.nodes[0]) == (1, 0, 0, 0)
+    assert (journal.seqs[1], journal.counters[1], journal.ats[1]) == (5_000_000_000, 300, 1 << 33)
+    assert journal.nodes[-1] == 301 and journal.stamp(1) == (200, 300, "beta-0002", 5_000_000_000, 0)
+    # The op cache keeps each column's type: the copy reads the same rows; a column of another type is refused.
+    copy = Journal()
+    copy.extend(journal.columns_of(0), journal.tables(), list(journal.held))
+    assert copy.columns_of(0) == journal.columns_of(0) and copy.stamp(1) == journal.stamp(1)
+    damaged = list(journal.columns_of(0))
+    damaged[2] = ("d", damaged[2][1])
+    with pytest.raises(ValueError, match="seqs"):
+        Journal().extend(tuple(damaged), journal.tables(), list(journal.held))
