@@ -112,14 +112,37 @@ def note_text(note: Note) -> str:
     return f"{_TOKEN_START.sub(TITLE, title)}\n{_TOKEN_START.sub(OTHER, other)}\n{fold_text(note.body)}"
 
 
-def _title_key(kind: str, project: str, word: str) -> str:
-    """Postings are per kind and project too: the duplicate hint only ever compares notes that share both."""
-    return f"{kind}\x00{project}\x00{word}"
+# The duplicate hint's postings (`NoteIndex.title_words`) are one bytearray per title word, of 6-byte entries: the
+# 2-byte code of the note's kind and project (`NoteIndex.title_codes`), then its number in the index, in 7-bit
+# groups. Only a code's first byte has its high bit set, so a code found in the bytes starts an entry: counting and
+# listing one kind and project's entries is `bytearray.count` and a regex in C, and each word costs one object,
+# not one array per (kind, project, word) and a key string for each (at 100k notes: 26 MB -> 3 MB).
+_CODES = 1 << 14  # kind-and-project pairs beyond this many share the last code (their entries count together)
+_NUMBERS = 1 << 28
 
 
-def _title_keys(text: str) -> set[str]:
-    title, _, project, kind, _ = _fields(text)
-    return {_title_key(kind, project, word) for word in _folded_words(title)}
+def _title_code(derived: NoteIndex, kind: str, project: str) -> bytes:
+    code = derived.title_codes.get((kind, project))
+    if code is None:
+        n = min(len(derived.title_codes), _CODES - 1)
+        code = derived.title_codes[kind, project] = bytes((0x80 | n >> 7, n & 0x7F))
+    return code
+
+
+def _title_entry(code: bytes, number: int) -> bytes:
+    if number >= _NUMBERS:
+        raise OverflowError("too many notes for the duplicate hint's postings")
+    return code + bytes((number >> 21, number >> 14 & 0x7F, number >> 7 & 0x7F, number & 0x7F))
+
+
+def _entry_number(digits: bytes) -> int:
+    return digits[0] << 21 | digits[1] << 14 | digits[2] << 7 | digits[3]
+
+
+@functools.lru_cache(maxsize=256)
+def _entries_of(code: bytes) -> re.Pattern[bytes]:
+    """The number digits of every entry with this code (a digit may be any byte below 0x80, "\\n" too)."""
+    return re.compile(re.escape(code) + b"(....)", re.DOTALL)
 
 
 @dataclass
@@ -130,11 +153,10 @@ class NoteIndex:
     pending: set[str]  # notes changed since they were last indexed
     texts: SubstringIndex[str] = field(default_factory=SubstringIndex)
     trashed: set[str] = field(default_factory=set)  # the indexed notes in the trash
-    # The duplicate hint's postings: (kind, project, title word) -> note numbers (stale entries tolerated). In
-    # compact arrays, not id strings in lists: counting them then never chases pointers across the heap.
-    title_words: dict[str, array[int]] = field(default_factory=dict)
-    numbers: dict[str, int] = field(default_factory=dict)
-    numbered: list[str] = field(default_factory=list)
+    # The duplicate hint's postings: title word -> an entry (kind and project's code, note number in `texts`) for each
+    # time a note gained the word or, holding it, another kind or project (stale entries tolerated; see _title_code).
+    title_words: dict[str, bytearray] = field(default_factory=dict)
+    title_codes: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (folded kind, project) -> code
     # The scan a cold index answers from (for a notes version), kept between queries while the notes do not change:
     # a server warming its index after start meets agents' first searches, and building the stand-in (every note's
     # text) costs far more than scanning it. Dropped once the index is warm.
@@ -179,18 +201,23 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
             continue
         text = (scan.text(note_id) if scan is not None else None) or note_text(note)
         old = index.text(note_id)
-        new_words = _title_keys(text) - (_title_keys(old) if old is not None else set())
+        index.set(note_id, text)
+        title, _, project, kind, _ = _fields(text)
+        new_words = _folded_words(title)
+        if old is not None and new_words:
+            old_title, _, old_project, old_kind, _ = _fields(old)
+            if (old_kind, old_project) == (kind, project):
+                new_words -= _folded_words(old_title)
         if new_words:
-            number = derived.numbers.get(note_id)
-            if number is None:
-                number = derived.numbers[note_id] = len(derived.numbered)
-                derived.numbered.append(note_id)
+            number = index.number(note_id)
+            assert number is not None  # just set
+            entry = _title_entry(_title_code(derived, kind, project), number)
             for word in new_words:
                 postings = title_words.get(word)
                 if postings is None:
-                    postings = title_words[word] = array("I")
-                postings.append(number)
-        index.set(note_id, text)
+                    title_words[word] = bytearray(entry)
+                else:
+                    postings += entry
     changed.difference_update(todo)
     if not changed:
         derived.scan = None  # warm: the stand-in's texts are not needed any more
@@ -849,18 +876,29 @@ def similar_notes(
     else:
         direct = pending
         # Jaccard >= t means the other title holds at least ceil(t * n) of our n words: count each note's
-        # hits over the words' postings and look closer only at notes that reach that (minus the words
-        # too common to count).
-        postings = derived.title_words
-        keys = (_title_key(want[1], want[0], word) for word in mine)
-        lists = [ids for ids in (postings.get(key, ()) for key in keys) if len(ids) <= COMMON_TITLE_WORD]
-        need = max(1, math.ceil(threshold * len(mine)) - (len(mine) - len(lists)))
-        # Stale ids may count twice: that only adds a candidate to check, never loses one.
-        hits = Counter(itertools.chain.from_iterable(lists))
-        numbered = derived.numbered
-        for key in {numbered[n] for n, count in hits.items() if count >= need} - pending:
-            folded_title, _, folded_project, folded_kind, _ = _fields(derived.texts.text(key) or "")
-            consider(key, folded_title, folded_project, folded_kind)
+        # hits over the words' entries of this kind and project and look closer only at notes that reach that
+        # (minus the words too common to count: more than COMMON_TITLE_WORD such entries).
+        code = derived.title_codes.get((want[1], want[0]))
+        hits: Counter[bytes] = Counter()  # a note's number digits -> its count
+        common = 0
+        if code is not None:  # else no indexed note has this kind and project
+            entries_of = _entries_of(code)
+            for word in mine:
+                entries = derived.title_words.get(word)
+                if entries is None:
+                    continue
+                if entries.count(code) > COMMON_TITLE_WORD:
+                    common += 1
+                else:
+                    hits.update(entries_of.findall(entries))
+        need = max(1, math.ceil(threshold * len(mine)) - common)
+        # Stale entries may count twice: that only adds a candidate to check, never loses one.
+        for digits, count in hits.items():
+            if count >= need and (held := derived.texts.numbered(_entry_number(digits))) is not None:
+                key, text = held
+                if key not in pending:
+                    folded_title, _, folded_project, folded_kind, _ = _fields(text)
+                    consider(key, folded_title, folded_project, folded_kind)
     for note_id in direct:
         note = state.note(note_id)
         if note is not None:

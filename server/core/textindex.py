@@ -4,14 +4,17 @@ Pure: imports only the standard library. Measured departures from the planned de
 100k documents): a hit in the vocabulary is widened to its token with `rfind`/`find` of the newline separators
 instead of `bisect` on token start offsets (~1.5x faster per matching token, and no offset arrays or integer
 token ids); a token held by one document keeps its key bare instead of in a one-element list (most distinct
-tokens are ids and numbers seen once; the two together cut index memory from 74 to 52 MiB); and a term so
-broad that walking its postings would cost more than `term in text` on every document falls back to that test.
+tokens are ids and numbers seen once; the two together cut index memory from 74 to 52 MiB); postings of two or
+more documents are arrays of 4-byte document numbers, not lists of 8-byte pointers to keys (issue 18: at 100k
+notes of ~300 characters, 36 to 18 MB); and a term so broad that walking its postings would cost more than
+`term in text` on every document falls back to that test.
 """
 
 from __future__ import annotations
 
 import builtins
 import enum
+from array import array
 from collections.abc import Hashable, KeysView, Sequence
 from typing import Final, Generic, TypeVar
 
@@ -45,6 +48,8 @@ class _Missing(enum.Enum):
 
 
 _MISSING: Final = _Missing.MISSING
+# The postings of a dead token that is still in the chunks: one shared empty array, never appended to.
+_DEAD: Final[array[int]] = array("I")
 
 
 def _has_token(text: str, token: str) -> bool:
@@ -78,12 +83,14 @@ class SubstringIndex(Generic[K]):
     pending list, scanned directly, that is appended to the last chunk when full, so appends never rebuild
     everything.
 
-    Postings are append-only lists of keys (sets would cost several times the memory). Editing a document
-    leaves stale entries behind; a list that may hold them is "dirty" and keeps a separate live count. Every
-    live (key, token) pair is always listed, so clean lists are exact and used as they are, while entries of
-    dirty lists are checked against the current text: answers are always exact. Dirty lists are compacted
-    once stale entries outnumber live ones and the chunks are rebuilt once dead tokens outnumber live ones,
-    both amortised O(1) per edit.
+    Every document has a number (the index's own: `number`, `numbered`; a discarded document's number is given
+    to the next new one) and postings are append-only arrays of numbers (4 bytes an entry; lists of keys cost
+    8 and sets several times that), or the bare key of a token's only document. Editing a document leaves
+    stale entries behind; a list that may hold them is "dirty" and keeps a separate live count. Every live
+    (document, token) pair is always listed, so clean lists are exact and used as they are, while entries of
+    dirty lists are checked against the current text of the document that has the number now: answers are
+    always exact. Dirty lists are compacted once stale entries outnumber live ones and the chunks are rebuilt
+    once dead tokens outnumber live ones, both amortised O(1) per edit.
 
     Not thread-safe; callers serialise access. `chunk_size` is the number of tokens per frozen vocabulary
     chunk and `pending_size` the number of new tokens scanned one by one before being frozen.
@@ -104,10 +111,15 @@ class SubstringIndex(Generic[K]):
         self._pending_size = pending_size
         self._linear_fallback = linear_fallback
         self._texts: dict[K, str] = {}
-        # token -> the bare key (exactly one live document, nothing stale), or a list of keys; an empty list
-        # marks a dead token that is still in the chunks, so a revived token is not added to them twice.
+        # key <-> number; a discarded key's slot holds _MISSING until `_free` gives its number to a new key
+        # (reused: the slots stay as many as the most documents held at once, however many come and go).
+        self._numbers: dict[K, int] = {}
+        self._keys: list[K | _Missing] = []
+        self._free: list[int] = []
+        # token -> the bare key (exactly one live document, nothing stale), or an array of numbers; _DEAD marks
+        # a dead token that is still in the chunks, so a revived token is not added to them twice.
         # Insertion order is vocabulary order (chunks, then pending), which rebuilds rely on.
-        self._post: dict[str, list[K] | K] = {}
+        self._post: dict[str, array[int] | K] = {}
         # token -> live document count, only for lists that may hold stale or repeated keys.
         self._dirty: dict[str, int] = {}
         self._dead = 0
@@ -124,10 +136,17 @@ class SubstringIndex(Generic[K]):
         old = self._texts.get(key)
         if old == text:
             return
-        if old is None and isinstance(key, list):
-            # Postings tell a bare key from a list of keys with isinstance(); only a hashable list subclass
-            # could be confused with one, so refuse it outright.
-            raise TypeError("SubstringIndex keys must not be lists")
+        if old is None:
+            if isinstance(key, array):
+                # Postings tell a bare key from an array of numbers with isinstance(); only a hashable array
+                # subclass could be confused with one, so refuse it outright.
+                raise TypeError("SubstringIndex keys must not be arrays")
+            if self._free:
+                self._keys[number := self._free.pop()] = key
+            else:
+                number = len(self._keys)
+                self._keys.append(key)
+            self._numbers[key] = number
         self._texts[key] = text
         # dict.fromkeys keeps first-seen order, so the vocabulary layout is deterministic.
         new_tokens = dict.fromkeys(text.split())
@@ -150,8 +169,12 @@ class SubstringIndex(Generic[K]):
         old = self._texts.pop(key, None)
         if old is None:
             return
+        number = self._numbers.pop(key)
+        # Freed before the drops, so any compaction they trigger leaves the number out; reusable only after.
+        self._keys[number] = _MISSING
         for tok in dict.fromkeys(old.split()):
             self._drop(tok)
+        self._free.append(number)
         self._maybe_rebuild()
 
     def text(self, key: K) -> str | None:
@@ -167,6 +190,15 @@ class SubstringIndex(Generic[K]):
         """A live view of the keys: copy it before editing the index while iterating."""
         return self._texts.keys()
 
+    def number(self, key: K) -> int | None:
+        """The document's number while it is in the index (a discarded document's goes to a later one)."""
+        return self._numbers.get(key)
+
+    def numbered(self, number: int) -> tuple[K, str] | None:
+        """The key and text of the document with this number now, or None when no document has it."""
+        key = self._keys[number] if 0 <= number < len(self._keys) else _MISSING
+        return None if key is _MISSING else (key, self._texts[key])
+
     # ------------------------------------------------------------------------------------------- queries
 
     def candidates(self, term: str) -> builtins.set[K]:
@@ -178,19 +210,24 @@ class SubstringIndex(Generic[K]):
             return {k for k, t in texts.items() if term in t}
         post = self._post
         dirty = self._dirty
-        result: builtins.set[K] = set()
-        unsure: list[K] = []
+        keys = self._keys
+        key_of = keys.__getitem__
+        result: builtins.set[K | _Missing] = set()
+        unsure: list[int] = []
         for tok in tokens:
             p = post[tok]
-            if not isinstance(p, list):
+            if not isinstance(p, array):
                 result.add(p)
             elif tok in dirty:
                 unsure.extend(p)
             else:
-                result.update(p)
+                result.update(map(key_of, p))  # a clean list's numbers are all live documents'
         if unsure:
-            result.update([k for k in unsure if k not in result and term in texts.get(k, "")])
-        return result
+            # A stale number may be free now (_MISSING) or another document's: its current text decides.
+            result.update(
+                [k for n in unsure if (k := keys[n]) is not _MISSING and k not in result and term in texts[k]]
+            )
+        return result  # type: ignore[return-value]  # no _MISSING: clean lists and checked entries only
 
     def tokens(self, term: str) -> Sequence[str] | None:
         """The distinct tokens holding `term` (some may no longer be in any text), or None when the term is so
@@ -210,7 +247,7 @@ class SubstringIndex(Generic[K]):
         count = 0
         for tok in tokens:
             p = post[tok]
-            count += dirty.get(tok, len(p)) if isinstance(p, list) else 1
+            count += dirty.get(tok, len(p)) if isinstance(p, array) else 1
             if count >= total:
                 return total
         return count
@@ -220,10 +257,10 @@ class SubstringIndex(Generic[K]):
         p = self._post.get(token, _MISSING)
         if p is _MISSING:
             return set()
-        if isinstance(p, list) and token in self._dirty:
+        if isinstance(p, array) and token in self._dirty:
             # Verifying every entry costs the same as compacting, and compacting makes the next call free.
             p = self._compact(token, p)
-        return set(p) if isinstance(p, list) else {p}
+        return set(map(self._keys.__getitem__, p)) if isinstance(p, array) else {p}  # type: ignore[arg-type]
 
     # --------------------------------------------------------------------------------------- maintenance
 
@@ -237,11 +274,11 @@ class SubstringIndex(Generic[K]):
                 self._scan_cache.clear()
             if len(self._pending) >= self._pending_size:
                 self._freeze_pending()
-        elif not isinstance(p, list):
-            post[tok] = [p, key]
-        elif p:
-            # The key is not listed as live for this token, so appending keeps a clean list clean.
-            p.append(key)
+        elif not isinstance(p, array):
+            post[tok] = array("I", (self._numbers[p], self._numbers[key]))
+        elif p is not _DEAD:
+            # The document is not listed as live for this token, so appending keeps a clean list clean.
+            p.append(self._numbers[key])
             if tok in self._dirty:
                 self._dirty[tok] += 1
         else:
@@ -251,14 +288,14 @@ class SubstringIndex(Generic[K]):
     def _drop(self, tok: str) -> None:
         post = self._post
         p = post[tok]
-        if not isinstance(p, list):
-            post[tok] = []
+        if not isinstance(p, array):
+            post[tok] = _DEAD
             self._dead += 1
             return
         dirty = self._dirty
         live = dirty.get(tok, len(p)) - 1
         if live == 0:
-            post[tok] = []
+            post[tok] = _DEAD
             dirty.pop(tok, None)
             self._dead += 1
         elif len(p) > 2 * live + _COMPACT_SLACK:
@@ -266,11 +303,11 @@ class SubstringIndex(Generic[K]):
         else:
             dirty[tok] = live
 
-    def _compact(self, tok: str, p: list[K]) -> list[K] | K:
-        """Rewrite the postings of a live token to exactly its live keys; only called when some remain."""
-        texts = self._texts
-        keep = [k for k in dict.fromkeys(p) if (t := texts.get(k)) is not None and _has_token(t, tok)]
-        compacted: list[K] | K = keep[0] if len(keep) == 1 else keep
+    def _compact(self, tok: str, p: array[int]) -> array[int] | K:
+        """Rewrite the postings of a live token to exactly its live documents; only called when some remain."""
+        texts, keys = self._texts, self._keys
+        keep = array("I", [n for n in dict.fromkeys(p) if (k := keys[n]) is not _MISSING and _has_token(texts[k], tok)])
+        compacted: array[int] | K = keys[keep[0]] if len(keep) == 1 else keep  # type: ignore[assignment]
         self._post[tok] = compacted
         self._dirty.pop(tok, None)
         return compacted
@@ -293,7 +330,7 @@ class SubstringIndex(Generic[K]):
 
     def _rebuild(self) -> None:
         """Drop dead tokens from the vocabulary; O(vocabulary), paid for by the deaths that triggered it."""
-        self._post = {tok: p for tok, p in self._post.items() if not isinstance(p, list) or p}
+        self._post = {tok: p for tok, p in self._post.items() if p is not _DEAD}
         self._dead = 0
         tokens = list(self._post)
         size = self._chunk_size
@@ -323,7 +360,7 @@ class SubstringIndex(Generic[K]):
                 tok = blob[blob.rfind("\n", 0, i) + 1 : end]
                 found.append(tok)
                 p = post[tok]
-                entries += len(p) if isinstance(p, list) else 1
+                entries += len(p) if isinstance(p, array) else 1
                 matches += 1
                 # Postings are not extrapolated: the common words that own most of them come first.
                 spread = total_chars / (done + end + 1) if matches >= _PROJECT_AFTER else 1.0
@@ -345,10 +382,16 @@ class SubstringIndex(Generic[K]):
     def _invariant_errors(self) -> list[str]:
         """Internal consistency problems, empty when healthy; O(index size), for tests only."""
         errors: list[str] = []
-        expected: dict[str, set[K]] = {}
+        keys = self._keys
+        numbered = {n: k for n, k in enumerate(keys) if k is not _MISSING}
+        if {k: n for n, k in numbered.items()} != self._numbers or self._numbers.keys() != self._texts.keys():
+            errors.append("keys, numbers and texts disagree")
+        if sorted(self._free) != [n for n, k in enumerate(keys) if k is _MISSING]:
+            errors.append("free numbers are not exactly the empty slots")
+        expected: dict[str, set[int]] = {}
         for key, text in self._texts.items():
             for tok in text.split():
-                expected.setdefault(tok, set()).add(key)
+                expected.setdefault(tok, set()).add(self._numbers.get(key, -1))
         vocab: list[str] = []
         for blob in self._chunks:
             if not blob.endswith("\n") or "\n\n" in blob or blob.startswith("\n"):
@@ -363,25 +406,29 @@ class SubstringIndex(Generic[K]):
             errors.append("chunks and pending disagree with the postings' vocabulary order")
         dead = 0
         for tok, p in self._post.items():
-            keys = expected.pop(tok, set())
-            if not isinstance(p, list):
-                if keys != {p} or tok in self._dirty:
+            live_numbers = expected.pop(tok, set())
+            if not isinstance(p, array):
+                if live_numbers != {self._numbers.get(p)} or tok in self._dirty:
                     errors.append(f"bare postings of {tok!r} are wrong")
                 continue
-            if not p:
+            if p is _DEAD:
                 dead += 1
+            elif p.typecode != "I" or len(p) < 2 or any(n >= len(keys) for n in p):
+                errors.append(f"postings of {tok!r} are not an array of numbers of two or more entries")
             live = self._dirty.get(tok, len(p))
-            if live != len(keys):
-                errors.append(f"live count of {tok!r} is {live}, expected {len(keys)}")
-            if tok not in self._dirty and (len(set(p)) != len(p) or set(p) != keys):
+            if live != len(live_numbers):
+                errors.append(f"live count of {tok!r} is {live}, expected {len(live_numbers)}")
+            if tok not in self._dirty and (len(set(p)) != len(p) or set(p) != live_numbers):
                 errors.append(f"clean postings of {tok!r} are not exact")
-            if not keys <= set(p):
-                errors.append(f"postings of {tok!r} miss live keys")
-            if len(p) > 2 * len(keys) + _COMPACT_SLACK:
+            if not live_numbers <= set(p):
+                errors.append(f"postings of {tok!r} miss live documents")
+            if len(p) > 2 * len(live_numbers) + _COMPACT_SLACK:
                 errors.append(f"postings of {tok!r} were not compacted")
+        if _DEAD:
+            errors.append("the dead tokens' shared array was appended to")
         if expected:
             errors.append(f"tokens missing from the vocabulary: {sorted(expected)[:5]}")
-        if any(not self._post.get(tok) for tok in self._dirty):
+        if any(self._post.get(tok, _DEAD) is _DEAD for tok in self._dirty):
             errors.append("a dead or unknown token is marked dirty")
         if dead != self._dead:
             errors.append(f"dead count is {self._dead}, expected {dead}")
