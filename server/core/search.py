@@ -2,7 +2,9 @@
 kept apart; the duplicate hint. Index-backed (listing is `listing`'s, the knowledge graph `graphsearch`'s).
 
 Pure: imports only the standard library. Indexes live in the `State` and are brought up to date lazily from
-the ids the fold marked as changed, so a query never rescans the whole notebook.
+the ids the fold marked as changed, so a query never rescans the whole notebook. A query over the index keeps its
+matches as the index's numbers of notes (sets of ints), not ids, until the page is known; the trash and the duplicate
+hint's title-word postings use the same numbers.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from .fold import State
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, NO_FILTERS, Filters, bounded, list_notes
@@ -152,7 +154,7 @@ class NoteIndex:
 
     pending: set[str]  # notes changed since they were last indexed
     texts: SubstringIndex[str] = field(default_factory=SubstringIndex)
-    trashed: set[str] = field(default_factory=set)  # the indexed notes in the trash
+    trashed: set[int] = field(default_factory=set)  # the indexed notes in the trash, by their numbers in `texts`
     # The duplicate hint's postings: title word -> an entry (kind and project's code, note number in `texts`) for each
     # time a note gained the word or, holding it, another kind or project (stale entries tolerated; see _title_code).
     title_words: dict[str, bytearray] = field(default_factory=dict)
@@ -192,16 +194,19 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
         scan = derived.scan[1]
     for note_id in todo:
         note = state.note(note_id)
-        if note is None or not note.trashed:
-            trashed.discard(note_id)
-        else:
-            trashed.add(note_id)
         if note is None:
+            trashed.discard(index.number(note_id))  # its number goes to the next new note
             index.discard(note_id)
             continue
         text = (scan.text(note_id) if scan is not None else None) or note_text(note)
         old = index.text(note_id)
         index.set(note_id, text)
+        number = index.number(note_id)
+        assert number is not None  # just set
+        if note.trashed:
+            trashed.add(number)
+        else:
+            trashed.discard(number)
         title, _, project, kind, _ = _fields(text)
         new_words = _folded_words(title)
         if old is not None and new_words:
@@ -209,8 +214,6 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
             if (old_kind, old_project) == (kind, project):
                 new_words -= _folded_words(old_title)
         if new_words:
-            number = index.number(note_id)
-            assert number is not None  # just set
             entry = _title_entry(_title_code(derived, kind, project), number)
             for word in new_words:
                 postings = title_words.get(word)
@@ -342,7 +345,8 @@ def saved_texts(state: State) -> tuple[bytes, list[str], list[str], list[str], d
     texts = derived.texts
     ids = list(texts.keys())
     links = dict(_links(state).linking)
-    return state.ops_key(), ids, [texts.text(key) or "" for key in ids], sorted(derived.trashed), links
+    in_trash = sorted(map(texts.key_at, derived.trashed))
+    return state.ops_key(), ids, [texts.text(key) or "" for key in ids], in_trash, links
 
 
 def adopt_texts(
@@ -455,21 +459,27 @@ def _bounds(index: _Texts, terms: list[str]) -> list[tuple[float, ...]]:
 
 
 def _ranked(
-    state: State, keys: list[str], index: _Texts, terms: list[str], bounds: list[tuple[float, ...]], limit: int
+    state: State,
+    keys: list[_Key],
+    text: Callable[[_Key], str | None],
+    note_id: Callable[[_Key], str],
+    terms: list[str],
+    bounds: list[tuple[float, ...]],
+    limit: int,
+    saved: Callable[[_Key, list[str], list[tuple[float, ...]]], float] | None = None,
 ) -> list[tuple[float, Note]]:
     """The `limit` best notes by (relevance, recency), with their relevance. A short term can match most of a
     big notebook, mostly deep in bodies: notes are grouped by a cheap bound of their relevance and scored
     exactly, best group first, only while their bound can still beat the worst note kept. (Grouped, not
     sorted: sorting tens of thousands of notes scattered over a big heap costs more than scoring them.) A note is
     read (its view built) only when its group is reached: while the index warms, most matches of a common word have
-    none built yet, and building them cost more than the rest of the search."""
+    none built yet, and building them cost more than the rest of the search. `keys` are note ids or the index's
+    numbers of notes (`text` and `note_id` read them); `saved` is `_Saved.bound` when the saved texts answer."""
     if limit <= 0:
         return []
-    text = index.text
     # Note numbers in compact arrays, not (text, note) tuples: objects kept across the pass would be promoted
     # by the collector and make it walk the whole notebook.
     groups: dict[float, array[int]] = {}
-    saved = index.bound if isinstance(index, _Saved) else None
     for number, key in enumerate(keys):
         bound = _score_bound(text(key) or "", terms, bounds) if saved is None else saved(key, terms, bounds)
         group = groups.get(bound)
@@ -481,13 +491,14 @@ def _ranked(
         if len(kept) == limit and bound < kept[0][0]:
             break
         for number in groups[bound]:
-            note = state.note(keys[number])
+            key = keys[number]
+            note = state.note(note_id(key))
             if note is None:
                 continue
             revision = note.revision
             if len(kept) == limit and (bound, revision) < kept[0][:2]:
                 continue
-            item = (_score(text(note.id) or "", terms)[0], revision, note)
+            item = (_score(text(key) or "", terms)[0], revision, note)
             if len(kept) < limit:
                 heapq.heappush(kept, item)
             elif item[:2] > kept[0][:2]:
@@ -499,7 +510,7 @@ def _ranked(
 def _head_first(
     state: State,
     index: SubstringIndex[str],
-    keys: set[str],
+    numbers: set[int],
     terms: list[str],
     bounds: list[tuple[float, ...]],
     trashed: bool,
@@ -508,9 +519,10 @@ def _head_first(
     """The usual search (no filter but the trash's) without looking at every match, which for a common word can be
     most of a big notebook: a note holding no term in its title, tags, project or kind scores at most a whole-word
     body match per term, so the notes that do and score more come first, and only the places they leave are
-    ranked among the rest. Returns (hits, total), or None when a term is too broad to tell where it matched."""
+    ranked among the rest. Returns (hits, total), or None when a term is too broad to tell where it matched. Notes are
+    the index's numbers of them throughout."""
     in_trash = note_index(state).trashed
-    matches = keys & in_trash if trashed else keys - in_trash
+    matches = numbers & in_trash if trashed else numbers - in_trash
     if len(terms) == 1:
         # The most a term can score: standing whole in a title, or, when it is nowhere a whole word, in a title at
         # all. With a page of such notes, the newest of them win.
@@ -521,8 +533,8 @@ def _head_first(
 
         top = (_holding(index, term, best) or set()) & matches
         if len(top) >= limit:
-            return heapq.nlargest(limit, _notes(state, top), key=_REVISION), len(matches)
-    head: set[str] = set()
+            return heapq.nlargest(limit, _notes(state, map(index.key_at, top)), key=_REVISION), len(matches)
+    head: set[int] = set()
     for term in terms:
         found = _holding(index, term, lambda tok: tok.startswith(HEAD))
         if found is None:
@@ -530,28 +542,30 @@ def _head_first(
         head |= found
     head &= matches
     body_only = sum(bound[-1] for bound in bounds)  # the most a note with every term in its body only can score
-    ranked = _ranked(state, list(head), index, terms, bounds, limit)
+    text, note_id = index.text_at, index.key_at
+    ranked = _ranked(state, list(head), text, note_id, terms, bounds, limit)
     certain = [note for score, note in ranked if score > body_only]
     if len(certain) < limit:
-        rest = matches.difference(note.id for note in certain)
-        certain += [note for _, note in _ranked(state, list(rest), index, terms, bounds, limit - len(certain))]
+        rest = matches.difference([index.number(note.id) for note in certain])
+        certain += [note for _, note in _ranked(state, list(rest), text, note_id, terms, bounds, limit - len(certain))]
     return certain, len(matches)
 
 
-def _holding(index: SubstringIndex[str], term: str, which: Callable[[str], bool]) -> set[str] | None:
-    """The notes with a token that holds `term` and is `which` (a title's, one holding it whole, ...), or None when
-    the term is too broad for the index to list its tokens."""
+def _holding(index: SubstringIndex[str], term: str, which: Callable[[str], bool]) -> set[int] | None:
+    """The notes (their numbers) with a token that holds `term` and is `which` (a title's, one holding it whole, ...),
+    or None when the term is too broad for the index to list its tokens."""
     tokens = index.tokens(term)
     if tokens is None:
         return None
-    found: set[str] = set()
-    for token in tokens:
-        if which(token):
-            found |= index.docs_with_token(token)
-    return found
+    return index.numbers_with_tokens([token for token in tokens if which(token)])
 
 
 _REVISION = operator.attrgetter("revision")
+_Key = TypeVar("_Key", str, int)  # a note's id, or its number in the index
+
+
+def _same(key: str) -> str:
+    return key
 
 
 def _notes(state: State, keys: Iterable[str]) -> list[Note]:
@@ -727,25 +741,40 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
         if not estimates[term]:
             return SearchResult([], _near(state, index, terms, filters) if near else [], 0)
     ordered = sorted(terms, key=estimates.__getitem__)
-    candidates = index.candidates(ordered[0])
-    for term in ordered[1:]:
-        if not candidates:
-            break
-        candidates = {key for key in candidates if term in (index.text(key) or "")}
-    if not candidates:  # nothing to rank (a question in an agent's own words): straight to the near list, if asked
+    numbers: set[int] = set()
+    candidates: set[str] = set()
+    if isinstance(index, SubstringIndex):
+        # The index's numbers of notes, not their ids, until the page is known: a common word matches thousands of
+        # notes, and a set of ints fills several times faster than one of ids (no id read per postings entry).
+        numbers, text_at = index.candidate_numbers(ordered[0]), index.text_at
+        for term in ordered[1:]:
+            if not numbers:
+                break
+            numbers = {number for number in numbers if term in text_at(number)}
+    else:
+        candidates = index.candidates(ordered[0])
+        for term in ordered[1:]:
+            if not candidates:
+                break
+            candidates = {key for key in candidates if term in (index.text(key) or "")}
+    if not candidates and not numbers:  # nothing to rank (a question in an agent's own words): to the near list
         return SearchResult([], _near(state, index, terms, filters) if near else [], 0)
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     bounds = _bounds(index, terms)
-    if isinstance(index, SubstringIndex) and replace(filters, trashed=False) == NO_FILTERS:
-        quick = _head_first(state, index, candidates, terms, bounds, filters.trashed, cap)
-        if quick is not None and quick[1]:
-            return SearchResult(bounded(quick[0], limit), [], quick[1])
+    if isinstance(index, SubstringIndex):
+        if replace(filters, trashed=False) == NO_FILTERS:
+            quick = _head_first(state, index, numbers, terms, bounds, filters.trashed, cap)
+            if quick is not None and quick[1]:
+                return SearchResult(bounded(quick[0], limit), [], quick[1])
+        candidates = set(map(index.key_at, numbers))
     if isinstance(index, _Saved) and replace(filters, trashed=False) == NO_FILTERS:
         in_trash = index.in_trash()  # no note read to tell: a common word matches most of a big notebook
         matches = [key for key in candidates if (key in in_trash) == filters.trashed]
     else:
         matches = [n.id for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
-    hits = bounded([note for _, note in _ranked(state, matches, index, terms, bounds, cap)], limit)
+    saved = index.bound if isinstance(index, _Saved) else None
+    ranked = _ranked(state, matches, index.text, _same, terms, bounds, cap, saved)
+    hits = bounded([note for _, note in ranked], limit)
     closest = [] if matches or not near else _near(state, index, terms, filters)
     return SearchResult(hits, closest, len(matches))
 
@@ -887,7 +916,7 @@ def similar_notes(
                 entries = derived.title_words.get(word)
                 if entries is None:
                     continue
-                if entries.count(code) > COMMON_TITLE_WORD:
+                if len(entries) > 6 * COMMON_TITLE_WORD and entries.count(code) > COMMON_TITLE_WORD:
                     common += 1
                 else:
                     hits.update(entries_of.findall(entries))
