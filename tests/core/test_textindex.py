@@ -54,13 +54,20 @@ def assert_matches_model(index: SubstringIndex[int], model: Mapping[int, str], t
     for key, text in model.items():
         assert key in index
         assert index.text(key) == text
+    for key, text in model.items():
+        number = index.number(key)
+        assert number is not None and index.key_at(number) == key and index.text_at(number) == text
+        assert index.numbered(number) == (key, text)
     for term in terms:
         expected = brute_candidates(model, term)
         assert index.candidates(term) == expected, term
+        assert set(map(index.key_at, index.candidate_numbers(term))) == expected, term
         assert index.count_estimate(term) >= len(expected), term
         assert index.count_estimate(term) <= len(model), term
         assert index.docs_with_token(term) == brute_docs_with_token(model, term), term
         tokens = index.tokens(term)
+        if tokens is not None:  # every token holding the term, whole: the documents holding the term
+            assert set(map(index.key_at, index.numbers_with_tokens(tokens))) == expected, term
         live = {tok for text in model.values() for tok in text.split() if term in tok}
         assert (tokens is None and index._linear_fallback) or (
             tokens is not None and live <= set(tokens) and all(term in tok for tok in tokens)
