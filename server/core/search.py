@@ -458,6 +458,13 @@ def _bounds(index: _Texts, terms: list[str]) -> list[tuple[float, ...]]:
     return bounds
 
 
+_Key = TypeVar("_Key", str, int)  # a note's id, or its number in the index
+
+
+def _same(key: str) -> str:
+    return key
+
+
 def _ranked(
     state: State,
     keys: list[_Key],
@@ -561,11 +568,6 @@ def _holding(index: SubstringIndex[str], term: str, which: Callable[[str], bool]
 
 
 _REVISION = operator.attrgetter("revision")
-_Key = TypeVar("_Key", str, int)  # a note's id, or its number in the index
-
-
-def _same(key: str) -> str:
-    return key
 
 
 def _notes(state: State, keys: Iterable[str]) -> list[Note]:
