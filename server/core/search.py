@@ -910,7 +910,7 @@ def similar_notes(
         # hits over the words' entries of this kind and project and look closer only at notes that reach that
         # (minus the words too common to count: more than COMMON_TITLE_WORD such entries).
         code = derived.title_codes.get((want[1], want[0]))
-        hits: Counter[bytes] = Counter()  # a note's number digits -> its count
+        listed: list[bytes] = []  # the number digits of every entry of this kind and project, over the words
         common = 0
         if code is not None:  # else no indexed note has this kind and project
             entries_of = _entries_of(code)
@@ -921,10 +921,10 @@ def similar_notes(
                 if len(entries) > 6 * COMMON_TITLE_WORD and entries.count(code) > COMMON_TITLE_WORD:
                     common += 1
                 else:
-                    hits.update(entries_of.findall(entries))
+                    listed += entries_of.findall(entries)
         need = max(1, math.ceil(threshold * len(mine)) - common)
         # Stale entries may count twice: that only adds a candidate to check, never loses one.
-        for digits, count in hits.items():
+        for digits, count in Counter(listed).items():
             if count >= need and (held := derived.texts.numbered(_entry_number(digits))) is not None:
                 key, text = held
                 if key not in pending:
