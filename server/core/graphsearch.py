@@ -63,10 +63,11 @@ def search_graph(state: State, query: str) -> tuple[list[Entity], list[Relation]
     occs: Iterable[OccKey]
     if pieces:
         pieces.sort(key=index.count_estimate)
-        found = index.candidates(pieces[0])
+        # The index's numbers of entities until the matches are known: a set of ints fills faster than one of keys.
+        numbers = index.candidate_numbers(pieces[0])
         for piece in pieces[1:]:
-            found = {occ for occ in found if piece in (index.text(occ) or "")}
-        occs = found
+            numbers = {number for number in numbers if piece in index.text_at(number)}
+        occs = map(index.key_at, numbers)
     else:  # whitespace only: no index can help, and such queries are rare
         occs = [occ for occ in state.ent_add if state.entity_alive(occ)]
     matched = [occ for occ in occs if _matches(state.entity(occ), q)]

@@ -2,7 +2,9 @@
 kept apart; the duplicate hint. Index-backed (listing is `listing`'s, the knowledge graph `graphsearch`'s).
 
 Pure: imports only the standard library. Indexes live in the `State` and are brought up to date lazily from
-the ids the fold marked as changed, so a query never rescans the whole notebook.
+the ids the fold marked as changed, so a query never rescans the whole notebook. A query over the index keeps its
+matches as the index's numbers of notes (sets of ints), not ids, until the page is known; the trash and the duplicate
+hint's title-word postings use the same numbers.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from .fold import State
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, NO_FILTERS, Filters, bounded, list_notes
@@ -112,14 +114,37 @@ def note_text(note: Note) -> str:
     return f"{_TOKEN_START.sub(TITLE, title)}\n{_TOKEN_START.sub(OTHER, other)}\n{fold_text(note.body)}"
 
 
-def _title_key(kind: str, project: str, word: str) -> str:
-    """Postings are per kind and project too: the duplicate hint only ever compares notes that share both."""
-    return f"{kind}\x00{project}\x00{word}"
+# The duplicate hint's postings (`NoteIndex.title_words`) are one bytearray per title word, of 6-byte entries: the
+# 2-byte code of the note's kind and project (`NoteIndex.title_codes`), then its number in the index, in 7-bit
+# groups. Only a code's first byte has its high bit set, so a code found in the bytes starts an entry: counting and
+# listing one kind and project's entries is `bytearray.count` and a regex in C, and each word costs one object,
+# not one array per (kind, project, word) and a key string for each (at 100k notes: 26 MB -> 3 MB).
+_CODES = 1 << 14  # kind-and-project pairs beyond this many share the last code (their entries count together)
+_NUMBERS = 1 << 28
 
 
-def _title_keys(text: str) -> set[str]:
-    title, _, project, kind, _ = _fields(text)
-    return {_title_key(kind, project, word) for word in _folded_words(title)}
+def _title_code(derived: NoteIndex, kind: str, project: str) -> bytes:
+    code = derived.title_codes.get((kind, project))
+    if code is None:
+        n = min(len(derived.title_codes), _CODES - 1)
+        code = derived.title_codes[kind, project] = bytes((0x80 | n >> 7, n & 0x7F))
+    return code
+
+
+def _title_entry(code: bytes, number: int) -> bytes:
+    if number >= _NUMBERS:
+        raise OverflowError("too many notes for the duplicate hint's postings")
+    return code + bytes((number >> 21, number >> 14 & 0x7F, number >> 7 & 0x7F, number & 0x7F))
+
+
+def _entry_number(digits: bytes) -> int:
+    return digits[0] << 21 | digits[1] << 14 | digits[2] << 7 | digits[3]
+
+
+@functools.lru_cache(maxsize=256)
+def _entries_of(code: bytes) -> re.Pattern[bytes]:
+    """The number digits of every entry with this code (a digit may be any byte below 0x80, "\\n" too)."""
+    return re.compile(re.escape(code) + b"(....)", re.DOTALL)
 
 
 @dataclass
@@ -129,12 +154,11 @@ class NoteIndex:
 
     pending: set[str]  # notes changed since they were last indexed
     texts: SubstringIndex[str] = field(default_factory=SubstringIndex)
-    trashed: set[str] = field(default_factory=set)  # the indexed notes in the trash
-    # The duplicate hint's postings: (kind, project, title word) -> note numbers (stale entries tolerated). In
-    # compact arrays, not id strings in lists: counting them then never chases pointers across the heap.
-    title_words: dict[str, array[int]] = field(default_factory=dict)
-    numbers: dict[str, int] = field(default_factory=dict)
-    numbered: list[str] = field(default_factory=list)
+    trashed: set[int] = field(default_factory=set)  # the indexed notes in the trash, by their numbers in `texts`
+    # The duplicate hint's postings: title word -> an entry (kind and project's code, note number in `texts`) for each
+    # time a note gained the word or, holding it, another kind or project (stale entries tolerated; see _title_code).
+    title_words: dict[str, bytearray] = field(default_factory=dict)
+    title_codes: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (folded kind, project) -> code
     # The scan a cold index answers from (for a notes version), kept between queries while the notes do not change:
     # a server warming its index after start meets agents' first searches, and building the stand-in (every note's
     # text) costs far more than scanning it. Dropped once the index is warm.
@@ -170,27 +194,33 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
         scan = derived.scan[1]
     for note_id in todo:
         note = state.note(note_id)
-        if note is None or not note.trashed:
-            trashed.discard(note_id)
-        else:
-            trashed.add(note_id)
         if note is None:
+            trashed.discard(index.number(note_id))  # its number goes to the next new note
             index.discard(note_id)
             continue
         text = (scan.text(note_id) if scan is not None else None) or note_text(note)
         old = index.text(note_id)
-        new_words = _title_keys(text) - (_title_keys(old) if old is not None else set())
+        index.set(note_id, text)
+        number = index.number(note_id)
+        assert number is not None  # just set
+        if note.trashed:
+            trashed.add(number)
+        else:
+            trashed.discard(number)
+        title, _, project, kind, _ = _fields(text)
+        new_words = _folded_words(title)
+        if old is not None and new_words:
+            old_title, _, old_project, old_kind, _ = _fields(old)
+            if (old_kind, old_project) == (kind, project):
+                new_words -= _folded_words(old_title)
         if new_words:
-            number = derived.numbers.get(note_id)
-            if number is None:
-                number = derived.numbers[note_id] = len(derived.numbered)
-                derived.numbered.append(note_id)
+            entry = _title_entry(_title_code(derived, kind, project), number)
             for word in new_words:
                 postings = title_words.get(word)
                 if postings is None:
-                    postings = title_words[word] = array("I")
-                postings.append(number)
-        index.set(note_id, text)
+                    title_words[word] = bytearray(entry)
+                else:
+                    postings += entry
     changed.difference_update(todo)
     if not changed:
         derived.scan = None  # warm: the stand-in's texts are not needed any more
@@ -315,7 +345,8 @@ def saved_texts(state: State) -> tuple[bytes, list[str], list[str], list[str], d
     texts = derived.texts
     ids = list(texts.keys())
     links = dict(_links(state).linking)
-    return state.ops_key(), ids, [texts.text(key) or "" for key in ids], sorted(derived.trashed), links
+    in_trash = sorted(map(texts.key_at, derived.trashed))
+    return state.ops_key(), ids, [texts.text(key) or "" for key in ids], in_trash, links
 
 
 def adopt_texts(
@@ -427,22 +458,35 @@ def _bounds(index: _Texts, terms: list[str]) -> list[tuple[float, ...]]:
     return bounds
 
 
+_Key = TypeVar("_Key", str, int)  # a note's id, or its number in the index
+
+
+def _same(key: str) -> str:
+    return key
+
+
 def _ranked(
-    state: State, keys: list[str], index: _Texts, terms: list[str], bounds: list[tuple[float, ...]], limit: int
+    state: State,
+    keys: list[_Key],
+    text: Callable[[_Key], str | None],
+    note_id: Callable[[_Key], str],
+    terms: list[str],
+    bounds: list[tuple[float, ...]],
+    limit: int,
+    saved: Callable[[_Key, list[str], list[tuple[float, ...]]], float] | None = None,
 ) -> list[tuple[float, Note]]:
     """The `limit` best notes by (relevance, recency), with their relevance. A short term can match most of a
     big notebook, mostly deep in bodies: notes are grouped by a cheap bound of their relevance and scored
     exactly, best group first, only while their bound can still beat the worst note kept. (Grouped, not
     sorted: sorting tens of thousands of notes scattered over a big heap costs more than scoring them.) A note is
     read (its view built) only when its group is reached: while the index warms, most matches of a common word have
-    none built yet, and building them cost more than the rest of the search."""
+    none built yet, and building them cost more than the rest of the search. `keys` are note ids or the index's
+    numbers of notes (`text` and `note_id` read them); `saved` is `_Saved.bound` when the saved texts answer."""
     if limit <= 0:
         return []
-    text = index.text
     # Note numbers in compact arrays, not (text, note) tuples: objects kept across the pass would be promoted
     # by the collector and make it walk the whole notebook.
     groups: dict[float, array[int]] = {}
-    saved = index.bound if isinstance(index, _Saved) else None
     for number, key in enumerate(keys):
         bound = _score_bound(text(key) or "", terms, bounds) if saved is None else saved(key, terms, bounds)
         group = groups.get(bound)
@@ -454,13 +498,14 @@ def _ranked(
         if len(kept) == limit and bound < kept[0][0]:
             break
         for number in groups[bound]:
-            note = state.note(keys[number])
+            key = keys[number]
+            note = state.note(note_id(key))
             if note is None:
                 continue
             revision = note.revision
             if len(kept) == limit and (bound, revision) < kept[0][:2]:
                 continue
-            item = (_score(text(note.id) or "", terms)[0], revision, note)
+            item = (_score(text(key) or "", terms)[0], revision, note)
             if len(kept) < limit:
                 heapq.heappush(kept, item)
             elif item[:2] > kept[0][:2]:
@@ -472,7 +517,7 @@ def _ranked(
 def _head_first(
     state: State,
     index: SubstringIndex[str],
-    keys: set[str],
+    numbers: set[int],
     terms: list[str],
     bounds: list[tuple[float, ...]],
     trashed: bool,
@@ -481,9 +526,10 @@ def _head_first(
     """The usual search (no filter but the trash's) without looking at every match, which for a common word can be
     most of a big notebook: a note holding no term in its title, tags, project or kind scores at most a whole-word
     body match per term, so the notes that do and score more come first, and only the places they leave are
-    ranked among the rest. Returns (hits, total), or None when a term is too broad to tell where it matched."""
+    ranked among the rest. Returns (hits, total), or None when a term is too broad to tell where it matched. Notes are
+    the index's numbers of them throughout."""
     in_trash = note_index(state).trashed
-    matches = keys & in_trash if trashed else keys - in_trash
+    matches = numbers & in_trash if trashed else numbers - in_trash
     if len(terms) == 1:
         # The most a term can score: standing whole in a title, or, when it is nowhere a whole word, in a title at
         # all. With a page of such notes, the newest of them win.
@@ -494,8 +540,8 @@ def _head_first(
 
         top = (_holding(index, term, best) or set()) & matches
         if len(top) >= limit:
-            return heapq.nlargest(limit, _notes(state, top), key=_REVISION), len(matches)
-    head: set[str] = set()
+            return heapq.nlargest(limit, _notes(state, map(index.key_at, top)), key=_REVISION), len(matches)
+    head: set[int] = set()
     for term in terms:
         found = _holding(index, term, lambda tok: tok.startswith(HEAD))
         if found is None:
@@ -503,25 +549,22 @@ def _head_first(
         head |= found
     head &= matches
     body_only = sum(bound[-1] for bound in bounds)  # the most a note with every term in its body only can score
-    ranked = _ranked(state, list(head), index, terms, bounds, limit)
+    text, note_id = index.text_at, index.key_at
+    ranked = _ranked(state, list(head), text, note_id, terms, bounds, limit)
     certain = [note for score, note in ranked if score > body_only]
     if len(certain) < limit:
-        rest = matches.difference(note.id for note in certain)
-        certain += [note for _, note in _ranked(state, list(rest), index, terms, bounds, limit - len(certain))]
+        rest = matches.difference([index.number(note.id) for note in certain])
+        certain += [note for _, note in _ranked(state, list(rest), text, note_id, terms, bounds, limit - len(certain))]
     return certain, len(matches)
 
 
-def _holding(index: SubstringIndex[str], term: str, which: Callable[[str], bool]) -> set[str] | None:
-    """The notes with a token that holds `term` and is `which` (a title's, one holding it whole, ...), or None when
-    the term is too broad for the index to list its tokens."""
+def _holding(index: SubstringIndex[str], term: str, which: Callable[[str], bool]) -> set[int] | None:
+    """The notes (their numbers) with a token that holds `term` and is `which` (a title's, one holding it whole, ...),
+    or None when the term is too broad for the index to list its tokens."""
     tokens = index.tokens(term)
     if tokens is None:
         return None
-    found: set[str] = set()
-    for token in tokens:
-        if which(token):
-            found |= index.docs_with_token(token)
-    return found
+    return index.numbers_with_tokens([token for token in tokens if which(token)])
 
 
 _REVISION = operator.attrgetter("revision")
@@ -700,25 +743,40 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
         if not estimates[term]:
             return SearchResult([], _near(state, index, terms, filters) if near else [], 0)
     ordered = sorted(terms, key=estimates.__getitem__)
-    candidates = index.candidates(ordered[0])
-    for term in ordered[1:]:
-        if not candidates:
-            break
-        candidates = {key for key in candidates if term in (index.text(key) or "")}
-    if not candidates:  # nothing to rank (a question in an agent's own words): straight to the near list, if asked
+    numbers: set[int] = set()
+    candidates: set[str] = set()
+    if isinstance(index, SubstringIndex):
+        # The index's numbers of notes, not their ids, until the page is known: a common word matches thousands of
+        # notes, and a set of ints fills several times faster than one of ids (no id read per postings entry).
+        numbers, text_at = index.candidate_numbers(ordered[0]), index.text_at
+        for term in ordered[1:]:
+            if not numbers:
+                break
+            numbers = {number for number in numbers if term in text_at(number)}
+    else:
+        candidates = index.candidates(ordered[0])
+        for term in ordered[1:]:
+            if not candidates:
+                break
+            candidates = {key for key in candidates if term in (index.text(key) or "")}
+    if not candidates and not numbers:  # nothing to rank (a question in an agent's own words): to the near list
         return SearchResult([], _near(state, index, terms, filters) if near else [], 0)
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     bounds = _bounds(index, terms)
-    if isinstance(index, SubstringIndex) and replace(filters, trashed=False) == NO_FILTERS:
-        quick = _head_first(state, index, candidates, terms, bounds, filters.trashed, cap)
-        if quick is not None and quick[1]:
-            return SearchResult(bounded(quick[0], limit), [], quick[1])
+    if isinstance(index, SubstringIndex):
+        if replace(filters, trashed=False) == NO_FILTERS:
+            quick = _head_first(state, index, numbers, terms, bounds, filters.trashed, cap)
+            if quick is not None and quick[1]:
+                return SearchResult(bounded(quick[0], limit), [], quick[1])
+        candidates = set(map(index.key_at, numbers))
     if isinstance(index, _Saved) and replace(filters, trashed=False) == NO_FILTERS:
         in_trash = index.in_trash()  # no note read to tell: a common word matches most of a big notebook
         matches = [key for key in candidates if (key in in_trash) == filters.trashed]
     else:
         matches = [n.id for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
-    hits = bounded([note for _, note in _ranked(state, matches, index, terms, bounds, cap)], limit)
+    saved = index.bound if isinstance(index, _Saved) else None
+    ranked = _ranked(state, matches, index.text, _same, terms, bounds, cap, saved)
+    hits = bounded([note for _, note in ranked], limit)
     closest = [] if matches or not near else _near(state, index, terms, filters)
     return SearchResult(hits, closest, len(matches))
 
@@ -849,18 +907,29 @@ def similar_notes(
     else:
         direct = pending
         # Jaccard >= t means the other title holds at least ceil(t * n) of our n words: count each note's
-        # hits over the words' postings and look closer only at notes that reach that (minus the words
-        # too common to count).
-        postings = derived.title_words
-        keys = (_title_key(want[1], want[0], word) for word in mine)
-        lists = [ids for ids in (postings.get(key, ()) for key in keys) if len(ids) <= COMMON_TITLE_WORD]
-        need = max(1, math.ceil(threshold * len(mine)) - (len(mine) - len(lists)))
-        # Stale ids may count twice: that only adds a candidate to check, never loses one.
-        hits = Counter(itertools.chain.from_iterable(lists))
-        numbered = derived.numbered
-        for key in {numbered[n] for n, count in hits.items() if count >= need} - pending:
-            folded_title, _, folded_project, folded_kind, _ = _fields(derived.texts.text(key) or "")
-            consider(key, folded_title, folded_project, folded_kind)
+        # hits over the words' entries of this kind and project and look closer only at notes that reach that
+        # (minus the words too common to count: more than COMMON_TITLE_WORD such entries).
+        code = derived.title_codes.get((want[1], want[0]))
+        listed: list[bytes] = []  # the number digits of every entry of this kind and project, over the words
+        common = 0
+        if code is not None:  # else no indexed note has this kind and project
+            entries_of = _entries_of(code)
+            for word in mine:
+                entries = derived.title_words.get(word)
+                if entries is None:
+                    continue
+                if len(entries) > 6 * COMMON_TITLE_WORD and entries.count(code) > COMMON_TITLE_WORD:
+                    common += 1
+                else:
+                    listed += entries_of.findall(entries)
+        need = max(1, math.ceil(threshold * len(mine)) - common)
+        # Stale entries may count twice: that only adds a candidate to check, never loses one.
+        for digits, count in Counter(listed).items():
+            if count >= need and (held := derived.texts.numbered(_entry_number(digits))) is not None:
+                key, text = held
+                if key not in pending:
+                    folded_title, _, folded_project, folded_kind, _ = _fields(text)
+                    consider(key, folded_title, folded_project, folded_kind)
     for note_id in direct:
         note = state.note(note_id)
         if note is not None:

@@ -4,15 +4,20 @@ Pure: imports only the standard library. Measured departures from the planned de
 100k documents): a hit in the vocabulary is widened to its token with `rfind`/`find` of the newline separators
 instead of `bisect` on token start offsets (~1.5x faster per matching token, and no offset arrays or integer
 token ids); a token held by one document keeps its key bare instead of in a one-element list (most distinct
-tokens are ids and numbers seen once; the two together cut index memory from 74 to 52 MiB); and a term so
-broad that walking its postings would cost more than `term in text` on every document falls back to that test.
+tokens are ids and numbers seen once; the two together cut index memory from 74 to 52 MiB); postings of two or
+more documents are arrays of 4-byte document numbers, not lists of 8-byte pointers to keys (issue 18: at 100k
+notes of ~300 characters, 36 to 18 MB), and callers that keep sets of documents may keep them as sets of numbers
+(`candidate_numbers`: a set of ints fills several times faster than one of keys read through the numbers); and a
+term so broad that walking its postings would cost more than `term in text` on every document falls back to that
+test.
 """
 
 from __future__ import annotations
 
 import builtins
 import enum
-from collections.abc import Hashable, KeysView, Sequence
+from array import array
+from collections.abc import Hashable, Iterable, KeysView, Sequence
 from typing import Final, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -45,6 +50,8 @@ class _Missing(enum.Enum):
 
 
 _MISSING: Final = _Missing.MISSING
+# The postings of a dead token that is still in the chunks: one shared empty array, never appended to.
+_DEAD: Final[array[int]] = array("I")
 
 
 def _has_token(text: str, token: str) -> bool:
@@ -78,12 +85,14 @@ class SubstringIndex(Generic[K]):
     pending list, scanned directly, that is appended to the last chunk when full, so appends never rebuild
     everything.
 
-    Postings are append-only lists of keys (sets would cost several times the memory). Editing a document
-    leaves stale entries behind; a list that may hold them is "dirty" and keeps a separate live count. Every
-    live (key, token) pair is always listed, so clean lists are exact and used as they are, while entries of
-    dirty lists are checked against the current text: answers are always exact. Dirty lists are compacted
-    once stale entries outnumber live ones and the chunks are rebuilt once dead tokens outnumber live ones,
-    both amortised O(1) per edit.
+    Every document has a number (the index's own: `number`, `key_at`; a discarded document's number is given to
+    the next new one), its text is kept by number, and postings are append-only arrays of numbers (4 bytes an
+    entry; lists of keys cost 8 and sets several times that), or the bare key of a token's only document.
+    Editing a document leaves stale entries behind; a list that may hold them is "dirty" and keeps a separate
+    live count. Every live (document, token) pair is always listed, so clean lists are exact and used as they
+    are, while entries of dirty lists are checked against the current text of the document that has the number
+    now: answers are always exact. Dirty lists are compacted once stale entries outnumber live ones and the
+    chunks are rebuilt once dead tokens outnumber live ones, both amortised O(1) per edit.
 
     Not thread-safe; callers serialise access. `chunk_size` is the number of tokens per frozen vocabulary
     chunk and `pending_size` the number of new tokens scanned one by one before being frozen.
@@ -103,12 +112,17 @@ class SubstringIndex(Generic[K]):
         self._chunk_size = chunk_size
         self._pending_size = pending_size
         self._linear_fallback = linear_fallback
-        self._texts: dict[K, str] = {}
-        # token -> the bare key (exactly one live document, nothing stale), or a list of keys; an empty list
-        # marks a dead token that is still in the chunks, so a revived token is not added to them twice.
+        # key <-> number, and the texts by number; a discarded key's slot holds _MISSING and "" until `_free`
+        # gives its number to a new key (reused: the slots stay as many as the most documents held at once).
+        self._numbers: dict[K, int] = {}
+        self._keys: list[K | _Missing] = []
+        self._texts: list[str] = []
+        self._free: list[int] = []
+        # token -> the bare key (exactly one live document, nothing stale), or an array of numbers; _DEAD marks
+        # a dead token that is still in the chunks, so a revived token is not added to them twice.
         # Insertion order is vocabulary order (chunks, then pending), which rebuilds rely on.
-        self._post: dict[str, list[K] | K] = {}
-        # token -> live document count, only for lists that may hold stale or repeated keys.
+        self._post: dict[str, array[int] | K] = {}
+        # token -> live document count, only for lists that may hold stale or repeated numbers.
         self._dirty: dict[str, int] = {}
         self._dead = 0
         self._chunks: list[str] = []
@@ -121,19 +135,29 @@ class SubstringIndex(Generic[K]):
 
     def set(self, key: K, text: str) -> None:
         """Add the document or replace its text."""
-        old = self._texts.get(key)
+        number = self._numbers.get(key)
+        old = None if number is None else self._texts[number]
         if old == text:
             return
-        if old is None and isinstance(key, list):
-            # Postings tell a bare key from a list of keys with isinstance(); only a hashable list subclass
-            # could be confused with one, so refuse it outright.
-            raise TypeError("SubstringIndex keys must not be lists")
-        self._texts[key] = text
+        if number is None:
+            if isinstance(key, array):
+                # Postings tell a bare key from an array of numbers with isinstance(); only a hashable array
+                # subclass could be confused with one, so refuse it outright.
+                raise TypeError("SubstringIndex keys must not be arrays")
+            if self._free:
+                number = self._free.pop()
+                self._keys[number] = key
+            else:
+                number = len(self._keys)
+                self._keys.append(key)
+                self._texts.append("")
+            self._numbers[key] = number
+        self._texts[number] = text
         # dict.fromkeys keeps first-seen order, so the vocabulary layout is deterministic.
         new_tokens = dict.fromkeys(text.split())
         if old is None:
             for tok in new_tokens:
-                self._add(tok, key)
+                self._add(tok, key, number)
         else:
             old_tokens = dict.fromkeys(old.split())
             # Drops run against the already-updated text, so any compaction they trigger sees the truth.
@@ -142,55 +166,88 @@ class SubstringIndex(Generic[K]):
                     self._drop(tok)
             for tok in new_tokens:
                 if tok not in old_tokens:
-                    self._add(tok, key)
+                    self._add(tok, key, number)
         self._maybe_rebuild()
 
     def discard(self, key: K) -> None:
         """Remove the document; absent keys are ignored."""
-        old = self._texts.pop(key, None)
-        if old is None:
+        number = self._numbers.pop(key, None)
+        if number is None:
             return
+        old = self._texts[number]
+        # Freed before the drops, so any compaction they trigger leaves the number out; reusable only after.
+        self._keys[number] = _MISSING
+        self._texts[number] = ""
         for tok in dict.fromkeys(old.split()):
             self._drop(tok)
+        self._free.append(number)
         self._maybe_rebuild()
 
     def text(self, key: K) -> str | None:
-        return self._texts.get(key)
+        number = self._numbers.get(key)
+        return None if number is None else self._texts[number]
 
     def __len__(self) -> int:
-        return len(self._texts)
+        return len(self._numbers)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._texts
+        return key in self._numbers
 
     def keys(self) -> KeysView[K]:
         """A live view of the keys: copy it before editing the index while iterating."""
-        return self._texts.keys()
+        return self._numbers.keys()
+
+    # A document's number, for callers that keep sets of documents as sets of numbers (ints fill a set fast and
+    # need no key per postings entry): `number`, `key_at`, `text_at`, `numbered`, `candidate_numbers`,
+    # `numbers_with_tokens`.
+
+    def number(self, key: K) -> int | None:
+        """The document's number while it is in the index (a discarded document's goes to a later one)."""
+        return self._numbers.get(key)
+
+    def key_at(self, number: int) -> K:
+        """The key of the document with this number; only for a number the index just gave as a document's."""
+        return self._keys[number]  # type: ignore[return-value]  # a live number's slot holds its key
+
+    def text_at(self, number: int) -> str:
+        """The text of the document with this number ("" when none has it)."""
+        return self._texts[number]
+
+    def numbered(self, number: int) -> tuple[K, str] | None:
+        """The key and text of the document with this number now, or None when no document has it."""
+        key = self._keys[number] if 0 <= number < len(self._keys) else _MISSING
+        return None if key is _MISSING else (key, self._texts[number])
 
     # ------------------------------------------------------------------------------------------- queries
 
     def candidates(self, term: str) -> builtins.set[K]:
         """Exactly the keys whose current text contains `term` (non-empty, no whitespace)."""
+        return set(map(self._keys.__getitem__, self.candidate_numbers(term)))  # type: ignore[arg-type]
+
+    def candidate_numbers(self, term: str) -> builtins.set[int]:
+        """`candidates` as document numbers."""
         _check_term(term)
         tokens = self._scan(term)
         texts = self._texts
         if tokens is None:
-            return {k for k, t in texts.items() if term in t}
+            # A free number's text is "", which holds no term.
+            return {n for n, t in enumerate(texts) if term in t}
         post = self._post
         dirty = self._dirty
-        result: builtins.set[K] = set()
-        unsure: list[K] = []
+        numbers: builtins.set[int] = set()  # an int hashes to itself: close numbers fill close slots
+        unsure: list[int] = []
         for tok in tokens:
             p = post[tok]
-            if not isinstance(p, list):
-                result.add(p)
+            if not isinstance(p, array):
+                numbers.add(self._numbers[p])
             elif tok in dirty:
                 unsure.extend(p)
             else:
-                result.update(p)
+                numbers.update(p)  # a clean list's numbers are all live documents'
         if unsure:
-            result.update([k for k in unsure if k not in result and term in texts.get(k, "")])
-        return result
+            # A stale number may be free now or another document's: its current text decides.
+            numbers.update([n for n in set(unsure).difference(numbers) if term in texts[n]])
+        return numbers
 
     def tokens(self, term: str) -> Sequence[str] | None:
         """The distinct tokens holding `term` (some may no longer be in any text), or None when the term is so
@@ -202,7 +259,7 @@ class SubstringIndex(Generic[K]):
         """An upper bound of `len(candidates(term))`, cheap enough to rank a query's terms by rarity."""
         _check_term(term)
         tokens = self._scan(term)
-        total = len(self._texts)
+        total = len(self._numbers)
         if tokens is None:
             return total
         post = self._post
@@ -210,24 +267,35 @@ class SubstringIndex(Generic[K]):
         count = 0
         for tok in tokens:
             p = post[tok]
-            count += dirty.get(tok, len(p)) if isinstance(p, list) else 1
+            count += dirty.get(tok, len(p)) if isinstance(p, array) else 1
             if count >= total:
                 return total
         return count
 
     def docs_with_token(self, token: str) -> builtins.set[K]:
         """Exactly the keys whose text has `token` as a whole whitespace-separated token."""
-        p = self._post.get(token, _MISSING)
-        if p is _MISSING:
-            return set()
-        if isinstance(p, list) and token in self._dirty:
-            # Verifying every entry costs the same as compacting, and compacting makes the next call free.
-            p = self._compact(token, p)
-        return set(p) if isinstance(p, list) else {p}
+        return set(map(self._keys.__getitem__, self.numbers_with_tokens([token])))  # type: ignore[arg-type]
+
+    def numbers_with_tokens(self, tokens: Iterable[str]) -> builtins.set[int]:
+        """The numbers of the documents holding any of these tokens whole (`docs_with_token`, as numbers)."""
+        post = self._post
+        numbers: builtins.set[int] = set()
+        for token in tokens:
+            p = post.get(token, _MISSING)
+            if p is _MISSING:
+                continue
+            if isinstance(p, array) and token in self._dirty:
+                # Verifying every entry costs the same as compacting, and compacting makes the next call free.
+                p = self._compact(token, p)
+            if isinstance(p, array):
+                numbers.update(p)
+            else:
+                numbers.add(self._numbers[p])  # a bare key: _MISSING was skipped
+        return numbers
 
     # --------------------------------------------------------------------------------------- maintenance
 
-    def _add(self, tok: str, key: K) -> None:
+    def _add(self, tok: str, key: K, number: int) -> None:
         post = self._post
         p = post.get(tok, _MISSING)
         if p is _MISSING:
@@ -237,11 +305,11 @@ class SubstringIndex(Generic[K]):
                 self._scan_cache.clear()
             if len(self._pending) >= self._pending_size:
                 self._freeze_pending()
-        elif not isinstance(p, list):
-            post[tok] = [p, key]
-        elif p:
-            # The key is not listed as live for this token, so appending keeps a clean list clean.
-            p.append(key)
+        elif not isinstance(p, array):
+            post[tok] = array("I", (self._numbers[p], number))
+        elif p is not _DEAD:
+            # The document is not listed as live for this token, so appending keeps a clean list clean.
+            p.append(number)
             if tok in self._dirty:
                 self._dirty[tok] += 1
         else:
@@ -251,14 +319,14 @@ class SubstringIndex(Generic[K]):
     def _drop(self, tok: str) -> None:
         post = self._post
         p = post[tok]
-        if not isinstance(p, list):
-            post[tok] = []
+        if not isinstance(p, array):
+            post[tok] = _DEAD
             self._dead += 1
             return
         dirty = self._dirty
         live = dirty.get(tok, len(p)) - 1
         if live == 0:
-            post[tok] = []
+            post[tok] = _DEAD
             dirty.pop(tok, None)
             self._dead += 1
         elif len(p) > 2 * live + _COMPACT_SLACK:
@@ -266,11 +334,11 @@ class SubstringIndex(Generic[K]):
         else:
             dirty[tok] = live
 
-    def _compact(self, tok: str, p: list[K]) -> list[K] | K:
-        """Rewrite the postings of a live token to exactly its live keys; only called when some remain."""
+    def _compact(self, tok: str, p: array[int]) -> array[int] | K:
+        """Rewrite the postings of a live token to exactly its live documents; only called when some remain."""
         texts = self._texts
-        keep = [k for k in dict.fromkeys(p) if (t := texts.get(k)) is not None and _has_token(t, tok)]
-        compacted: list[K] | K = keep[0] if len(keep) == 1 else keep
+        keep = array("I", [n for n in dict.fromkeys(p) if _has_token(texts[n], tok)])  # a free number's text: ""
+        compacted: array[int] | K = self._keys[keep[0]] if len(keep) == 1 else keep  # type: ignore[assignment]
         self._post[tok] = compacted
         self._dirty.pop(tok, None)
         return compacted
@@ -293,7 +361,7 @@ class SubstringIndex(Generic[K]):
 
     def _rebuild(self) -> None:
         """Drop dead tokens from the vocabulary; O(vocabulary), paid for by the deaths that triggered it."""
-        self._post = {tok: p for tok, p in self._post.items() if not isinstance(p, list) or p}
+        self._post = {tok: p for tok, p in self._post.items() if p is not _DEAD}
         self._dead = 0
         tokens = list(self._post)
         size = self._chunk_size
@@ -308,7 +376,7 @@ class SubstringIndex(Generic[K]):
         if term in cache:
             return cache[term]
         post = self._post
-        budget = _DOC_COST * len(self._texts) if self._linear_fallback else float("inf")
+        budget = _DOC_COST * len(self._numbers) if self._linear_fallback else float("inf")
         total_chars = sum(map(len, self._chunks))
         done = 0
         matches = 0
@@ -323,7 +391,7 @@ class SubstringIndex(Generic[K]):
                 tok = blob[blob.rfind("\n", 0, i) + 1 : end]
                 found.append(tok)
                 p = post[tok]
-                entries += len(p) if isinstance(p, list) else 1
+                entries += len(p) if isinstance(p, array) else 1
                 matches += 1
                 # Postings are not extrapolated: the common words that own most of them come first.
                 spread = total_chars / (done + end + 1) if matches >= _PROJECT_AFTER else 1.0
@@ -345,10 +413,18 @@ class SubstringIndex(Generic[K]):
     def _invariant_errors(self) -> list[str]:
         """Internal consistency problems, empty when healthy; O(index size), for tests only."""
         errors: list[str] = []
-        expected: dict[str, set[K]] = {}
-        for key, text in self._texts.items():
-            for tok in text.split():
-                expected.setdefault(tok, set()).add(key)
+        keys = self._keys
+        numbered = {n: k for n, k in enumerate(keys) if k is not _MISSING}
+        if {k: n for n, k in numbered.items()} != self._numbers or len(self._texts) != len(keys):
+            errors.append("keys, numbers and texts disagree")
+        if sorted(self._free) != [n for n, k in enumerate(keys) if k is _MISSING]:
+            errors.append("free numbers are not exactly the empty slots")
+        if any(self._texts[n] for n in self._free):
+            errors.append("a free number has a text")
+        expected: dict[str, set[int]] = {}
+        for number in numbered:
+            for tok in self._texts[number].split():
+                expected.setdefault(tok, set()).add(number)
         vocab: list[str] = []
         for blob in self._chunks:
             if not blob.endswith("\n") or "\n\n" in blob or blob.startswith("\n"):
@@ -363,25 +439,29 @@ class SubstringIndex(Generic[K]):
             errors.append("chunks and pending disagree with the postings' vocabulary order")
         dead = 0
         for tok, p in self._post.items():
-            keys = expected.pop(tok, set())
-            if not isinstance(p, list):
-                if keys != {p} or tok in self._dirty:
+            live_numbers = expected.pop(tok, set())
+            if not isinstance(p, array):
+                if live_numbers != {self._numbers.get(p)} or tok in self._dirty:
                     errors.append(f"bare postings of {tok!r} are wrong")
                 continue
-            if not p:
+            if p is _DEAD:
                 dead += 1
+            elif p.typecode != "I" or len(p) < 2 or any(n >= len(keys) for n in p):
+                errors.append(f"postings of {tok!r} are not an array of numbers of two or more entries")
             live = self._dirty.get(tok, len(p))
-            if live != len(keys):
-                errors.append(f"live count of {tok!r} is {live}, expected {len(keys)}")
-            if tok not in self._dirty and (len(set(p)) != len(p) or set(p) != keys):
+            if live != len(live_numbers):
+                errors.append(f"live count of {tok!r} is {live}, expected {len(live_numbers)}")
+            if tok not in self._dirty and (len(set(p)) != len(p) or set(p) != live_numbers):
                 errors.append(f"clean postings of {tok!r} are not exact")
-            if not keys <= set(p):
-                errors.append(f"postings of {tok!r} miss live keys")
-            if len(p) > 2 * len(keys) + _COMPACT_SLACK:
+            if not live_numbers <= set(p):
+                errors.append(f"postings of {tok!r} miss live documents")
+            if len(p) > 2 * len(live_numbers) + _COMPACT_SLACK:
                 errors.append(f"postings of {tok!r} were not compacted")
+        if _DEAD:
+            errors.append("the dead tokens' shared array was appended to")
         if expected:
             errors.append(f"tokens missing from the vocabulary: {sorted(expected)[:5]}")
-        if any(not self._post.get(tok) for tok in self._dirty):
+        if any(self._post.get(tok, _DEAD) is _DEAD for tok in self._dirty):
             errors.append("a dead or unknown token is marked dirty")
         if dead != self._dead:
             errors.append(f"dead count is {self._dead}, expected {dead}")

@@ -5,6 +5,8 @@ reader sees it (`Op.data`, the log line) is what it always was."""
 from __future__ import annotations
 
 import gc
+import random
+import sys
 from array import array
 from typing import Any
 
@@ -12,6 +14,8 @@ import pytest
 
 from hivenote.server.core.fold import State
 from hivenote.server.core.model import Author, Journal, Op, decode_op, line_digest
+from hivenote.server.core.search import note_index, refresh_note_index, words
+from tests.support.notes import note_fields
 
 
 def reachable(value: Any) -> list[Any]:
@@ -138,3 +142,32 @@ def test_a_journal_row_is_some_thirty_bytes_and_a_column_widens_for_a_value_that
     damaged[2] = ("d", damaged[2][1])
     with pytest.raises(ValueError, match="seqs"):
         Journal().extend(tuple(damaged), journal.tables(), list(journal.held))
+
+
+def test_the_note_index_keeps_note_numbers_in_flat_buffers_not_objects() -> None:
+    """At 100k notes the search index's postings were lists of note ids (a pointer an entry: 36 MB) and the duplicate
+    hint's one array of note numbers per (kind, project, title word) (137k small arrays, each keyed by a string: 26
+    MB). Now a postings entry is a 4-byte number in an array, and the hint keeps one bytearray per title word of
+    6-byte entries: no Python object per entry, nor one per kind and project."""
+    state = State()
+    rnd = random.Random(3)
+    titles = []
+    for seq in range(1, 2001):
+        fields = note_fields(rnd)
+        titles.append(fields["title"])
+        state.apply(Op("seed-0001", seq, seq, 0, "note.set", {"id": f"N{seq:05}", "fields": dict(fields)}, Author()))
+    refresh_note_index(state)
+    derived = note_index(state)
+    index = derived.texts
+    postings = list(index._post.values())
+    arrays = [p for p in postings if isinstance(p, array)]
+    assert arrays and all(p.typecode == "I" for p in arrays)
+    assert all(isinstance(p, array) or p in index for p in postings)  # else the bare id of a token's only note
+    # No postings object refers to an object per entry (an array refers to its type alone).
+    assert not any(r for p in postings for r in gc.get_referents(p) if r is not array)
+    entries = sum(len(p) for p in arrays)
+    assert sum(sys.getsizeof(p) for p in arrays) < 4.5 * entries + 96 * len(arrays)  # headers, room to grow
+    hint = derived.title_words
+    assert set(hint) == {word for title in titles for word in words(title)}  # keyed by the word alone
+    assert all(type(p) is bytearray for p in hint.values())
+    assert sum(len(p) for p in hint.values()) == 6 * sum(len(words(title)) for title in titles)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from array import array
 from collections.abc import Hashable, Mapping
 
 import pytest
@@ -53,13 +54,20 @@ def assert_matches_model(index: SubstringIndex[int], model: Mapping[int, str], t
     for key, text in model.items():
         assert key in index
         assert index.text(key) == text
+    for key, text in model.items():
+        number = index.number(key)
+        assert number is not None and index.key_at(number) == key and index.text_at(number) == text
+        assert index.numbered(number) == (key, text)
     for term in terms:
         expected = brute_candidates(model, term)
         assert index.candidates(term) == expected, term
+        assert set(map(index.key_at, index.candidate_numbers(term))) == expected, term
         assert index.count_estimate(term) >= len(expected), term
         assert index.count_estimate(term) <= len(model), term
         assert index.docs_with_token(term) == brute_docs_with_token(model, term), term
         tokens = index.tokens(term)
+        if tokens is not None:  # every token holding the term, whole: the documents holding the term
+            assert set(map(index.key_at, index.numbers_with_tokens(tokens))) == expected, term
         live = {tok for text in model.values() for tok in text.split() if term in tok}
         assert (tokens is None and index._linear_fallback) or (
             tokens is not None and live <= set(tokens) and all(term in tok for tok in tokens)
@@ -247,14 +255,14 @@ def test_any_hashable_key_works_including_none_and_tuples() -> None:
     assert index.docs_with_token("solo") == {("a", 1)}
 
 
-def test_hashable_list_keys_are_refused() -> None:
-    class HashableList(list[int]):
+def test_hashable_array_keys_are_refused() -> None:
+    class HashableArray(array):  # type: ignore[type-arg]  # array is not subscriptable at run time on 3.11
         def __hash__(self) -> int:  # type: ignore[override]  # deliberately hashable, to provoke the guard
             return id(self)
 
     index: SubstringIndex[Hashable] = SubstringIndex()
     with pytest.raises(TypeError):
-        index.set(HashableList([1]), "text")
+        index.set(HashableArray("I", [1]), "text")
     assert len(index) == 0
 
 
@@ -329,3 +337,26 @@ def test_terms_matching_many_tokens_are_exact_with_the_fallback_disabled() -> No
     index.discard(690)
     assert index.candidates("t69") == {69, *range(691, 700)}
     assert index.docs_with_token("common") == set(range(700)) - {690}
+
+
+def test_a_discarded_documents_number_goes_to_the_next_new_one_and_never_answers_for_it() -> None:
+    # Key 1's number is stale in the dirty postings of "shared" when key 9 takes it; key 9 does not hold "shared",
+    # so only the current texts may answer.
+    index: SubstringIndex[int] = SubstringIndex(linear_fallback=False)
+    for key in range(6):
+        index.set(key, f"shared own{key}")
+    number = index.number(1)
+    assert number is not None and index.numbered(number) == (1, "shared own1")
+    index.discard(1)
+    assert index.number(1) is None and index.numbered(number) is None
+    index.set(9, "other own9")
+    assert index.number(9) == number and index.numbered(number) == (9, "other own9")
+    assert index.numbered(-1) is None and index.numbered(10**6) is None
+    assert index.candidates("shared") == {0, 2, 3, 4, 5}
+    assert index.docs_with_token("shared") == {0, 2, 3, 4, 5}
+    assert index.count_estimate("shared") == 5
+    index.set(9, "shared again")  # now it does: the number is listed twice in the dirty list, counted once
+    assert index.candidates("shared") == {0, 2, 3, 4, 5, 9}
+    assert index.count_estimate("shared") == 6
+    assert index._invariant_errors() == []
+    assert len(index._keys) == 6  # six documents at most at once: six numbers
