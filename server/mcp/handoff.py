@@ -39,7 +39,7 @@ import anyio.abc
 from mcp.server import Server
 from mcp.server.runner import serve_dual_era_loop
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import (
     JSONRPCError,
     JSONRPCNotification,
@@ -51,6 +51,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from .handover import VERSION, available, json_line, peer_uid, pipe_problem, same_user
+from .splice import SCOPE_KEY, Splices
 
 log = logging.getLogger(__name__)
 
@@ -221,8 +222,8 @@ class Handoff:
                 tasks.start_soon(session.hand_back)
 
 
-async def _send(sock: socket.socket, data: bytes) -> None:
-    """Send on a non-blocking socket; gives up after CONTROL_SEND_S (a stdio process that stopped reading)."""
+async def _send(sock: socket.socket, data: bytes) -> bool:
+    """Send on a non-blocking socket; False when the stdio process is gone, or stopped reading for CONTROL_SEND_S."""
     view = memoryview(data)
     with anyio.move_on_after(CONTROL_SEND_S):
         while view:
@@ -231,7 +232,21 @@ async def _send(sock: socket.socket, data: bytes) -> None:
             except (BlockingIOError, InterruptedError):
                 await anyio.wait_writable(sock)
                 continue
+            except OSError:  # it ended (the client stopped it): nothing waits for this any more
+                return False
             view = view[sent:]
+    return not view
+
+
+class HandedRequest:
+    """What a handed session's request carries to its handler where an HTTP request would be: a scope holding the
+    `Splices` its answer gets (read_graph's encoded bytes, written into the answer line by `HandedSession.send`,
+    as `Splicing` does for HTTP). No headers, no person: the caller is this user, named by its `initialize`."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, splices: Splices) -> None:
+        self.scope = {SCOPE_KEY: splices}
 
 
 class HandedSession:
@@ -255,6 +270,7 @@ class HandedSession:
         self._flushing = False
         self.broken = False  # the client's stdout is gone
         self.in_flight: Counter[RequestId] = Counter()
+        self._splices: dict[RequestId, Splices] = {}  # of the tool calls in flight
         self.initialize: bytes | None = None
         self._initialize_id: RequestId | None = None
         self._initialize_answered = False
@@ -345,6 +361,10 @@ class HandedSession:
             return None
         if isinstance(message, JSONRPCRequest):
             self.in_flight[message.id] += 1
+            if message.method == "tools/call":
+                splices = self._splices[message.id] = Splices()
+                metadata = ServerMessageMetadata(request_context=HandedRequest(splices))
+                return SessionMessage(message, metadata=metadata)
             if message.method == "initialize":
                 self.initialize, self._initialize_id = line.strip(), message.id
             elif message.method in ("resources/subscribe", "resources/unsubscribe"):
@@ -355,6 +375,7 @@ class HandedSession:
             cancelled = (message.params or {}).get("requestId")
             if isinstance(cancelled, (str, int)) and self.in_flight[cancelled]:
                 self._answered(cancelled)
+                self._splices.pop(cancelled, None)
         return SessionMessage(message)
 
     def _remember_subscription(self, message: JSONRPCRequest, line: bytes) -> None:
@@ -379,11 +400,12 @@ class HandedSession:
     async def send(self, item: SessionMessage) -> None:
         message = item.message
         data = message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
-        if (
-            isinstance(message, (JSONRPCResponse, JSONRPCError))
-            and message.id is not None
-            and message.id in self.in_flight
-        ):
+        if not isinstance(message, (JSONRPCResponse, JSONRPCError)) or message.id is None:
+            await self.write(data)  # a notification, or an error about no request in particular
+            return
+        if (splices := self._splices.pop(message.id, None)) is not None and splices.pairs:
+            data = splices.apply(data)  # read_graph's encoded bytes where its placeholders are
+        if message.id in self.in_flight:
             if message.id == self._initialize_id and isinstance(message, JSONRPCResponse):
                 version = message.result.get("protocolVersion")
                 self.protocol = version if isinstance(version, str) else None
@@ -460,6 +482,8 @@ class HandedSession:
                 if self._handing_back and not self.broken:
                     await _send(self.control, json_line({"handback": self._handback()}))
                 else:
+                    with anyio.move_on_after(CONTROL_SEND_S):  # the last answers, to a client still reading
+                        await self._flush()
                     await _send(self.control, json_line({"end": "closed"}))
                 for fd in (self.stdin, self.stdout):
                     with contextlib.suppress(OSError):

@@ -45,6 +45,7 @@ def socket_path(data_dir: Path) -> Path | None:
     """Where the server of `data_dir` listens. In the data dir (0700: only its owner gets past it) when that path
     fits a socket address; else in a directory of this user's alone (`private_dir`), named after the data dir; None
     when neither fits (the bridge is used then). The server says which in server.json; the client reads it there."""
+    data_dir = Path(os.path.abspath(data_dir))
     inside = data_dir / SOCKET_NAME
     if _fits(inside):
         return inside
