@@ -262,6 +262,7 @@ def test_lines_read_and_answers_unwritten_when_the_server_stops_are_each_passed_
         lines.send(*(tool(i, "read_graph", {}) for i in ids))
         wait_until(lambda: len(session.outbox) > OUT_HIGH_WATER and not session.in_flight)
         assert session.inbox, "lines read and not handled"  # what the test is about
+        assert len(session.outbox) < 2 * OUT_HIGH_WATER  # a client that does not read is not buffered for
         stopping = threading.Thread(target=first.close)
         stopping.start()
         wait_until(lambda: session.finished.is_set())  # handed back
