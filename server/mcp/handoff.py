@@ -29,7 +29,7 @@ import os
 import socket
 import stat
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, NamedTuple, Self
@@ -37,10 +37,17 @@ from typing import Any, Final, NamedTuple, Self
 import anyio
 import anyio.abc
 from mcp.server import Server
-from mcp.server.runner import serve_dual_era_loop
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.runner import ServerRunner, serve_dual_era_loop
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.shared.transport_context import TransportContext
 from mcp_types import (
+    ErrorData,
     JSONRPCError,
     JSONRPCNotification,
     JSONRPCRequest,
@@ -78,6 +85,9 @@ class Endpoint(NamedTuple):
     manager: StreamableHTTPSessionManager
     max_line: int
     too_large: str  # what a longer line is answered
+    # A plain `tools/call` answered in a task of its own by the SDK's runner, not through the session's streams and
+    # dispatcher (as `direct.py` does on HTTP): for the graph, whose tools never talk back during a call.
+    direct: bool = False
 
 
 def _error_line(request_id: Any, code: int, text: str) -> bytes:
@@ -94,6 +104,9 @@ class Handoff:
         self.sessions: set[HandedSession] = set()
         self.refused = 0  # connections refused (tests)
         self._tasks: anyio.abc.TaskGroup | None = None
+        for endpoint in endpoints.values():
+            if endpoint.direct:
+                endpoint.server.middleware.append(_remember_connection)
 
     @contextlib.asynccontextmanager
     async def listening(self) -> AsyncIterator[None]:
@@ -243,10 +256,64 @@ class HandedRequest:
     `Splices` its answer gets (read_graph's encoded bytes, written into the answer line by `HandedSession.send`,
     as `Splicing` does for HTTP). No headers, no person: the caller is this user, named by its `initialize`."""
 
-    __slots__ = ("scope",)
+    __slots__ = ("scope", "session")
 
-    def __init__(self, splices: Splices) -> None:
-        self.scope = {SCOPE_KEY: splices}
+    def __init__(self, session: HandedSession, splices: Splices | None = None) -> None:
+        self.session = session
+        self.scope = {SCOPE_KEY: splices} if splices is not None else {}
+
+
+async def _remember_connection(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Server middleware: the SDK connection of a handed session, learnt from a request the SDK serves on it, so
+    later tool calls can be answered directly (`HandedSession._direct`). SDK 2.3 gives no public path to it; the
+    per-request session holds it (as `graph._connection` reads it)."""
+    request = ctx.request
+    if isinstance(request, HandedRequest) and request.session.connection is None:
+        connection = getattr(ctx.session, "_connection", None)
+        if isinstance(connection, Connection):
+            request.session.connection = connection
+    return await call_next(ctx)
+
+
+_JSONRPC: Final = TransportContext(kind="jsonrpc", can_send_request=False)
+
+
+class _DirectChannel:
+    """The `DispatchContext` of a tool call answered directly: notifications go to the client's stdout as the
+    dispatcher would send them; no server-initiated request (the graph's tools make none)."""
+
+    transport = _JSONRPC
+    can_send_request = False
+
+    def __init__(self, session: HandedSession, request_id: RequestId, metadata: ServerMessageMetadata) -> None:
+        self.session = session
+        self.request_id = request_id
+        self.message_metadata = metadata
+        self._cancel: anyio.Event | None = None
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        if self._cancel is None:
+            self._cancel = anyio.Event()
+        return self._cancel
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        notification = JSONRPCNotification(jsonrpc="2.0", method=method, params=dict(params) if params else None)
+        await self.session.send(SessionMessage(notification))
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        return None
+
+
+def _enveloped(params: Mapping[str, Any] | None) -> bool:
+    """Whether a request carries the 2026-07-28 per-request envelope (the SDK's loop decides what to do with it)."""
+    meta = (params or {}).get("_meta")
+    return isinstance(meta, Mapping) and any(str(key).startswith("io.modelcontextprotocol/") for key in meta)
 
 
 class HandedSession:
@@ -271,6 +338,9 @@ class HandedSession:
         self.broken = False  # the client's stdout is gone
         self.in_flight: Counter[RequestId] = Counter()
         self._splices: dict[RequestId, Splices] = {}  # of the tool calls in flight
+        self.connection: Connection | None = None  # the SDK's, once a request it served named it
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self.direct = 0  # tool calls answered directly (tests, benchmarks)
         self.initialize: bytes | None = None
         self._initialize_id: RequestId | None = None
         self._initialize_answered = False
@@ -363,7 +433,10 @@ class HandedSession:
             self.in_flight[message.id] += 1
             if message.method == "tools/call":
                 splices = self._splices[message.id] = Splices()
-                metadata = ServerMessageMetadata(request_context=HandedRequest(splices))
+                metadata = ServerMessageMetadata(request_context=HandedRequest(self, splices))
+                if self._direct_now(message) and self._tasks is not None:
+                    self._tasks.start_soon(self._direct, message, metadata)
+                    return None
                 return SessionMessage(message, metadata=metadata)
             if message.method == "initialize":
                 self.initialize, self._initialize_id = line.strip(), message.id
@@ -376,7 +449,35 @@ class HandedSession:
             if isinstance(cancelled, (str, int)) and self.in_flight[cancelled]:
                 self._answered(cancelled)
                 self._splices.pop(cancelled, None)
+        if self.connection is None and self.endpoint.direct:
+            return SessionMessage(message, metadata=ServerMessageMetadata(request_context=HandedRequest(self)))
         return SessionMessage(message)
+
+    def _direct_now(self, message: JSONRPCRequest) -> bool:
+        connection = self.connection
+        return (
+            self.endpoint.direct
+            and connection is not None
+            and connection.initialize_accepted
+            and not _enveloped(message.params)
+        )
+
+    async def _direct(self, message: JSONRPCRequest, metadata: ServerMessageMetadata) -> None:
+        """What the session's dispatcher and runner would answer, from the runner itself, in a task of its own."""
+        assert self.connection is not None
+        runner = ServerRunner(self.endpoint.server, self.connection, self.endpoint.manager._lifespan_state)
+        answer: JSONRPCResponse | JSONRPCError
+        try:
+            result = await runner.on_request(_DirectChannel(self, message.id, metadata), message.method, message.params)
+            answer = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
+        except Exception as exc:  # the dispatcher's one exception-to-wire boundary, as it is
+            error = handler_exception_to_error_data(exc)
+            if error is None:
+                log.exception("handler for %r raised", message.method)
+                error = ErrorData(code=0, message=str(exc))
+            answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+        self.direct += 1
+        await self.send(SessionMessage(answer))
 
     def _remember_subscription(self, message: JSONRPCRequest, line: bytes) -> None:
         uri = (message.params or {}).get("uri")
@@ -466,6 +567,7 @@ class HandedSession:
         try:
             with self._scope:
                 async with anyio.create_task_group() as tasks:
+                    self._tasks = tasks
                     tasks.start_soon(self._watch_control)
                     await serve_dual_era_loop(
                         endpoint.server,

@@ -233,7 +233,9 @@ def create_app(
     handoff = Handoff(
         socket_path(settings.data_dir) if handoff_available() else None,
         {
-            path: Endpoint(server, manager, limits[path], too_large_text(path, limits[path]))
+            path: Endpoint(
+                server, manager, limits[path], too_large_text(path, limits[path]), direct=path == "/mcp/graph"
+            )
             for path, server, manager in (
                 ("/mcp", notebook_mcp._lowlevel_server, notebook_mcp.session_manager),
                 ("/mcp/graph", graph_mcp.server, graph_mcp.server.session_manager),

@@ -26,7 +26,7 @@ from mcp.types import Implementation, TextContent
 from starlette.applications import Starlette
 
 from hivenote.server.agents import AgentTracker
-from hivenote.server.mcp.handoff import OUT_HIGH_WATER
+from hivenote.server.mcp.handoff import MAX_IN_FLIGHT, OUT_HIGH_WATER
 from hivenote.server.mcp.handover import peer_uid, same_user
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
@@ -94,17 +94,20 @@ GRAPH_CALLS: list[tuple[str, dict[str, Any]]] = [
 
 
 def test_a_handed_session_answers_the_graph_tools_exactly_as_the_bridge_does(tmp_path: Path) -> None:
-    async def session(app: Starlette, *extra: str) -> tuple[int, list[dict[str, Any]]]:
+    async def session(app: Starlette, *extra: str) -> tuple[int, int, list[dict[str, Any]]]:
         with anyio.fail_after(60):
             params = stdio_params(app.state.services.settings.data_dir, port_of(app), "--graph", *extra)
             async with Client(params, client_info=NAME, mode="legacy") as client:
                 answers = [(await client.call_tool(name, args)).model_dump() for name, args in GRAPH_CALLS]
-                return handed(app), answers
+                direct = sum(session.direct for session in app.state.handoff.sessions)
+                return handed(app), direct, answers
 
     with server_for(tmp_path / "handed") as first, server_for(tmp_path / "bridged") as second:
-        handed_to, by_handoff = anyio.run(session, first)
-        bridged_to, by_bridge = anyio.run(session, second, "--bridge")
+        handed_to, direct, by_handoff = anyio.run(session, first)
+        bridged_to, _, by_bridge = anyio.run(session, second, "--bridge")
     assert (handed_to, bridged_to) == (1, 0)  # the first ran in the server, the second went over HTTP
+    # Answered directly once a request the SDK served named the session's connection (the client's tools/list).
+    assert direct >= len(GRAPH_CALLS) - 1
     assert by_handoff == by_bridge
     assert by_handoff[-1]["structured_content"]["entities"][0]["observations"] == ["wrote notes"]
 
@@ -262,7 +265,7 @@ def test_lines_read_and_answers_unwritten_when_the_server_stops_are_each_passed_
         lines.send(*(tool(i, "read_graph", {}) for i in ids))
         wait_until(lambda: len(session.outbox) > OUT_HIGH_WATER and not session.in_flight)
         assert session.inbox, "lines read and not handled"  # what the test is about
-        assert len(session.outbox) < 2 * OUT_HIGH_WATER  # a client that does not read is not buffered for
+        held = len(session.outbox)
         stopping = threading.Thread(target=first.close)
         stopping.start()
         wait_until(lambda: session.finished.is_set())  # handed back
@@ -277,6 +280,8 @@ def test_lines_read_and_answers_unwritten_when_the_server_stops_are_each_passed_
         first.close()
         lines.kill()
     assert len(lines.answers) == len(lines.raw), "every line written is whole JSON"
+    # What a client that does not read costs the server: its bound, and the answers to requests already taken.
+    assert held <= OUT_HIGH_WATER + MAX_IN_FLIGHT * max(len(line) for line in lines.raw)
     counts = Counter(a.get("id") for a in lines.answers)
     assert all(counts[i] == 1 for i in ids), {i: counts[i] for i in ids if counts[i] != 1}
     said = Counter(a["error"]["message"][:30] for a in lines.answers if a.get("id") in ids and "error" in a)
