@@ -116,6 +116,9 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
     p = add("stdio", "MCP over stdin/stdout for stdio-only clients (starts the server if needed)", serving.cmd_stdio)
     p.add_argument("--graph", action="store_true", help="the official memory tools (drop-in for server-memory)")
     p.add_argument("--port", type=int, help="port of the local server (default 7788)")
+    p.add_argument(
+        "--bridge", action="store_true", help="forward over HTTP instead of handing the session to the server"
+    )
 
     p = add("token", "show the token, or manage per-person tokens", serving.cmd_token)
     tsub = p.add_subparsers(dest="token_command", required=True, metavar="show|add|list|revoke")

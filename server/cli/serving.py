@@ -144,7 +144,9 @@ def cmd_connect(ctx: Context) -> int:
 
 
 def cmd_stdio(ctx: Context) -> int:
+    from ..mcp.handover import hand_over
     from ..mcp.stdio import NotOurServer, ensure_server, refuse_all, run_bridge
+    from ..storage.serverfile import server_record
     from ..tokens import Tokens
 
     a = ctx.args
@@ -159,5 +161,14 @@ def cmd_stdio(ctx: Context) -> int:
         ctx.err.flush()
         refuse_all(str(exc), sys.stdin.buffer, sys.stdout.buffer)  # the client is told too, request by request
         return 1
-    run_bridge(f"{base}/mcp/graph" if a.graph else f"{base}/mcp", token, ctx.data_dir)
+    endpoint = "/mcp/graph" if a.graph else "/mcp"
+    handed = None
+    if not a.bridge:
+        # The server runs the session on our stdin and stdout itself (POSIX); we wait until it ends or comes back.
+        record = server_record(ctx.data_dir) or {}
+        handoff = record.get("handoff")
+        handed = hand_over(handoff if isinstance(handoff, str) else None, endpoint)
+        if handed is not None and handed.ended:
+            return 0
+    run_bridge(f"{base}{endpoint}", token, ctx.data_dir, handed)
     return 0

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -28,12 +29,15 @@ from .. import __version__
 from ..core.errors import HivenoteError
 from ..storage.identity import make_data_dir
 from ..tokens import identity_proof
+from .handover import HandOver
 
 SERVER_START_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 30.0
 PROTOCOL_HEADER = "mcp-protocol-version"
 SESSION_HEADER = "mcp-session-id"
 READ_SIZE = 1 << 16
+# The session id a handed-back session starts with: no server knows it, so the first message opens it again.
+HANDED_BACK = "handed-back"
 
 
 class Unreachable(HivenoteError):
@@ -423,6 +427,16 @@ class Bridge:
         self._subscriptions: dict[str, bytes] = {}
         self._reopening = anyio.Lock()
 
+    def resume(self, initialize: bytes | None, protocol: str | None, subscriptions: list[bytes]) -> None:
+        """Go on with a session the server ran on the client's pipes and handed back (handoff.py): the next server
+        does not know it, so the first message finds it stale and opens it again with the client's own
+        initialize and subscriptions, as after a restart (`_reopen`)."""
+        if initialize is None:
+            return  # not initialized yet: the client's initialize is still to come, from `pending` or stdin
+        self._initialize, self.protocol = initialize, protocol
+        self._subscriptions = {str(i): raw for i, raw in enumerate(subscriptions)}
+        self.session_id = HANDED_BACK
+
     async def emit(self, message: dict[str, Any]) -> None:
         await self._write(json.dumps(message, ensure_ascii=False).encode())
 
@@ -598,11 +612,13 @@ class Bridge:
     async def _write_notification(self, data: bytes) -> None:
         await self._write(data if b"\n" not in data else json.dumps(json.loads(data), ensure_ascii=False).encode())
 
-    async def run(self, stdin: BinaryIO) -> None:
+    async def run(self, stdin: BinaryIO, pending: bytes = b"") -> None:
+        """Serve the client's lines until stdin ends; `pending`: lines read from it before (by the server that
+        handed the session back), served first."""
         async with anyio.create_task_group() as bg:
             try:
                 async with anyio.create_task_group() as requests:  # exits once every request has its answer
-                    async for raw in _lines(stdin):
+                    async for raw in _lines(stdin, pending):
                         try:
                             message = json.loads(raw)
                         except ValueError:
@@ -616,7 +632,7 @@ class Bridge:
                         elif isinstance(message, dict):
                             self._remember_subscription(raw, message)
                             requests.start_soon(self.forward, raw, message, bg)
-                if self.session_id:
+                if self.session_id and self.session_id != HANDED_BACK:
                     with contextlib.suppress(*TRANSPORT_ERRORS, ValueError):
                         async with self.pool.exchange("DELETE", self._headers("application/json")) as (_, connection):
                             await read_body(connection)
@@ -625,16 +641,23 @@ class Bridge:
                 await self.pool.aclose()
 
 
-async def _lines(stream: BinaryIO) -> AsyncIterator[bytes]:
-    """The client's messages, one a line. Read by the event loop itself where stdin is a pipe (POSIX): a worker
-    thread per line made every message wake two threads before it was even sent on."""
+async def _lines(stream: BinaryIO, pending: bytes = b"") -> AsyncIterator[bytes]:
+    """The client's messages, one a line (`pending`'s first, then the stream's). Read by the event loop itself where
+    stdin is a pipe (POSIX): a worker thread per line made every message wake two threads before it was even sent
+    on."""
     reader = await _pipe_reader(stream)
+    if reader is not None and pending:
+        reader.feed_data(pending)
+        pending = b""
     while True:
         if reader is not None:
             try:
                 line = await reader.readline()
             except ValueError:  # a line past the reader's limit: let the server's JSON parser refuse it
                 line = await reader.read(MAX_ANSWER_BYTES)
+        elif pending:
+            line, newline, pending = pending.partition(b"\n")
+            line += newline or await anyio.to_thread.run_sync(stream.readline)
         else:
             line = await anyio.to_thread.run_sync(stream.readline)
         if not line:
@@ -669,5 +692,18 @@ def refuse_all(reason: str, stdin: BinaryIO, stdout: BinaryIO) -> None:
             stdout.flush()
 
 
-def run_bridge(url: str, token: str | None, data_dir: Path | None = None) -> None:
-    anyio.run(Bridge(url, token, sys.stdout.buffer, data_dir).run, sys.stdin.buffer)
+def run_bridge(url: str, token: str | None, data_dir: Path | None = None, handed: HandOver | None = None) -> None:
+    """The bridge on this process's stdin and stdout; with `handed`, taking over a session the server ran on them."""
+    bridge = Bridge(url, token, sys.stdout.buffer, data_dir)
+    pending = b""
+    if handed is not None:
+        # The server had the pipes non-blocking; the bridge writes stdout with blocking writes.
+        with contextlib.suppress(OSError):
+            os.set_blocking(sys.stdout.fileno(), True)
+            os.set_blocking(sys.stdin.fileno(), True)
+        if handed.unwritten:
+            sys.stdout.buffer.write(handed.unwritten)
+            sys.stdout.buffer.flush()
+        bridge.resume(handed.initialize, handed.protocol, handed.subscriptions)
+        pending = handed.pending
+    anyio.run(bridge.run, sys.stdin.buffer, pending)

@@ -19,12 +19,15 @@ log = logging.getLogger(__name__)
 SERVER_FILE = "server.json"
 
 
-def announce(data_dir: Path, url: str) -> None:
-    """Written by the server once it answers: where to reach it."""
+def announce(data_dir: Path, url: str, handoff: Path | None = None) -> None:
+    """Written by the server once it answers: where to reach it (and where `hivenote stdio` hands it sessions)."""
     path = data_dir / SERVER_FILE
+    record: dict[str, Any] = {"url": url, "pid": os.getpid()}
+    if handoff is not None:
+        record["handoff"] = str(handoff)
     try:
         with statefile.locked(path):
-            statefile.write_json(path, {"url": url, "pid": os.getpid()})
+            statefile.write_json(path, record)
     except (OSError, HivenoteError) as exc:  # a full disk: the server still serves (read-only), say what is missing
         log.warning(
             "could not write %s (%s): commands find this server by its port only until it is written", path, exc

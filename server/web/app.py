@@ -29,6 +29,9 @@ from ..heap import malloc_trim
 from ..mcp import common as mcp_common
 from ..mcp.common import identify, limit_sessions, tracking_middleware
 from ..mcp.graph import GraphMCP
+from ..mcp.handoff import Endpoint, Handoff
+from ..mcp.handover import available as handoff_available
+from ..mcp.handover import socket_path
 from ..mcp.notebook import build_notebook_server
 from ..meaning import open_index
 from ..notebook import Notebook
@@ -41,7 +44,7 @@ from ..storage.textcache import TextCache
 from ..sync.routes import sync_routes
 from ..sync.run import run_transports
 from ..tokens import IDENTITY_CHALLENGE, Tokens, identity_proof
-from .auth import Guard, request_limit
+from .auth import Guard, request_limit, too_large_text
 from .dashboard import web_routes
 from .rest import rest_routes
 from .services import Services
@@ -224,12 +227,28 @@ def create_app(
         "/mcp": limit_sessions(notebook_http, "/mcp", notebook_mcp.session_manager),
         "/mcp/graph": limit_sessions(graph_http, "/mcp/graph", graph_mcp.server.session_manager),
     }
+    # Sessions `hivenote stdio` hands over on a Unix domain socket, run on the client's own pipes (handoff.py),
+    # with the HTTP routes' limits.
+    limits = {path: request_limit(settings, path) for path in ("/mcp", "/mcp/graph")}
+    handoff = Handoff(
+        socket_path(settings.data_dir) if handoff_available() else None,
+        {
+            path: Endpoint(
+                server, manager, limits[path], too_large_text(path, limits[path]), direct=path == "/mcp/graph"
+            )
+            for path, server, manager in (
+                ("/mcp", notebook_mcp._lowlevel_server, notebook_mcp.session_manager),
+                ("/mcp/graph", graph_mcp.server, graph_mcp.server.session_manager),
+            )
+        },
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         async with (
             notebook_mcp.session_manager.run(),
             graph_mcp.server.session_manager.run(),
+            handoff.listening(),
             anyio.create_task_group() as tasks,
         ):
             # Before the first request: a search made while the index warms reads the texts the last start saved.
@@ -238,10 +257,13 @@ def create_app(
             tasks.start_soon(_follow_and_warm, services, graph_mcp, texts, collector)
             tasks.start_soon(_warm_meaning, services)
             tasks.start_soon(run_transports, services)
-            announce(settings.data_dir, settings.base_url)  # so the CLI can reach us while we hold the lock
+            # So the CLI can reach us while we hold the lock, and `hivenote stdio` hand us its session.
+            announce(settings.data_dir, settings.base_url, handoff.listening_at)
             try:
                 yield {"services": services}
             finally:
+                with anyio.CancelScope(shield=True):  # first: stdio clients go on at once while the rest stops
+                    await handoff.hand_back_all()
                 withdraw(settings.data_dir)
                 tasks.cancel_scope.cancel()
                 _save_texts(texts, COLD_INDEX)  # with what was written since the index warmed, for the next start
@@ -270,4 +292,5 @@ def create_app(
     app.state.notebook_mcp = notebook_mcp  # benchmarks add a no-op tool to measure the protocol floor
     app.state.graph_mcp = graph_mcp
     app.state.session_limits = session_limits
+    app.state.handoff = handoff
     return app

@@ -190,14 +190,20 @@ def size_words(size: int) -> str:
     return f"{size} bytes"
 
 
-async def too_large(send: Send, path: str, limit: int) -> None:
-    """413, said so that a client can show it: on MCP as a JSON-RPC error (the SDK client puts its request's id on
-    an error without one), elsewhere as the REST error."""
+def too_large_text(path: str, limit: int) -> str:
+    """What a request to `path` past `limit` is told (over HTTP, and on a stdio session the server runs itself)."""
     said = f"Request over this Hivenote's {size_words(limit)} limit ({limit} bytes); nothing was written."
     if path.startswith("/mcp/graph"):
         said += " Send the entities, observations or relations in several calls."
     elif path.startswith("/mcp"):
         said += " A note's body holds at most 64 KiB: keep a note to one decision or fact, or split it into several."
+    return said
+
+
+async def too_large(send: Send, path: str, limit: int) -> None:
+    """413, said so that a client can show it: on MCP as a JSON-RPC error (the SDK client puts its request's id on
+    an error without one), elsewhere as the REST error."""
+    said = too_large_text(path, limit)
     if not path.startswith("/mcp"):
         await reply(send, 413, "too_large", said)
         return

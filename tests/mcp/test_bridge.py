@@ -1,4 +1,5 @@
-"""`hivenote stdio` driven over real stdio by the SDK's client: forwarding to a running server, starting one."""
+"""`hivenote stdio --bridge` driven over real stdio by the SDK's client: forwarding to a running server, starting one
+(without `--bridge` the session is handed to the server where it can be: test_handoff.py)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def bridge_params(data_dir: Path, port: int | None, *extra: str) -> StdioServerP
     where = ["--port", str(port)] if port is not None else []
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "hivenote.server.cli", "--data-dir", str(data_dir), "stdio", *where, *extra],
+        args=["-m", "hivenote.server.cli", "--data-dir", str(data_dir), "stdio", "--bridge", *where, *extra],
         env={**os.environ},
     )
 
