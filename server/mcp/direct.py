@@ -43,7 +43,7 @@ METHOD: Final = "tools/call"
 _SESSION: Final = MCP_SESSION_ID_HEADER.encode()
 _PROTOCOL: Final = MCP_PROTOCOL_VERSION_HEADER.encode()
 _REMEMBERED: Final = "hivenote.direct.remembered"  # per-connection flag in `Connection.state`
-_NO_BACK_CHANNEL: Final = TransportContext(kind="jsonrpc", can_send_request=False)
+NO_BACK_CHANNEL: Final = TransportContext(kind="jsonrpc", can_send_request=False)
 
 
 class Connections:
@@ -69,12 +69,12 @@ class Connections:
         return await call_next(ctx)
 
 
-class _RequestChannel:
+class RequestChannel:
     """The `DispatchContext` of a request answered directly: as the SDK's in JSON-response mode, where the answer's
     body carries only the answer (no server-initiated request, and nothing else scoped to the request, reaches the
     client)."""
 
-    transport = _NO_BACK_CHANNEL
+    transport = NO_BACK_CHANNEL
     can_send_request = False
 
     def __init__(self, request_id: RequestId, metadata: ServerMessageMetadata) -> None:
@@ -228,7 +228,7 @@ class DirectCalls:
             runner = ServerRunner(self.server, connection, self.manager._lifespan_state)
             answer: JSONRPCResponse | JSONRPCError
             try:
-                result = await runner._on_request(_RequestChannel(message.id, metadata), METHOD, message.params)
+                result = await runner._on_request(RequestChannel(message.id, metadata), METHOD, message.params)
                 answer = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
             except Exception as exc:  # the dispatcher's one exception-to-wire boundary, as it is
                 error = handler_exception_to_error_data(exc)

@@ -42,10 +42,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.runner import ServerRunner, serve_dual_era_loop
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.dispatcher import CallOptions
-from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
-from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     ErrorData,
     JSONRPCError,
@@ -57,6 +55,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from .direct import RequestChannel
 from .handover import VERSION, available, json_line, peer_uid, pipe_problem, same_user
 from .splice import SCOPE_KEY, Splices
 
@@ -275,39 +274,17 @@ async def _remember_connection(ctx: ServerRequestContext[Any, Any], call_next: C
     return await call_next(ctx)
 
 
-_JSONRPC: Final = TransportContext(kind="jsonrpc", can_send_request=False)
-
-
-class _DirectChannel:
-    """The `DispatchContext` of a tool call answered directly: notifications go to the client's stdout as the
-    dispatcher would send them; no server-initiated request (the graph's tools make none)."""
-
-    transport = _JSONRPC
-    can_send_request = False
+class _DirectChannel(RequestChannel):
+    """The `DispatchContext` of a tool call answered directly on a handed session: as over HTTP, but a notification
+    goes to the client's stdout as the dispatcher would send it."""
 
     def __init__(self, session: HandedSession, request_id: RequestId, metadata: ServerMessageMetadata) -> None:
+        super().__init__(request_id, metadata)
         self.session = session
-        self.request_id = request_id
-        self.message_metadata = metadata
-        self._cancel: anyio.Event | None = None
-
-    @property
-    def cancel_requested(self) -> anyio.Event:
-        if self._cancel is None:
-            self._cancel = anyio.Event()
-        return self._cancel
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
         notification = JSONRPCNotification(jsonrpc="2.0", method=method, params=dict(params) if params else None)
         await self.session.send(SessionMessage(notification))
-
-    async def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> dict[str, Any]:
-        raise NoBackChannelError(method)
-
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        return None
 
 
 def _enveloped(params: Mapping[str, Any] | None) -> bool:
@@ -685,7 +662,19 @@ def _refusal(line: bytes, exc: ValidationError) -> bytes:
     return _error_line(request_id, -32600, f"Invalid Request: {first}")
 
 
-class PipeIn:
+class _Stream:
+    """An SDK stream's context manager: the session ends them, not the SDK's `async with`."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+
+class PipeIn(_Stream):
     """The SDK's read stream over a handed session's stdin."""
 
     def __init__(self, session: HandedSession) -> None:
@@ -706,16 +695,8 @@ class PipeIn:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        return None
-
-
-class PipeOut:
+class PipeOut(_Stream):
     """The SDK's write stream over a handed session's stdout."""
 
     def __init__(self, session: HandedSession) -> None:
@@ -725,12 +706,4 @@ class PipeOut:
         await self.session.send(item)
 
     async def aclose(self) -> None:
-        return None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
         return None

@@ -26,7 +26,6 @@ if sys.platform != "win32":
     import fcntl
 
 VERSION: Final = 1  # of the messages on the socket
-SOCKET_NAME: Final = "mcp.sock"
 # A socket's path must fit its address: 104 bytes on macOS, 108 on Linux, the closing NUL included.
 MAX_SOCKET_PATH: Final = 103
 READ_SIZE: Final = 1 << 16
@@ -42,19 +41,16 @@ def available() -> bool:
 
 
 def socket_path(data_dir: Path) -> Path | None:
-    """Where the server of `data_dir` listens. In the data dir (0700: only its owner gets past it) when that path
-    fits a socket address; else in a directory of this user's alone (`private_dir`), named after the data dir; None
-    when neither fits (the bridge is used then). The server says which in server.json; the client reads it there."""
-    data_dir = Path(os.path.abspath(data_dir))
-    inside = data_dir / SOCKET_NAME
-    if _fits(inside):
-        return inside
+    """Where the server of `data_dir` listens: in a directory of this user's alone (`private_dir`), named after the
+    data dir; None when there is none or the path does not fit a socket address (the bridge is used then). Not in
+    the data dir: a live socket there is a file that copies, backups and sync tools of the data dir trip over. The
+    server says where in server.json; the client reads it there."""
     private = private_dir()
     if private is None:
         return None
-    digest = hashlib.sha256(os.fsencode(data_dir.resolve())).hexdigest()[:16]
-    elsewhere = private / f"{digest}.sock"
-    return elsewhere if _fits(elsewhere) else None
+    digest = hashlib.sha256(os.fsencode(Path(os.path.abspath(data_dir)).resolve())).hexdigest()[:16]
+    path = private / f"hivenote-{digest}.sock"
+    return path if _fits(path) else None
 
 
 def _fits(path: Path) -> bool:

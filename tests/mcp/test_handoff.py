@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -403,3 +404,17 @@ def test_bad_lines_on_a_handed_session_get_clear_errors_and_change_nothing(tmp_p
     assert "1 MiB" in too_big["error"]["message"] and "nothing was written" in too_big["error"]["message"]
     assert any(t["name"] == "brain_remember" for t in listed["result"]["tools"])
     assert (still, code, notes) == (1, 0, [])
+
+
+def test_the_socket_is_in_a_directory_only_this_user_may_enter_and_never_in_the_data_dir(tmp_path: Path) -> None:
+    """A live socket in the data dir is a file that copies, backups and sync tools of it trip over (reading it fails
+    with ENXIO): it lives in this user's runtime dir instead, and goes with the server."""
+    data = tmp_path / "data"
+    with server_for(data) as app:
+        where = app.state.handoff.listening_at
+        assert where is not None and not where.is_relative_to(data)
+        folder = os.lstat(where.parent)
+        assert stat.S_ISSOCK(os.lstat(where).st_mode)
+        assert stat.S_ISDIR(folder.st_mode) and folder.st_uid == os.getuid() and not folder.st_mode & 0o077
+        assert not [path for path in data.rglob("*") if path.is_socket()]
+    assert not where.exists()
