@@ -378,7 +378,7 @@ class Journal:
     """Every op of one shard, by row (the order it was read or written in), in arrays: its stamp, kind, author,
     field names and line offset, and in `held` what the row keeps of its payload: a note op's compact payload while
     the fold may need it, its note id alone once released; a graph op's op itself. A note's history and its field
-    registers refer to a note op by its row (`Refs`), never by an object, so an op costs some sixty bytes and its
+    registers refer to a note op by its row (`Refs`), never by an object, so an op costs some thirty bytes and its
     payload, not an object, its ints and a stamp; `op(row)` makes the op when asked (a note's view, its history). The
     storage layer's shard file is one, and reads the lines back (`line`)."""
 
