@@ -9,7 +9,6 @@ hint's title-word postings use the same numbers.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import heapq
 import itertools
@@ -21,12 +20,12 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from .fold import State
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, NO_FILTERS, Filters, bounded, list_notes
 from .model import Note, Stamp
-from .textindex import SubstringIndex
+from .textindex import Dumped, SubstringIndex
 
 # Field weights: a term in the title says more than the same term deep in the body.
 WEIGHTS = (("title", 4.0), ("tags", 3.0), ("project", 3.0), ("kind", 2.0), ("body", 1.0))  # note_text's order
@@ -163,9 +162,6 @@ class NoteIndex:
     # a server warming its index after start meets agents' first searches, and building the stand-in (every note's
     # text) costs far more than scanning it. Dropped once the index is warm.
     scan: tuple[int, _Scan] | None = None
-    # The texts a previous start saved for these very ops (`adopt_texts`): the stand-in while the index warms, kept
-    # across writes (it knows the notes changed since), and the source of the index's texts. Dropped once warm.
-    saved: _Saved | None = None
 
 
 def _new_index(state: State) -> NoteIndex:
@@ -186,12 +182,9 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
     index, changed = derived.texts, derived.pending
     todo = list(changed) if budget is None or budget >= len(changed) else list(itertools.islice(changed, budget))
     title_words, trashed = derived.title_words, derived.trashed
-    # A warm-up scan's texts (nothing written since) or the saved ones become the index's: built once, and nothing
-    # freed in between the index's own objects when the stand-in goes (at 100k notes that left ~30 MB of the heap
-    # pinned for good).
-    scan: _Scan | _Saved | None = derived.saved
-    if scan is None and derived.scan is not None and derived.scan[0] == state.notes_version:
-        scan = derived.scan[1]
+    # A warm-up scan's texts (nothing written since) become the index's: built once, and nothing freed in between
+    # the index's own objects when the stand-in goes (at 100k notes that left ~30 MB of the heap pinned for good).
+    scan = derived.scan[1] if derived.scan is not None and derived.scan[0] == state.notes_version else None
     for note_id in todo:
         note = state.note(note_id)
         if note is None:
@@ -224,9 +217,6 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
     changed.difference_update(todo)
     if not changed:
         derived.scan = None  # warm: the stand-in's texts are not needed any more
-        if derived.saved is not None:
-            derived.saved.close()
-            derived.saved = None
     return not changed
 
 
@@ -252,132 +242,68 @@ class _Scan:
         return len(self._texts)
 
 
-class _Saved:
-    """The stand-in for a cold index made from the texts a previous start saved (`adopt_texts`): every note's text,
-    UTF-8, one after the other in one bytes object, so a term's notes are found by `bytes.find` in C (skipping to
-    the next note after each hit), not by a test per note; a note changed since (the fold's change feed) is read from
-    the fold. At 100k notes (34 MB of text): a term's notes in ~20 ms, where the scan first built every note's text
-    and view (~2 s). Bytes, not str: a single accented letter makes a str of the whole text two bytes a character,
-    twice the memory and twice the time to search; a UTF-8 term is found only where a character starts."""
+class SavedIndex(NamedTuple):
+    """A warm note index as plain data, for a later start of the same notebook (`saved_index`, `adopt_index`)."""
 
-    def __init__(self, state: State, ids: list[str], blob: bytes, ends: array[int], trashed: set[str]) -> None:
-        self._state = state
-        self._trashed = trashed  # the notes in the trash when the texts were saved
-        self._ids = ids
-        self._blob = blob
-        # ends[k]: where note ids[k]'s text ends in blob (it starts where the one before ends). A list while warming:
-        # bisect in an array makes an int of every item it looks at (4 us a search, not 0.3 us).
-        self._ends = ends.tolist()
-        self._at = dict(zip(ids, range(len(ids)), strict=True))
-        # Every note's text as the index keeps it, made here in one go (~60 ms at 100k notes, before the first
-        # request): made a batch at a time amid the index's own objects as it warmed, they left the heap ~6 MB
-        # bigger once warm (RSS at 100k after warm-up, in one process: 309.7 MB this way, 316 MB that way).
-        starts = itertools.chain((0,), ends)
-        self._texts = [blob[start:end].decode() for start, end in zip(starts, ends, strict=False)]
-        self.changed: set[str] = set()  # every note an op touched since the texts were saved
-        state.note_feeds.append(self.changed)
-        self._firsts: tuple[str, dict[str, int]] = ("", {})  # the last `candidates`' term and where it was found
-
-    def close(self) -> None:
-        """Stop following the fold (the index is warm)."""
-        feeds = self._state.note_feeds
-        feeds[:] = [feed for feed in feeds if feed is not self.changed]
-
-    def candidates(self, term: str) -> set[str]:
-        firsts: dict[str, int] = {}  # a note -> where the term first occurs in its text (in blob)
-        blob, ends, ids = self._blob, self._ends, self._ids
-        needle = term.encode()
-        size = len(needle)
-        find, where = blob.find, bisect.bisect_right
-        at = find(needle)
-        while at >= 0:
-            k = where(ends, at)
-            end = ends[k]
-            if at + size <= end:  # inside one note's text, not across two
-                firsts[ids[k]] = at
-                at = find(needle, end)
-            else:
-                at = find(needle, at + 1)
-        self._firsts = (term, firsts)
-        found = set(firsts)
-        if self.changed:
-            found.difference_update(self.changed)
-            found.update(key for key in self.changed if term in (self.text(key) or ""))
-        return found
-
-    def text(self, key: str) -> str | None:
-        if key in self.changed:
-            note = self._state.note(key)
-            return None if note is None else note_text(note)
-        k = self._at.get(key)
-        return None if k is None else self._texts[k]
-
-    def count_estimate(self, term: str) -> int:
-        return len(self._ids) + len(self.changed)
-
-    def bound(self, key: str, terms: list[str], bounds: list[tuple[float, ...]]) -> float:
-        """`_score_bound` of the note's text; for the term of the last `candidates`, from where it was found there
-        (the field is the count of line breaks before it, in UTF-8 as in the text), without reading the text: a
-        common word matches most of a big notebook, and each note's text read cost ~3 us."""
-        term, firsts = self._firsts
-        if len(terms) == 1 and terms[0] == term and (at := firsts.get(key)) is not None and key not in self.changed:
-            k = self._at[key]
-            return bounds[0][min(self._blob.count(b"\n", self._ends[k - 1] if k else 0, at), 4)]
-        return _score_bound(self.text(key) or "", terms, bounds)
-
-    def in_trash(self) -> set[str]:
-        """The notes in the trash now: those saved so, unless changed since, and the changed ones that are."""
-        changed = self.changed
-        if not changed:
-            return self._trashed
-        now = {key for key in changed if (note := self._state.note(key)) is not None and note.trashed}
-        return (self._trashed - changed) | now
+    key: bytes  # the ops key of the state it was taken from (`State.ops_key`)
+    texts: Dumped[str]  # the index of texts
+    trashed: array[int]  # the numbers of the notes in the trash
+    title_words: dict[str, bytearray]  # the duplicate hint's postings
+    title_codes: dict[tuple[str, str], bytes]
+    links: dict[str, str]  # the live notes' `replaces` links
 
 
-def saved_texts(state: State) -> tuple[bytes, list[str], list[str], list[str], dict[str, str]] | None:
-    """What a later start of the same notebook needs to answer searches before its index is warm: this state's
-    `ops_key`, every note's id and indexed text, the notes in the trash, and the live notes' `replaces` links; None
-    while the index is not warm. Cheap under the store's lock (lists of the index's own strings); the caller writes
-    them out."""
+def saved_index(state: State) -> SavedIndex | None:
+    """What a later start of the same notebook needs to search at once, its index warm from the first request: the
+    whole note index as plain data (`adopt_index`), and the live notes' `replaces` links; None while the index is not
+    warm. Under the store's lock: lists of the index's own strings and copies of its postings (the caller writes them
+    out)."""
     derived = note_index(state)
     if derived.pending:
         return None
-    texts = derived.texts
-    ids = list(texts.keys())
-    links = dict(_links(state).linking)
-    in_trash = sorted(map(texts.key_at, derived.trashed))
-    return state.ops_key(), ids, [texts.text(key) or "" for key in ids], in_trash, links
+    return SavedIndex(
+        state.ops_key(),
+        derived.texts.dump(),
+        array("I", sorted(derived.trashed)),
+        {word: bytearray(entries) for word, entries in derived.title_words.items()},
+        dict(derived.title_codes),
+        dict(_links(state).linking),
+    )
 
 
-def adopt_texts(
-    state: State, key: bytes, ids: list[str], blob: bytes, ends: array[int], trashed: list[str], links: dict[str, str]
-) -> bool:
-    """Take texts `saved_texts` gave for a state with these very ops (`key`, compared with `state.ops_key()`) as the
-    stand-in for the index until it is warm, and the links as the `replaces` links: a search right after start then
-    builds no note's text and reads no note it does not list. Returns False (and changes nothing) when the key
-    differs or the index or the links were already started. `blob` is the texts in UTF-8, one after the other;
-    `ends[k]` is where `ids[k]`'s text ends in it."""
+def adopt_index(state: State, saved: SavedIndex) -> bool:
+    """Take an index `saved_index` gave for a state with these very ops (`saved.key`, compared with
+    `state.ops_key()`) as this state's, warm at once: no note indexed again, no stand-in scanned. Returns False (and
+    changes nothing) when the key differs, the parts do not fit together, or the index or the links were already
+    started."""
     derived = note_index(state)
-    if derived.saved is not None or len(derived.texts) or derived.scan is not None or state.has_derived(_Links):
+    if len(derived.texts) or derived.scan is not None or state.has_derived(_Links) or saved.key != state.ops_key():
         return False
-    if key != state.ops_key() or len(ids) != len(ends) or (len(ends) and ends[-1] != len(blob)):
+    try:
+        texts = SubstringIndex[str].restored(saved.texts)
+    except ValueError:
         return False
-    derived.saved = _Saved(state, ids, blob, ends, set(trashed))
-    made = _Links(pending=set(), linking=dict(links))
+    if not texts.keys() <= derived.pending or any(texts.numbered(n) is None for n in saved.trashed):
+        return False  # not this state's notes (`pending` holds every note of a state not indexed yet)
+    derived.texts = texts
+    derived.trashed = set(saved.trashed)
+    derived.title_words = saved.title_words
+    derived.title_codes = saved.title_codes
+    derived.pending.clear()
+    made = _Links(pending=set(), linking=dict(saved.links))
     state.note_feeds.append(made.pending)
     state.derived(_Links, lambda _: made)
     return True
 
 
-_Texts = SubstringIndex[str] | _Scan | _Saved  # what a query reads the notes' texts from
+_Texts = SubstringIndex[str] | _Scan  # what a query reads the notes' texts from
 
 
 def _texts(state: State) -> _Texts:
-    """The index when it is (nearly) up to date; otherwise the saved texts, or else a scan, while the index catches
-    up a step at a time. A long-running server warms it with `refresh_note_index` right after start."""
+    """The index when it is (nearly) up to date; otherwise a scan, while the index catches up a step at a time. A
+    long-running server adopts the index its last run saved (`adopt_index`), or else warms it with
+    `refresh_note_index` right after start."""
     derived = note_index(state)
-    if derived.saved is not None and derived.pending:
-        return derived.saved
     if derived.scan is not None and derived.scan[0] == state.notes_version and derived.pending:
         return derived.scan[1]  # still warming, nothing written since: the same texts
     if refresh_note_index(state, budget=COLD_INDEX):
@@ -473,7 +399,6 @@ def _ranked(
     terms: list[str],
     bounds: list[tuple[float, ...]],
     limit: int,
-    saved: Callable[[_Key, list[str], list[tuple[float, ...]]], float] | None = None,
 ) -> list[tuple[float, Note]]:
     """The `limit` best notes by (relevance, recency), with their relevance. A short term can match most of a
     big notebook, mostly deep in bodies: notes are grouped by a cheap bound of their relevance and scored
@@ -481,14 +406,14 @@ def _ranked(
     sorted: sorting tens of thousands of notes scattered over a big heap costs more than scoring them.) A note is
     read (its view built) only when its group is reached: while the index warms, most matches of a common word have
     none built yet, and building them cost more than the rest of the search. `keys` are note ids or the index's
-    numbers of notes (`text` and `note_id` read them); `saved` is `_Saved.bound` when the saved texts answer."""
+    numbers of notes (`text` and `note_id` read them)."""
     if limit <= 0:
         return []
     # Note numbers in compact arrays, not (text, note) tuples: objects kept across the pass would be promoted
     # by the collector and make it walk the whole notebook.
     groups: dict[float, array[int]] = {}
     for number, key in enumerate(keys):
-        bound = _score_bound(text(key) or "", terms, bounds) if saved is None else saved(key, terms, bounds)
+        bound = _score_bound(text(key) or "", terms, bounds)
         group = groups.get(bound)
         if group is None:
             group = groups[bound] = array("I")
@@ -769,13 +694,8 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
             if quick is not None and quick[1]:
                 return SearchResult(bounded(quick[0], limit), [], quick[1])
         candidates = set(map(index.key_at, numbers))
-    if isinstance(index, _Saved) and replace(filters, trashed=False) == NO_FILTERS:
-        in_trash = index.in_trash()  # no note read to tell: a common word matches most of a big notebook
-        matches = [key for key in candidates if (key in in_trash) == filters.trashed]
-    else:
-        matches = [n.id for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
-    saved = index.bound if isinstance(index, _Saved) else None
-    ranked = _ranked(state, matches, index.text, _same, terms, bounds, cap, saved)
+    matches = [n.id for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
+    ranked = _ranked(state, matches, index.text, _same, terms, bounds, cap)
     hits = bounded([note for _, note in ranked], limit)
     closest = [] if matches or not near else _near(state, index, terms, filters)
     return SearchResult(hits, closest, len(matches))

@@ -18,7 +18,7 @@ import builtins
 import enum
 from array import array
 from collections.abc import Hashable, Iterable, KeysView, Sequence
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, NamedTuple, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
@@ -73,6 +73,18 @@ def _check_term(term: str) -> None:
     # rather than return a wrong answer.
     if term.split() != [term]:
         raise ValueError(f"search term must be non-empty and contain no whitespace: {term!r}")
+
+
+class Dumped(NamedTuple, Generic[K]):
+    """A `SubstringIndex` as plain data (`dump`, `restored`)."""
+
+    keys: list[K | None]  # by number; None for a free number
+    texts: list[str]  # by number; "" for a free number
+    tokens: list[str]  # the live vocabulary, in its order
+    counts: array[int]  # each token's postings entries (1: the token's only document)
+    flat: array[int]  # the entries, token after token: document numbers
+    dirty: dict[str, int]  # token -> live count, for the lists that may hold stale entries
+    free: list[int]  # the free numbers, the next to give last
 
 
 class SubstringIndex(Generic[K]):
@@ -292,6 +304,74 @@ class SubstringIndex(Generic[K]):
             else:
                 numbers.add(self._numbers[p])  # a bare key: _MISSING was skipped
         return numbers
+
+    # ------------------------------------------------------------------------------------ saved and restored
+
+    def dump(self) -> Dumped[K]:
+        """The index as plain data for `restored` (a later process's index, without indexing every text again):
+        each number's key (None for a free number) and text, the live vocabulary in order, each token's count of
+        postings entries, the entries in a row, the live counts of the lists that may hold stale entries, and the
+        free numbers. Copies
+        only the postings (one array) and lists of the index's own strings: cheap enough under the caller's lock. Keys
+        must not be None."""
+        post = self._post
+        tokens: list[str] = []
+        counts = array("I")
+        flat = array("I")
+        numbers = self._numbers
+        for tok, p in post.items():
+            if p is _DEAD:
+                continue
+            tokens.append(tok)
+            if isinstance(p, array):
+                counts.append(len(p))
+                flat.extend(p)
+            else:
+                counts.append(1)
+                flat.append(numbers[p])
+        keys = [None if key is _MISSING else key for key in self._keys]
+        return Dumped(keys, list(self._texts), tokens, counts, flat, dict(self._dirty), list(self._free))
+
+    @classmethod
+    def restored(
+        cls, saved: Dumped[K], chunk_size: int = DEFAULT_CHUNK_SIZE, pending_size: int = DEFAULT_PENDING_SIZE
+    ) -> SubstringIndex[K]:
+        """The index `dump` gave. Raises ValueError when the parts do not fit together (the caller's file check is
+        what guards against damage; this only refuses what would break the index)."""
+        keys, texts, tokens, counts, flat, dirty, free = saved
+        size = len(keys)
+        if len(texts) != size or len(counts) != len(tokens) or sum(counts) != len(flat):
+            raise ValueError("the saved index's parts disagree")
+        if (flat and max(flat) >= size) or (counts and min(counts) < 1):
+            raise ValueError("the saved index's postings point outside it")
+        if len(" ".join(tokens).split()) != len(tokens):  # a token is non-empty and holds no whitespace
+            raise ValueError("the saved index's vocabulary is not of tokens")
+        index = cls(chunk_size, pending_size)
+        index._keys = [_MISSING if key is None else key for key in keys]
+        index._texts = texts
+        index._numbers = {key: n for n, key in enumerate(keys) if key is not None}
+        if len(index._numbers) + len(free) != size or sorted(free) != [n for n, key in enumerate(keys) if key is None]:
+            raise ValueError("the saved index's keys repeat, or its free numbers are not the ones without a key")
+        if any(texts[n] for n in free):
+            raise ValueError("a free number of the saved index has a text")
+        index._free = list(free)
+        post: dict[str, array[int] | K] = {}
+        at = 0
+        for tok, count in zip(tokens, counts, strict=True):
+            if count == 1:
+                key = keys[flat[at]]
+                if key is None:
+                    raise ValueError("the saved index lists a free number alone")
+                post[tok] = key
+            else:
+                post[tok] = flat[at : at + count]
+            at += count
+        if len(post) != len(tokens) or any(not isinstance(post.get(tok), array) for tok in dirty):
+            raise ValueError("the saved index's vocabulary repeats, or marks a token it holds bare as dirty")
+        index._post = post
+        index._dirty = dict(dirty)
+        index._rebuild()
+        return index
 
     # --------------------------------------------------------------------------------------- maintenance
 

@@ -73,7 +73,7 @@ Decide = Callable[[State], list[Payload]]
 # Problems no probe can see clear (an I/O error, an unknown one): the next write simply tries. Writes wait for
 # `watch` to clear the others, so a full disk refuses at once instead of failing and re-folding every time.
 RETRIED_PROBLEMS = ("io_error", "write_failed")
-SEARCH_TEXTS = "search.bin"  # in cache/: the search index's texts (storage/textcache.py)
+SEARCH_INDEX = "search.bin"  # in cache/: the warm search index, for the next start (storage/searchcache.py)
 CACHE_MIN_NEW_OPS = 1000  # closing saves the op cache when at least this many ops are not in it yet
 
 
@@ -625,6 +625,6 @@ class Store:
         gave the next start notes whose fields were released values (the export failed on them). The next start
         reads the log and makes the cache anew."""
         self._cache_spent = True
-        for name in (self.cache_path.name, SEARCH_TEXTS):
+        for name in (self.cache_path.name, SEARCH_INDEX):
             with contextlib.suppress(OSError):
                 (self.data_dir / "cache" / name).unlink(missing_ok=True)

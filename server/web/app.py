@@ -38,9 +38,9 @@ from ..notebook import Notebook
 from ..responses import error_response, hivenote_error, http_error
 from ..settings import Settings
 from ..storage.gcpause import collector_paused
+from ..storage.searchcache import SearchCache
 from ..storage.serverfile import announce, withdraw
 from ..storage.store import Store, StoreWriteFailed
-from ..storage.textcache import TextCache
 from ..sync.routes import sync_routes
 from ..sync.run import run_transports
 from ..tokens import IDENTITY_CHALLENGE, Tokens, identity_proof
@@ -71,10 +71,10 @@ async def health(request: Request) -> Response:
     return JSONResponse(body)
 
 
-async def _follow_and_warm(services: Services, graph_mcp: GraphMCP, texts: TextCache, collector: _Collector) -> None:
-    """Fold shards other machines' transports bring, build the search index in steps after start (then save its
-    texts for the next start), and tell graph subscribers about changes from any source (REST, the dashboard,
-    another machine)."""
+async def _follow_and_warm(services: Services, graph_mcp: GraphMCP, saved: SearchCache, collector: _Collector) -> None:
+    """Fold shards other machines' transports bring, build the search index in steps after start unless the last
+    run's was taken (then save it for the next start), and tell graph subscribers about changes from any source
+    (REST, the dashboard, another machine)."""
     store = services.store
     frozen = False
     hold_until = time.monotonic() + COLLECTOR_HOLD_S
@@ -99,7 +99,7 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP, texts: TextC
             while not warmed and time.monotonic() < until:
                 warmed = await anyio.to_thread.run_sync(warm)
             if not frozen and warmed:
-                await anyio.to_thread.run_sync(_save_texts, texts)  # once: a start with these ops finds them
+                await anyio.to_thread.run_sync(_save_index, saved)  # once: a start with these ops finds it
                 # The folded notebook lives as long as the server: keep the collector from walking it again
                 # and again (a full pass over a big notebook is a latency spike on whichever request meets it).
                 await anyio.to_thread.run_sync(_settle_memory, collector)
@@ -135,15 +135,16 @@ class _Collector:
     paused: bool = False  # the cyclic collector held off by this server until its start-up work is done
 
 
-def _start_up(texts: TextCache, collector: _Collector) -> None:
-    """Before the first request: the texts the last start saved, for the searches made while the index warms; then the
-    folded notebook frozen (its garbage collected first) and the collector held off until the index is warm
-    (`_settle_memory` collects then). Its passes while the index warmed walked the objects the warm-up builds, ~1M at
-    100k notes: a search that met one waited 0.2-1 s (the fold's ~580k objects alone took 0.2 s a pass)."""
+def _start_up(saved: SearchCache, collector: _Collector) -> None:
+    """Before the first request: the search index the last run saved, when it was saved for the ops the store holds
+    (warm from the first request; else it warms in steps after start); then the folded notebook frozen (its garbage
+    collected first) and the collector held off until the index is warm (`_settle_memory` collects then). Its passes
+    while the index warmed walked the objects the warm-up builds, ~1M at 100k notes: a search that met one waited
+    0.2-1 s (the fold's ~580k objects alone took 0.2 s a pass)."""
     try:
-        texts.load()
+        saved.load()
     except Exception:  # derived data: the index warms as without it
-        log.exception("reading the saved search texts failed")
+        log.exception("reading the saved search index failed")
     gc.collect()
     gc.freeze()
     if gc.isenabled():
@@ -157,11 +158,11 @@ def _resume(collector: _Collector | None) -> None:
         gc.enable()
 
 
-def _save_texts(texts: TextCache, catch_up: int = 0) -> None:
+def _save_index(saved: SearchCache, catch_up: int = 0) -> None:
     try:
-        texts.save(catch_up)
+        saved.save(catch_up)
     except Exception:  # derived data: the next start does without it
-        log.exception("saving the search texts failed")
+        log.exception("saving the search index failed")
 
 
 def _settle_memory(collector: _Collector | None = None) -> None:
@@ -217,7 +218,7 @@ def create_app(
     notebook_http = notebook_mcp.streamable_http_app(
         streamable_http_path="/mcp", max_request_body_size=request_limit(settings, "/mcp") + 1, **sessions
     )
-    texts = TextCache(store)
+    saved_index = SearchCache(store)
     graph_mcp = GraphMCP(services.graph, identify=identify, extras=settings.graph_extras)
     graph_mcp.server.middleware.append(tracking_middleware(services.tracker))
     graph_http = graph_mcp.http_app(
@@ -251,10 +252,10 @@ def create_app(
             handoff.listening(),
             anyio.create_task_group() as tasks,
         ):
-            # Before the first request: a search made while the index warms reads the texts the last start saved.
+            # Before the first request: the search index the last run saved, warm at once.
             collector = _Collector()
-            await anyio.to_thread.run_sync(_start_up, texts, collector)
-            tasks.start_soon(_follow_and_warm, services, graph_mcp, texts, collector)
+            await anyio.to_thread.run_sync(_start_up, saved_index, collector)
+            tasks.start_soon(_follow_and_warm, services, graph_mcp, saved_index, collector)
             tasks.start_soon(_warm_meaning, services)
             tasks.start_soon(run_transports, services)
             # So the CLI can reach us while we hold the lock, and `hivenote stdio` hand us its session.
@@ -266,7 +267,7 @@ def create_app(
                     await handoff.hand_back_all()
                 withdraw(settings.data_dir)
                 tasks.cancel_scope.cancel()
-                _save_texts(texts, COLD_INDEX)  # with what was written since the index warmed, for the next start
+                _save_index(saved_index, COLD_INDEX)  # with what was written since it was warm, for the next start
                 # What `_settle_memory` froze is this server's: once it stops (the tray's Stop, a restart) it must be
                 # collectable again, or every start leaves the last server's cycles behind for good.
                 gc.unfreeze()

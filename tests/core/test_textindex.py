@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hivenote.server.core.textindex import SubstringIndex
+from hivenote.server.core.textindex import Dumped, SubstringIndex
 
 # Whitespace that str.split() honours, including the less obvious kinds (ideographic space, file separator,
 # no-break space), so the tokeniser and the whole-token check must agree with str.split() on all of them.
@@ -360,3 +360,86 @@ def test_a_discarded_documents_number_goes_to_the_next_new_one_and_never_answers
     assert index.count_estimate("shared") == 6
     assert index._invariant_errors() == []
     assert len(index._keys) == 6  # six documents at most at once: six numbers
+
+
+def contents(saved: Dumped[int]) -> tuple[object, ...]:
+    """A dump with its vocabulary as a mapping: each token's postings, whatever the tokens' order."""
+    ends = list(itertools.accumulate(saved.counts))
+    postings = {
+        tok: list(saved.flat[end - n : end]) for tok, n, end in zip(saved.tokens, saved.counts, ends, strict=True)
+    }
+    return saved.keys, saved.texts, postings, saved.dirty
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    chunk_size=st.integers(min_value=1, max_value=5),
+    pending_size=st.integers(min_value=1, max_value=4),
+    before=st.lists(st.tuples(keys_strategy, st.none() | texts_strategy), max_size=40),
+    after=st.lists(st.tuples(keys_strategy, st.none() | texts_strategy), max_size=20),
+    extra_terms=st.lists(random_terms, max_size=6),
+)
+def test_a_restored_index_is_the_dumped_one_and_goes_on_as_it_would(
+    chunk_size: int,
+    pending_size: int,
+    before: list[tuple[int, str | None]],
+    after: list[tuple[int, str | None]],
+    extra_terms: list[str],
+) -> None:
+    """`restored(dump())` holds the same numbers, texts, postings (stale entries and live counts included) and free
+    numbers, in the same order; edited the same way afterwards, the two stay the same and exact."""
+    index: SubstringIndex[int] = SubstringIndex(chunk_size, pending_size, linear_fallback=False)
+    model: dict[int, str] = {}
+
+    def edit(target: SubstringIndex[int], ops: list[tuple[int, str | None]]) -> None:
+        for key, text in ops:
+            if text is None:
+                target.discard(key)
+            else:
+                target.set(key, text)
+
+    edit(index, before)
+    for key, text in before:
+        if text is None:
+            model.pop(key, None)
+        else:
+            model[key] = text
+    saved = index.dump()
+    copy = SubstringIndex.restored(saved, chunk_size, pending_size)
+    assert copy.dump() == saved
+    assert copy._free == index._free  # the next new document gets the same number in both
+    for each in (copy, index):  # a query may compact a list: both are asked the same
+        assert_matches_model(each, model, interesting_terms(model) + extra_terms)
+    edit(index, after)
+    edit(copy, after)
+    assert contents(copy.dump()) == contents(index.dump())  # a token dead at the dump and revived may move
+    for key, text in after:
+        if text is None:
+            model.pop(key, None)
+        else:
+            model[key] = text
+    assert_matches_model(copy, model, interesting_terms(model) + extra_terms)
+
+
+def test_a_dump_whose_parts_do_not_fit_together_is_refused() -> None:
+    index: SubstringIndex[str] = SubstringIndex()
+    index.set("a", "alpha beta")
+    index.set("b", "beta gamma")
+    index.discard("a")
+    saved = index.dump()
+    assert saved.tokens == ["beta", "gamma"] and saved.counts.tolist() == [2, 1] and saved.free == [0]
+    SubstringIndex.restored(saved)
+    bad = [
+        saved._replace(texts=saved.texts[:1]),  # a text short
+        saved._replace(flat=array("I", [*saved.flat[:-1], 9])),  # a number beyond the documents
+        saved._replace(counts=array("I", [0, *saved.counts[1:]])),  # an empty postings list
+        saved._replace(tokens=["be ta", *saved.tokens[1:]]),  # a token with whitespace in it
+        saved._replace(tokens=[saved.tokens[0]] * len(saved.tokens)),  # a token twice
+        saved._replace(keys=["b", "b"]),  # a key twice
+        saved._replace(flat=array("I", [n ^ 1 for n in saved.flat])),  # a token's only document is a free number
+        saved._replace(dirty={"gamma": 1}),  # a token held bare marked dirty
+        saved._replace(free=[]),  # a number without a key not free
+    ]
+    for dumped in bad:
+        with pytest.raises(ValueError):
+            SubstringIndex.restored(dumped)

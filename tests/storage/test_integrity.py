@@ -14,8 +14,8 @@ from pathlib import Path
 from hivenote.server.core.model import Author, Op, decode_op
 from hivenote.server.core.search import refresh_note_index
 from hivenote.server.notebook import Notebook
+from hivenote.server.storage.searchcache import SearchCache
 from hivenote.server.storage.store import Store
-from hivenote.server.storage.textcache import TextCache
 
 ME = Author("claude-code", "Claude Code", "")
 
@@ -191,7 +191,7 @@ def test_after_compaction_no_file_of_the_data_dir_holds_a_purged_notes_text(tmp_
         store.checkpoint()  # the op cache, with the note's payload
         with store.reading() as state:
             refresh_note_index(state)
-        assert TextCache(store).save()  # the search texts, with its text
+        assert SearchCache(store).save()  # the search texts, with its text
         assert holding(data, b"secret") == ["cache/oplog.bin", "cache/search.bin", f"log/{store.node}.jsonl"]
         assert store.shard_path is not None
         last = ops(store.shard_path)[-1]

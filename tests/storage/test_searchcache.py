@@ -1,19 +1,23 @@
-"""`cache/search.bin`: the warm index's texts kept for the next start, read back only for the very ops they came from;
-a damaged, truncated, foreign or outdated file is ignored and searches answer as without it."""
+"""`cache/search.bin`: the warm search index kept for the next start, taken back only for the very ops it came from,
+warm at once; a damaged, truncated, foreign, outdated or other-byte-order file is ignored and searches answer as
+without it."""
 
 from __future__ import annotations
 
+import marshal
 import os
 import stat
+import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from hivenote.server.core.search import _Saved, _texts, note_index, refresh_note_index, search_notes
+from hivenote.server.core.search import note_index, refresh_note_index, search_notes
 from hivenote.server.notebook import Notebook
+from hivenote.server.storage.searchcache import MAGIC, SearchCache
 from hivenote.server.storage.store import Store
-from hivenote.server.storage.textcache import MAGIC, TextCache
 from tests.support.notes import write_log
 
 NOTES = 2500  # more than a query's share of indexing (COLD_INDEX): the index stays cold while searched
@@ -22,12 +26,12 @@ QUERIES = ["deploy", "postgres redis", "café", "auth token", "kubernetes zzz", 
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    """A notebook whose warm index saved its texts, as a server does once warm."""
+    """A notebook whose warm index was saved, as a server does once warm."""
     data = tmp_path / "data"
     write_log(data, NOTES)
     with Store(data) as store:
         refresh_note_index(store.state)
-        cache = TextCache(store)
+        cache = SearchCache(store)
         assert cache.save()
         assert not cache.save()  # nothing changed: not written again
     return data
@@ -43,13 +47,13 @@ def warm_answers(data: Path) -> list[object]:
         return answers(store)
 
 
-def test_the_next_start_searches_the_saved_texts_while_its_index_warms(data: Path) -> None:
+def test_the_next_start_takes_the_saved_index_warm_and_answers_as_one_built_again(data: Path) -> None:
     path = data / "cache" / "search.bin"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
     with Store(data, readonly=True) as store:
-        assert TextCache(store).load()
-        assert isinstance(_texts(store.state), _Saved)
+        assert SearchCache(store).load()
+        assert not note_index(store.state).pending  # warm: not a note to index
         got = answers(store)
         assert note_index(store.state).scan is None  # no note's text was built
         read = sum(1 for record in store.state.notes.values() if record.view is not False)
@@ -69,19 +73,32 @@ def truncate(path: Path) -> None:
 
 
 def foreign(path: Path) -> None:
-    path.write_bytes(b"hivenote-texts-0\n" + path.read_bytes()[len(MAGIC) :])
+    path.write_bytes(b"hivenote-search-0\n" + path.read_bytes()[len(MAGIC) :])
 
 
 def empty(path: Path) -> None:
     path.write_bytes(b"")
 
 
-@pytest.mark.parametrize("damage", [flip, truncate, foreign, empty, os.unlink])
+def other_byte_order(path: Path) -> None:
+    """The file as a machine of the other byte order would have written it (a data dir copied across): its postings
+    would read as other numbers."""
+    blob = path.read_bytes()
+    at = len(MAGIC) + 4
+    size = int.from_bytes(blob[at : at + 8], "big")
+    header = marshal.loads(blob[at + 8 : at + 8 + size])
+    assert header[0] == sys.byteorder
+    other = marshal.dumps(("big" if sys.byteorder == "little" else "little", *header[1:]))
+    body = len(other).to_bytes(8, "big") + other + blob[at + 8 + size :]
+    path.write_bytes(MAGIC + zlib.crc32(body).to_bytes(4, "big") + body)
+
+
+@pytest.mark.parametrize("damage", [flip, truncate, foreign, empty, other_byte_order, os.unlink])
 def test_a_damaged_or_missing_file_is_ignored(data: Path, damage: Callable[[Path], None]) -> None:
     damage(data / "cache" / "search.bin")
     with Store(data, readonly=True) as store:
-        assert not TextCache(store).load()
-        assert note_index(store.state).saved is None
+        assert not SearchCache(store).load()
+        assert len(note_index(store.state).pending) == NOTES  # nothing taken: the index warms as without the file
         got = answers(store)
     assert got == warm_answers(data)
 
@@ -91,7 +108,7 @@ def test_a_file_saved_before_the_last_writes_is_ignored_removed_and_written_agai
     with Store(data) as store:
         Notebook(store).remember(kind="fact", title="deploy on fridays", body="never")
     with Store(data) as store:
-        cache = TextCache(store)
+        cache = SearchCache(store)
         assert not cache.load()  # saved for other ops
         assert not (data / "cache" / "search.bin").exists()
         got = answers(store)
@@ -99,4 +116,4 @@ def test_a_file_saved_before_the_last_writes_is_ignored_removed_and_written_agai
         assert cache.save()  # the file now holds what the next start folds
     assert got == warm_answers(data)
     with Store(data, readonly=True) as store:
-        assert TextCache(store).load()
+        assert SearchCache(store).load()
