@@ -3,11 +3,12 @@ made while it warms its search index (the first seconds after start, when an aut
 their first chats). Variants run interleaved, so a before/after comparison sees the same machine load.
 
     python bench/footprint_serve.py --notes 10000,100000 [--ops 1000000] [--runs 3]
-        [--variant before=<PYTHONPATH>] [--variant after=<PYTHONPATH>] [--cold]
+        [--variant before=<PYTHONPATH>] [--variant after=<PYTHONPATH>] [--cold] [--elsewhere N]
 
 Each notebook is built once; each variant gets its own copy, started once untimed and left to finish its start-up
 work (so the measured starts use the op cache and the search texts it leaves, as every start but the first does;
-`--cold` measures that first start instead). A variant is a
+`--cold` measures that first start instead; `--elsewhere N` has another machine write N notes, half of them edits of
+notes the notebook holds, before each measured start, as a synced notebook finds after a night). A variant is a
 PYTHONPATH under which `hivenote.server` imports (for instance a folder holding `hivenote/server` as a link to a
 worktree of an older commit); without `--variant` the installed Hivenote is measured. Settings come from the
 environment as usual (`HIVENOTE_MEANING=false` measures the notebook without meaning search).
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -29,13 +31,15 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hivenote.server.core.model import Author, Op
+
 if TYPE_CHECKING:  # run as a script, the project root is put on sys.path
-    from bench.bench_core import write_log
+    from bench.bench_core import note_fields, write_log
     from bench.bench_scale import write_mixed_log
     from bench.proc import rss_mb, settle
 else:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from bench.bench_core import write_log
+    from bench.bench_core import note_fields, write_log
     from bench.bench_scale import write_mixed_log
     from bench.proc import rss_mb, settle
 
@@ -111,6 +115,21 @@ class Run:
             self.process.wait()
 
 
+def write_elsewhere(data: Path, n: int, run: int) -> None:
+    """Another machine's shard of `n` notes (every other one an edit of a note the notebook holds), as the synced folder
+    brings it while this one is off. A new machine each run, so every start meets ops its last run did not fold."""
+    rnd = random.Random(run)
+    node = f"else-{run:04d}"
+    held = sorted(p.name for p in (data / "log").glob("seed-*.jsonl"))
+    assert held, "a notebook of bench_core's kind"
+    lines = []
+    for i in range(1, n + 1):
+        note_id = f"01SEED{rnd.randrange(1, 10_000):020d}" if i % 2 else f"01ELSE{run:04d}{i:016d}"
+        data_ = {"id": note_id, "fields": dict(note_fields(rnd))}
+        lines.append(Op(node, i, 1_900_000_000_000 + i, 0, "note.set", data_, Author(agent="codex")).encode())
+    (data / "log" / f"{node}.jsonl").write_bytes(b"".join(lines))
+
+
 def measure(data: Path, pythonpath: str | None) -> dict[str, float]:
     run = Run(data, pythonpath)
     try:
@@ -143,6 +162,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--variant", action="append", default=[], help="name=PYTHONPATH (repeatable)")
     parser.add_argument("--cold", action="store_true", help="measure the first start (no op cache)")
+    parser.add_argument("--elsewhere", type=int, default=0, help="another machine's notes before each start")
     parser.add_argument("--dir", help="where to build the notebooks")
     args = parser.parse_args()
     variants = dict(v.split("=", 1) for v in args.variant) or {"installed": ""}
@@ -160,7 +180,7 @@ def main() -> None:
                 copies[name] = root / f"{book.name}.{name}"
                 shutil.copytree(book, copies[name])
             results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
-            for _ in range(args.runs):
+            for run in range(args.runs):
                 for name, path in variants.items():
                     if args.cold:
                         shutil.rmtree(copies[name] / "cache", ignore_errors=True)
@@ -171,6 +191,8 @@ def main() -> None:
                         first.wait_up()
                         settle(first.process.pid, limit=600)
                         first.stop()
+                    if args.elsewhere:
+                        write_elsewhere(copies[name], args.elsewhere, run)
                     results[name].append(measure(copies[name], path))
             for name, rows in results.items():
                 med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}

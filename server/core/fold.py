@@ -34,6 +34,10 @@ def _same(a: Op | int | None, b: Op | int) -> bool:
 Entry = Op | int  # an op, or (once it has one) its row in a journal (`Refs`)
 
 
+_MARK_STEP = 0x9E3779B97F4A7C15  # an odd 64-bit step per op: a history's count changes its mark whatever the digests
+_MARK_MOD = 1 << 64
+
+
 class NoteRecord:
     """Everything the log says about one note id: field registers, trash register, purge mark, ops in order. An op
     that sits in a journal (a shard's rows) is referred to by its row (`Refs`), in the history and in the field
@@ -53,6 +57,15 @@ class NoteRecord:
         self.trash: tuple[Stamp, bool] | None = None
         self.purge: Stamp | None = None
         self.view: Note | bool | None = False  # False: not computed yet
+
+    def mark(self) -> int:
+        """Which ops the history holds, as a 64-bit number (from their count and line digests): a record of the same
+        note with the same mark, in this state or another, folded the same ops, so its note reads the same. 0 (no
+        mark, equal to none) when an op of the history is in no journal."""
+        ops = self.ops
+        if isinstance(ops, list):
+            return 0
+        return (len(ops) * _MARK_STEP + self._refs.digest_sum(ops)) % _MARK_MOD or 1
 
     def apply(self, op: Op) -> None:
         stamp = op.stamp

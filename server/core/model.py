@@ -11,7 +11,7 @@ import hashlib
 import json
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -641,6 +641,11 @@ class Refs:
             return (j.walls[row], j.counters[row], j._nodes[j.nodes[row]], j.seqs[row], j.digests[row])
         assert isinstance(entry, Op)
         return entry.stamp
+
+    def digest_sum(self, entries: Sequence[int]) -> int:
+        """The sum of these rows' op digests (each a hash of the op's line)."""
+        journals = self.journals
+        return sum(journals[entry >> _ROW_BITS].digests[entry & _ROW_MASK] for entry in entries)
 
     def field_names(self, entry: Op | int) -> tuple[str, ...]:
         if type(entry) is int:

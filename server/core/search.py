@@ -158,6 +158,9 @@ class NoteIndex:
     # time a note gained the word or, holding it, another kind or project (stale entries tolerated; see _title_code).
     title_words: dict[str, bytearray] = field(default_factory=dict)
     title_codes: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (folded kind, project) -> code
+    # By number in `texts`: the note's `NoteRecord.mark` when it was indexed (0: none), saved with the index so a later
+    # start can tell the notes whose ops changed since (`adopt_index`).
+    marks: array[int] = field(default_factory=lambda: array("Q"))
     # The scan a cold index answers from (for a notes version), kept between queries while the notes do not change:
     # a server warming its index after start meets agents' first searches, and building the stand-in (every note's
     # text) costs far more than scanning it. Dropped once the index is warm.
@@ -181,14 +184,17 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
     derived = note_index(state)
     index, changed = derived.texts, derived.pending
     todo = list(changed) if budget is None or budget >= len(changed) else list(itertools.islice(changed, budget))
-    title_words, trashed = derived.title_words, derived.trashed
+    title_words, trashed, marks = derived.title_words, derived.trashed, derived.marks
     # A warm-up scan's texts (nothing written since) become the index's: built once, and nothing freed in between
     # the index's own objects when the stand-in goes (at 100k notes that left ~30 MB of the heap pinned for good).
     scan = derived.scan[1] if derived.scan is not None and derived.scan[0] == state.notes_version else None
     for note_id in todo:
         note = state.note(note_id)
         if note is None:
-            trashed.discard(index.number(note_id))  # its number goes to the next new note
+            number = index.number(note_id)
+            if number is not None:  # its number goes to the next new note
+                trashed.discard(number)
+                marks[number] = 0
             index.discard(note_id)
             continue
         text = (scan.text(note_id) if scan is not None else None) or note_text(note)
@@ -196,6 +202,9 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
         index.set(note_id, text)
         number = index.number(note_id)
         assert number is not None  # just set
+        if number >= len(marks):
+            marks.frombytes(bytes(marks.itemsize * (number + 1 - len(marks))))
+        marks[number] = state.notes[note_id].mark()
         if note.trashed:
             trashed.add(number)
         else:
@@ -247,6 +256,7 @@ class SavedIndex(NamedTuple):
 
     key: bytes  # the ops key of the state it was taken from (`State.ops_key`)
     texts: Dumped[str]  # the index of texts
+    marks: array[int]  # by number in `texts`: the note's `NoteRecord.mark` then (0: none, or a free number)
     trashed: array[int]  # the numbers of the notes in the trash
     title_words: dict[str, bytearray]  # the duplicate hint's postings
     title_codes: dict[tuple[str, str], bytes]
@@ -255,15 +265,19 @@ class SavedIndex(NamedTuple):
 
 def saved_index(state: State) -> SavedIndex | None:
     """What a later start of the same notebook needs to search at once, its index warm from the first request: the
-    whole note index as plain data (`adopt_index`), and the live notes' `replaces` links; None while the index is not
-    warm. Under the store's lock: lists of the index's own strings and copies of its postings (the caller writes them
-    out)."""
+    whole note index as plain data (`adopt_index`), each note's mark, and the live notes' `replaces` links; None
+    while the index is not warm. Under the store's lock: lists of the index's own strings and copies of its postings
+    and marks (the caller writes them out)."""
     derived = note_index(state)
     if derived.pending:
         return None
+    texts = derived.texts.dump()
+    marks = derived.marks[: len(texts.keys)]
+    marks.frombytes(bytes(marks.itemsize * (len(texts.keys) - len(marks))))
     return SavedIndex(
         state.ops_key(),
-        derived.texts.dump(),
+        texts,
+        marks,
         array("I", sorted(derived.trashed)),
         {word: bytearray(entries) for word, entries in derived.title_words.items()},
         dict(derived.title_codes),
@@ -272,25 +286,41 @@ def saved_index(state: State) -> SavedIndex | None:
 
 
 def adopt_index(state: State, saved: SavedIndex) -> bool:
-    """Take an index `saved_index` gave for a state with these very ops (`saved.key`, compared with
-    `state.ops_key()`) as this state's, warm at once: no note indexed again, no stand-in scanned. Returns False (and
-    changes nothing) when the key differs, the parts do not fit together, or the index or the links were already
-    started."""
+    """Take an index `saved_index` gave as this state's, warm at once but for the notes whose ops differ: none when
+    this state holds the very ops it was saved from (`saved.key`, compared with `state.ops_key()`); else those whose
+    record's mark is not the saved one, or that only one side holds (ops another machine wrote while this one was off,
+    or written after the index was saved), indexed again from `pending` as usual. Returns False (and changes nothing)
+    when the parts do not fit together, or the index or the links were already started."""
     derived = note_index(state)
-    if len(derived.texts) or derived.scan is not None or state.has_derived(_Links) or saved.key != state.ops_key():
+    if len(derived.texts) or derived.scan is not None or state.has_derived(_Links):
+        return False
+    keys = saved.texts.keys
+    if len(saved.marks) != len(keys):
         return False
     try:
         texts = SubstringIndex[str].restored(saved.texts)
     except ValueError:
         return False
-    if not texts.keys() <= derived.pending or any(texts.numbered(n) is None for n in saved.trashed):
-        return False  # not this state's notes (`pending` holds every note of a state not indexed yet)
+    if any(texts.numbered(n) is None for n in saved.trashed):
+        return False
+    if saved.key == state.ops_key():
+        changed: set[str] = set()
+    else:
+        records = state.notes
+        changed = {
+            key
+            for key, mark in zip(keys, saved.marks, strict=True)
+            if key is not None and ((record := records.get(key)) is None or mark != record.mark() or not mark)
+        }
+        changed.update(records.keys() - texts.keys())
     derived.texts = texts
     derived.trashed = set(saved.trashed)
     derived.title_words = saved.title_words
     derived.title_codes = saved.title_codes
+    derived.marks = array("Q", saved.marks)
     derived.pending.clear()
-    made = _Links(pending=set(), linking=dict(saved.links))
+    derived.pending.update(changed)
+    made = _Links(pending=set(changed), linking=dict(saved.links))
     state.note_feeds.append(made.pending)
     state.derived(_Links, lambda _: made)
     return True

@@ -52,32 +52,46 @@ def _encoded(texts: list[str]) -> tuple[array[int], list[bytes]]:
     return sizes, batches
 
 
+def _numbers(typecode: str, raw: object) -> array[int]:
+    if type(raw) is not bytes:
+        raise TypeError("not an array's bytes")
+    numbers = array(typecode)
+    numbers.frombytes(raw)
+    return numbers
+
+
 def save(path: Path, saved: SavedIndex) -> None:
     """Write the file whole (a temp file beside it, renamed over; 0600, in a 0700 folder: it holds every note's
     text). Not fsynced, as the op cache is not: a file a crash tore is refused by its check, and the next start does
     without it."""
     keys, texts, tokens, counts, flat, dirty, free = saved.texts
     sizes, encoded = _encoded(texts)
-    words = list(saved.title_words)
-    parts: list[bytes] = [*encoded, flat.tobytes(), *map(bytes, saved.title_words.values())]
+    hint = saved.title_words
     header = marshal.dumps(
-        (
-            sys.byteorder,
-            saved.key,
-            ["" if key is None else key for key in keys],
-            sizes.tobytes(),
-            tokens,
-            counts.tobytes(),
-            dirty,
-            array("I", free).tobytes(),
-            saved.trashed.tobytes(),
-            words,
-            array("Q", map(len, saved.title_words.values())).tobytes(),
-            [(kind, project, code) for (kind, project), code in saved.title_codes.items()],
-            saved.links,
-        )
+        {
+            "byteorder": sys.byteorder,
+            "key": saved.key,
+            "keys": ["" if key is None else key for key in keys],  # a note id is never empty
+            "sizes": sizes.tobytes(),  # each text's length in UTF-8
+            "tokens": tokens,
+            "counts": counts.tobytes(),
+            "dirty": dirty,
+            "free": array("I", free).tobytes(),
+            "marks": saved.marks.tobytes(),
+            "trashed": saved.trashed.tobytes(),
+            "words": list(hint),
+            "word_sizes": array("Q", map(len, hint.values())).tobytes(),
+            "codes": [(kind, project, code) for (kind, project), code in saved.title_codes.items()],
+            "links": saved.links,
+        }
     )
-    body: list[bytes] = [len(header).to_bytes(_LENGTH, "big"), header, *parts]
+    body: list[bytes] = [
+        len(header).to_bytes(_LENGTH, "big"),
+        header,
+        *encoded,
+        flat.tobytes(),
+        *map(bytes, hint.values()),
+    ]
     crc = 0
     for part in body:
         crc = zlib.crc32(part, crc)
@@ -99,7 +113,7 @@ def load(path: Path) -> SavedIndex | None:
     try:
         with collector_paused():  # 100k id and text strings at once
             return _parsed(view, start)
-    except (ValueError, TypeError, EOFError, IndexError):
+    except (ValueError, TypeError, EOFError, IndexError, KeyError):
         return None
 
 
@@ -108,51 +122,46 @@ def _parsed(view: memoryview, at: int) -> SavedIndex | None:
     at += _LENGTH
     header = marshal.loads(view[at : at + size])
     at += size
-    (
-        order,
-        key,
-        keys,
-        sizes_raw,
-        tokens,
-        counts_raw,
-        dirty,
-        free_raw,
-        trashed_raw,
-        words,
-        word_sizes_raw,
-        codes,
-        links,
-    ) = header
-    if order != sys.byteorder or type(key) is not bytes or type(links) is not dict or type(dirty) is not dict:
+    key, keys, links, dirty = header["key"], header["keys"], header["links"], header["dirty"]
+    if header["byteorder"] != sys.byteorder or type(key) is not bytes or type(keys) is not list:
         return None
-    sizes, counts, free, trashed, word_sizes = array("Q"), array("I"), array("I"), array("I"), array("Q")
-    sizes.frombytes(sizes_raw)
-    free.frombytes(free_raw)
-    counts.frombytes(counts_raw)
-    trashed.frombytes(trashed_raw)
-    word_sizes.frombytes(word_sizes_raw)
+    if type(links) is not dict or not all(type(k) is str and type(v) is str for k, v in links.items()):
+        return None
+    if type(dirty) is not dict:
+        return None
+    sizes, counts, words = _numbers("Q", header["sizes"]), _numbers("I", header["counts"]), header["words"]
+    word_sizes = _numbers("Q", header["word_sizes"])
     if len(sizes) != len(keys) or len(word_sizes) != len(words):
         return None
-    texts = []
-    for start, end in itertools.pairwise(itertools.accumulate(sizes, initial=at)):
-        texts.append(str(view[start:end], "utf-8"))
+    texts = [
+        str(view[start:end], "utf-8") for start, end in itertools.pairwise(itertools.accumulate(sizes, initial=at))
+    ]
     at += sum(sizes)
     flat = array("I")
-    flat_end = at + flat.itemsize * sum(counts)
-    flat.frombytes(view[at:flat_end])
-    at = flat_end
+    end = at + flat.itemsize * sum(counts)
+    flat.frombytes(view[at:end])
+    at = end
     title_words: dict[str, bytearray] = {}
     for word, length in zip(words, word_sizes, strict=True):
         title_words[word] = bytearray(view[at : at + length])
         at += length
-    if at != len(view) or not all(type(k) is str and type(v) is str for k, v in links.items()):
+    if at != len(view):
         return None
     return SavedIndex(
         key,
-        Dumped([key or None for key in keys], texts, tokens, counts, flat, dirty, free.tolist()),
-        trashed,
+        Dumped(
+            [key or None for key in keys],
+            texts,
+            header["tokens"],
+            counts,
+            flat,
+            dirty,
+            _numbers("I", header["free"]).tolist(),
+        ),
+        _numbers("Q", header["marks"]),
+        _numbers("I", header["trashed"]),
         title_words,
-        {(kind, project): code for kind, project, code in codes},
+        {(kind, project): code for kind, project, code in header["codes"]},
         links,
     )
 
