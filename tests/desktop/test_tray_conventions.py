@@ -63,6 +63,8 @@ def test_the_item_has_a_tooltip_that_says_the_state(tmp_path: Path) -> None:
         app = App(desktop, tmp_path / "data", free_port())
         item = desktop.tray_item()
         item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+        # The tooltip follows the title on GTK's next turn (pystray sets the title; the ToolTip is ours, set after).
+        item.wait_for(lambda i: i.prop("ToolTip")[3].startswith("running · no agents"), what="the tooltip says running")
         icon, pixmaps, heading, text = item.prop("ToolTip")
         assert (icon, pixmaps, heading) == ("", [], "Hivenote") and text.startswith("running · no agents"), text
         every = desktop.bus.call_sync(
