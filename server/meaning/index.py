@@ -1,7 +1,9 @@
 """The meaning index: one vector per note, derived data like the op cache. Built in the background after start and
 after writes (`refresh`, a batch at a time, never holding the store's lock while it embeds), cached in
 `cache/meaning.bin` (outside `log/`: never synced, never exported; rebuilt when the model changes), and asked by
-the search (`scores`) only once warm: until then search answers lexically.
+the search (`scores`) only once warm: until then search answers lexically. A start takes from the file every note
+whose mark (`NoteRecord.mark`) is the one it was saved with, without reading the note; after that, a pass looks at
+the notes the state's change feed names.
 
 A note's vector mixes its whole text and its title (the title says what the note is about). Scores are cosines
 against the notebook's mean vector taken out (what every note shares says nothing about any one of them).
@@ -10,10 +12,12 @@ against the notebook's mean vector taken out (what every note shares says nothin
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +28,7 @@ from ..storage.files import private_dir, write_whole
 from .model import Embedder, Unavailable, question_text
 
 if TYPE_CHECKING:
+    from ..core.fold import State
     from ..storage.store import Store
     from .model import Matrix
 
@@ -79,6 +84,58 @@ class _Row(NamedTuple):
     project: str | None
     created: int
     replacing: bool
+    mark: int  # the note's `NoteRecord.mark` when embedded (0: none): the same mark, the same note
+
+
+# What the index keeps of each note, after the vectors in the cache file: numbers in one block of records (strings in
+# the header), so a start takes a note whose mark is the same without reading it.
+_NUMBERS = (
+    ("wall", "<i8"),
+    ("counter", "<i8"),
+    ("seq", "<i8"),
+    ("stamp_digest", "<u8"),
+    ("created", "<i8"),
+    ("mark", "<u8"),
+    ("replacing", "u1"),
+)
+
+
+def _numbers_of(metas: list[_Row]) -> tuple[Any, ...]:
+    """The columns of `_NUMBERS`, in its order."""
+    return (
+        [m.revision.wall for m in metas],
+        [m.revision.counter for m in metas],
+        [m.revision.seq for m in metas],
+        [m.revision.digest for m in metas],
+        [m.created for m in metas],
+        [m.mark for m in metas],
+        [m.replacing for m in metas],
+    )
+
+
+def _metas(header: dict[str, Any], block: Any) -> list[_Row | None]:
+    """What the index keeps of each note, from the cache file: None each for a file of before the marks."""
+    count = len(header["ids"])
+    if block is None:
+        return [None] * count
+    nodes, projects, digests = header["nodes"], header["projects"], header["digests"]
+    if len(nodes) != count or len(projects) != count or len(block) != count:
+        raise ValueError("the cache file's columns disagree")
+    walls, counters, seqs, stamp_digests, created, marks, replacing = (block[name].tolist() for name, _ in _NUMBERS)
+    return [
+        _Row(Stamp(wall, counter, node, seq, stamp_digest), digest, project, made, bool(says), mark)
+        for wall, counter, node, seq, stamp_digest, digest, project, made, says, mark in zip(
+            walls, counters, nodes, seqs, stamp_digests, digests, projects, created, replacing, marks, strict=True
+        )
+    ]
+
+
+class _Cached(NamedTuple):
+    """A note's entry in the cache file."""
+
+    digest: str  # of the text its vector was made from
+    row: int  # in the file's vectors
+    meta: _Row | None  # what the index keeps of the note, when the file has it (a file of before the marks: None)
 
 
 class MeaningIndex:
@@ -97,9 +154,12 @@ class MeaningIndex:
         self._matrix: Any = None
         self._alive: Any = None
         self._sum: Any = None  # of the live rows, for the mean
-        self._queue: list[Note] = []
-        self._seen_version = -1
-        self._cached: dict[str, tuple[str, int]] = {}  # note -> (digest, row of _cached_rows): from the cache file
+        self._queue: dict[str, tuple[Note, int]] = {}  # note id -> the note and its mark, to embed
+        # The notes an op touched since the last look (the state's change feed), and the state it follows: another
+        # state (a reload) is looked at whole.
+        self._feed: set[str] = set()
+        self._state: weakref.ref[State] | None = None
+        self._cached: dict[str, _Cached] = {}  # note -> its entry in the cache file
         self._cached_rows: Matrix | None = None  # the cache file's vectors, mapped until the first pass is done
         self._snapshot: _Snapshot | None = None
         self._dirty_cache = False
@@ -148,32 +208,11 @@ class MeaningIndex:
         if model is None:
             return True
         with self._lock:
-            gone: list[str] = []
-            with store.reading() as state:
-                version = state.notes_version
-                ids = list(state.notes) if version != self._seen_version else None
-            if ids is not None:
-                # The notes looked at LOOK notes per hold of the store's lock: at 100k notes, reading them all at once
-                # (the first pass after a start reads every note) held it ~1 s, and a search waited as long. A note
-                # changed meanwhile moves the notes' version past `version`: the next step looks again.
-                live: dict[str, Note] = {}
-                for at in range(0, len(ids), LOOK):
-                    with store.reading() as state:
-                        for note_id in ids[at : at + LOOK]:
-                            if (note := state.note(note_id)) is not None:
-                                live[note_id] = note
-                meta, pos = self._meta, self._pos
-                self._queue = [
-                    n
-                    for n in live.values()
-                    if (r := pos.get(n.id)) is None or meta[r].revision != n.revision  # type: ignore[union-attr]
-                ]
-                gone = [note_id for note_id in pos if note_id not in live]
-                self._seen_version = version
-                self._reserve(len(live))
+            gone = self._look(store)
             for note_id in gone:
                 self._remove(note_id)
-            batch, self._queue = self._queue[:budget], self._queue[budget:]
+            entries = [self._queue.pop(note_id) for note_id in list(itertools.islice(self._queue, budget))]
+            batch = [note for note, _ in entries]
             digests = [_digest(n) for n in batch]
             vectors: list[Matrix | None] = []
             fresh: list[int] = []
@@ -181,9 +220,9 @@ class MeaningIndex:
                 row = self._pos.get(note.id)
                 if row is not None and (old := self._meta[row]) is not None and old.digest == digest:
                     vectors.append(self._matrix[row])  # a change that leaves the text as it is (trash, restore)
-                elif (cached := self._cached.get(note.id)) is not None and cached[0] == digest:
+                elif (cached := self._cached.get(note.id)) is not None and cached.digest == digest:
                     assert self._cached_rows is not None
-                    vectors.append(np.array(self._cached_rows[cached[1]]))  # a copy: the file is unmapped when warm
+                    vectors.append(np.array(self._cached_rows[cached.row]))  # a copy: the file is unmapped when warm
                 else:
                     vectors.append(None)
                     fresh.append(i)
@@ -195,10 +234,10 @@ class MeaningIndex:
                 for j, i in enumerate(fresh):
                     vectors[i] = mixed[j]
                 self._embedded = True
-            for note, digest, vector in zip(batch, digests, vectors, strict=True):
+            for (note, mark), digest, vector in zip(entries, digests, vectors, strict=True):
                 assert vector is not None
                 replacing = REPLACING.search(note.title) is not None or REPLACING.search(note.body) is not None
-                self._set(note.id, vector, _Row(note.revision, digest, note.project, note.created, replacing))
+                self._set(note.id, vector, _Row(note.revision, digest, note.project, note.created, replacing, mark))
             done = not self._queue
             if batch or gone:
                 self._dirty_cache = True
@@ -215,6 +254,89 @@ class MeaningIndex:
             elif self._warm.is_set() and (batch or gone):
                 self._publish()
         return done
+
+    def _look(self, store: Store) -> list[str]:
+        """Queue the notes to embed, and return those to remove. The first look after a start (or at another state,
+        after a reload) is at every note; later ones at the notes the state's change feed says an op touched. A note
+        whose mark is the one its row or the cache file's entry was made at is not read: at 100k notes reading every
+        note's view took ~1.5 s of CPU beside the first searches, and kept 100k views for good. The notes are looked
+        at LOOK per hold of the store's lock (at 100k, reading them at once held it ~1 s, and a search waited as
+        long)."""
+        with store.reading() as state:
+            followed = None if self._state is None else self._state()
+            if followed is not state:
+                self._feed = set()  # a change meanwhile is in it: looked at next time
+                state.note_feeds.append(self._feed)
+                self._state = weakref.ref(state)
+                ids, whole = list(state.notes), True
+                self._queue = {}
+            else:
+                ids, whole = list(self._feed), False
+                self._feed.clear()
+        if not ids:
+            return []
+        pos, meta, cached = self._pos, self._meta, self._cached
+        seen: set[str] = set()
+        gone: list[str] = []
+        adopt: list[tuple[str, _Cached]] = []
+        for at in range(0, len(ids), LOOK):
+            with store.reading() as state:
+                records = state.notes
+                for note_id in ids[at : at + LOOK]:
+                    record = records.get(note_id)
+                    mark = 0 if record is None else record.mark()
+                    if (
+                        mark
+                        and (row := pos.get(note_id)) is not None
+                        and (m := meta[row]) is not None
+                        and m.mark == mark
+                    ):
+                        seen.add(note_id)  # as embedded
+                    elif mark and (c := cached.get(note_id)) is not None and c.meta is not None and c.meta.mark == mark:
+                        seen.add(note_id)  # as the cache file has it
+                        adopt.append((note_id, c))
+                    elif (note := state.note(note_id)) is not None:
+                        seen.add(note_id)
+                        self._queue[note_id] = (note, mark)
+                    else:
+                        self._queue.pop(note_id, None)
+                        if note_id in pos and not whole:
+                            gone.append(note_id)
+        if whole:
+            self._reserve(len(seen))
+            gone += [note_id for note_id in pos if note_id not in seen]
+        if adopt:
+            self._adopt(adopt)
+        return gone
+
+    def _adopt(self, entries: list[tuple[str, _Cached]]) -> None:
+        """Rows of the cache file as they are, in one copy (a row each and a sum over them, not a copy and a sum
+        for each note)."""
+        import numpy as np  # hivenote[meaning]
+
+        assert self._cached_rows is not None
+        rows: list[int] = []
+        for note_id, entry in entries:
+            assert entry.meta is not None
+            row = self._pos.get(note_id)
+            if row is not None:  # a row of another version: the sum loses it
+                self._sum -= self._matrix[row]
+            else:
+                row = self._free.pop() if self._free else len(self._ids)
+                if row == len(self._ids):
+                    self._ids.append(None)
+                    self._meta.append(None)
+                self._pos[note_id] = row
+                self._ids[row] = note_id
+            self._meta[row] = entry.meta
+            rows.append(row)
+        self._reserve(len(self._ids))
+        for start in range(0, len(rows), WRITE_ROWS):  # a block at a time: no second copy of every vector
+            block = self._cached_rows[np.array([entry.row for _, entry in entries[start : start + WRITE_ROWS]])]
+            at = np.array(rows[start : start + WRITE_ROWS], dtype=np.intp)
+            self._matrix[at] = block
+            self._alive[at] = True
+            self._sum += block.sum(axis=0, dtype=np.float64)
 
     def _set(self, note_id: str, vector: Matrix, row_meta: _Row) -> None:
         row = self._pos.get(note_id)
@@ -352,10 +474,10 @@ class MeaningIndex:
 
     # -- the cache file --------------------------------------------------------------------------------
 
-    def _read_cache(self, model_id: str) -> tuple[dict[str, tuple[str, int]], Matrix | None]:
+    def _read_cache(self, model_id: str) -> tuple[dict[str, _Cached], Matrix | None]:
         import numpy as np  # hivenote[meaning]
 
-        nothing: tuple[dict[str, tuple[str, int]], Matrix | None] = ({}, None)
+        nothing: tuple[dict[str, _Cached], Matrix | None] = ({}, None)
         if self.cache is None:
             return nothing
         try:
@@ -367,11 +489,20 @@ class MeaningIndex:
                     return nothing  # another model: everything is embedded again
                 ids, digests, dim = header["ids"], header["digests"], int(header["dim"])
                 offset = fh.tell()
-            if self.cache.stat().st_size != offset + len(ids) * dim * 4 or len(digests) != len(ids) or not ids:
+            numbers = np.dtype(list(_NUMBERS)) if "nodes" in header else None
+            kept = 0 if numbers is None else len(ids) * numbers.itemsize
+            if self.cache.stat().st_size != offset + len(ids) * dim * 4 + kept or len(digests) != len(ids) or not ids:
                 return nothing
             # Mapped, not read: its pages are the file's, and they leave with the map once the first pass is done.
             vectors = np.memmap(self.cache, dtype=np.float32, mode="r", offset=offset, shape=(len(ids), dim))
-            return {note_id: (digest, i) for i, (note_id, digest) in enumerate(zip(ids, digests, strict=True))}, vectors
+            block = None
+            if numbers is not None:
+                block = np.fromfile(self.cache, dtype=numbers, count=len(ids), offset=offset + len(ids) * dim * 4)
+            metas = _metas(header, block)
+            return {
+                note_id: _Cached(digest, i, meta)
+                for i, (note_id, digest, meta) in enumerate(zip(ids, digests, metas, strict=True))
+            }, vectors
         except (OSError, ValueError, KeyError, TypeError):  # missing or damaged: derived data, built again
             return nothing
 
@@ -381,11 +512,14 @@ class MeaningIndex:
         if self.cache is None:
             return
         rows = sorted(self._pos.values())
+        metas = [m for r in rows if (m := self._meta[r]) is not None]
         header = {
             "model": model_id,
             "dim": self.model.dim if self.model else 0,
             "ids": [self._ids[r] for r in rows],
-            "digests": [m.digest for r in rows if (m := self._meta[r]) is not None],
+            "digests": [m.digest for m in metas],
+            "nodes": [m.revision.node for m in metas],
+            "projects": [m.project for m in metas],
         }
         head = MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n"
         matrix = self._matrix
@@ -394,6 +528,12 @@ class MeaningIndex:
             yield head
             for start in range(0, len(rows), WRITE_ROWS):  # a block at a time: no second copy of every vector
                 yield np.ascontiguousarray(matrix[rows[start : start + WRITE_ROWS]], dtype=np.float32).tobytes()
+            for start in range(0, len(metas), WRITE_ROWS):  # a block at a time, as the vectors
+                part = metas[start : start + WRITE_ROWS]
+                numbers = np.zeros(len(part), dtype=list(_NUMBERS))
+                for (name, _), column in zip(_NUMBERS, _numbers_of(part), strict=True):
+                    numbers[name] = column
+                yield numbers.tobytes()
 
         try:
             private_dir(self.cache.parent)
