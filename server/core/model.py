@@ -642,6 +642,10 @@ class Refs:
         assert isinstance(entry, Op)
         return entry.stamp
 
+    def digest(self, entry: int) -> int:
+        """The row's op digest (a hash of the op's line)."""
+        return self.journals[entry >> _ROW_BITS].digests[entry & _ROW_MASK]
+
     def digest_sum(self, entries: Sequence[int]) -> int:
         """The sum of these rows' op digests (each a hash of the op's line)."""
         journals = self.journals

@@ -113,29 +113,48 @@ def _numbers_of(metas: list[_Row]) -> tuple[Any, ...]:
     )
 
 
-def _metas(header: dict[str, Any], block: Any) -> list[_Row | None]:
-    """What the index keeps of each note, from the cache file: None each for a file of before the marks."""
-    count = len(header["ids"])
-    if block is None:
-        return [None] * count
-    nodes, projects, digests = header["nodes"], header["projects"], header["digests"]
-    if len(nodes) != count or len(projects) != count or len(block) != count:
-        raise ValueError("the cache file's columns disagree")
-    walls, counters, seqs, stamp_digests, created, marks, replacing = (block[name].tolist() for name, _ in _NUMBERS)
-    return [
-        _Row(Stamp(wall, counter, node, seq, stamp_digest), digest, project, made, bool(says), mark)
-        for wall, counter, node, seq, stamp_digest, digest, project, made, says, mark in zip(
-            walls, counters, nodes, seqs, stamp_digests, digests, projects, created, replacing, marks, strict=True
-        )
-    ]
+_new_tuple = tuple.__new__  # a NamedTuple's own __new__ is a Python function: 3x the cost for 100k rows at start
 
 
-class _Cached(NamedTuple):
-    """A note's entry in the cache file."""
+class _File:
+    """The cache file's notes, as columns: each note's row of the index (`meta`) is made only when it is taken."""
 
-    digest: str  # of the text its vector was made from
-    row: int  # in the file's vectors
-    meta: _Row | None  # what the index keeps of the note, when the file has it (a file of before the marks: None)
+    def __init__(self, header: dict[str, Any], block: Any) -> None:
+        ids, digests = header["ids"], header["digests"]
+        if len(digests) != len(ids):
+            raise ValueError("the cache file's columns disagree")
+        self.rows: dict[str, int] = dict(zip(ids, range(len(ids)), strict=True))  # note -> row in the file
+        self.digests: list[str] = digests  # of the text each vector was made from
+        self.marks: list[int] = [0] * len(ids) if block is None else block["mark"].tolist()  # 0: a file of before
+        self._kept: tuple[list[Any], ...] = ()
+        if block is not None:
+            nodes, projects = header["nodes"], header["projects"]
+            if len(nodes) != len(ids) or len(projects) != len(ids) or len(block) != len(ids):
+                raise ValueError("the cache file's columns disagree")
+            walls, counters, seqs, stamp_digests, created, _, replacing = (block[n].tolist() for n, _ in _NUMBERS)
+            self._kept = (walls, counters, nodes, seqs, stamp_digests, projects, created, replacing)
+
+    def metas(self, rows: list[int]) -> list[_Row]:
+        """Each of these file rows' note's row of the index, as it was saved."""
+        walls, counters, nodes, seqs, stamp_digests, projects, created, replacing = self._kept
+        digests, marks, new = self.digests, self.marks, _new_tuple
+        return [
+            new(
+                _Row,
+                (
+                    new(Stamp, (walls[i], counters[i], nodes[i], seqs[i], stamp_digests[i])),
+                    digests[i],
+                    projects[i],
+                    created[i],
+                    replacing[i] == 1,
+                    marks[i],
+                ),
+            )
+            for i in rows
+        ]
+
+
+_NO_FILE = _File({"ids": [], "digests": []}, None)
 
 
 class MeaningIndex:
@@ -159,7 +178,7 @@ class MeaningIndex:
         # state (a reload) is looked at whole.
         self._feed: set[str] = set()
         self._state: weakref.ref[State] | None = None
-        self._cached: dict[str, _Cached] = {}  # note -> its entry in the cache file
+        self._cached = _NO_FILE  # the cache file's notes, until the first pass is done
         self._cached_rows: Matrix | None = None  # the cache file's vectors, mapped until the first pass is done
         self._snapshot: _Snapshot | None = None
         self._dirty_cache = False
@@ -220,9 +239,9 @@ class MeaningIndex:
                 row = self._pos.get(note.id)
                 if row is not None and (old := self._meta[row]) is not None and old.digest == digest:
                     vectors.append(self._matrix[row])  # a change that leaves the text as it is (trash, restore)
-                elif (cached := self._cached.get(note.id)) is not None and cached.digest == digest:
+                elif (at := self._cached.rows.get(note.id)) is not None and self._cached.digests[at] == digest:
                     assert self._cached_rows is not None
-                    vectors.append(np.array(self._cached_rows[cached.row]))  # a copy: the file is unmapped when warm
+                    vectors.append(np.array(self._cached_rows[at]))  # a copy: the file is unmapped when warm
                 else:
                     vectors.append(None)
                     fresh.append(i)
@@ -242,7 +261,7 @@ class MeaningIndex:
             if batch or gone:
                 self._dirty_cache = True
             if done:
-                self._cached, self._cached_rows = {}, None  # only good for the first pass over the notes
+                self._cached, self._cached_rows = _NO_FILE, None  # only good for the first pass over the notes
                 if self._embedded and (release := getattr(model, "release", None)) is not None:
                     release()  # the model's caches speed a pass, not the time between passes
                 self._embedded = False
@@ -275,10 +294,11 @@ class MeaningIndex:
                 self._feed.clear()
         if not ids:
             return []
-        pos, meta, cached = self._pos, self._meta, self._cached
+        pos, meta = self._pos, self._meta
+        in_file, file_marks = self._cached.rows, self._cached.marks
         seen: set[str] = set()
         gone: list[str] = []
-        adopt: list[tuple[str, _Cached]] = []
+        adopt: list[tuple[str, int]] = []
         for at in range(0, len(ids), LOOK):
             with store.reading() as state:
                 records = state.notes
@@ -292,9 +312,9 @@ class MeaningIndex:
                         and m.mark == mark
                     ):
                         seen.add(note_id)  # as embedded
-                    elif mark and (c := cached.get(note_id)) is not None and c.meta is not None and c.meta.mark == mark:
+                    elif mark and (i := in_file.get(note_id)) is not None and file_marks[i] == mark:
                         seen.add(note_id)  # as the cache file has it
-                        adopt.append((note_id, c))
+                        adopt.append((note_id, i))
                     elif (note := state.note(note_id)) is not None:
                         seen.add(note_id)
                         self._queue[note_id] = (note, mark)
@@ -309,33 +329,40 @@ class MeaningIndex:
             self._adopt(adopt)
         return gone
 
-    def _adopt(self, entries: list[tuple[str, _Cached]]) -> None:
+    def _adopt(self, entries: list[tuple[str, int]]) -> None:
         """Rows of the cache file as they are, in one copy (a row each and a sum over them, not a copy and a sum
         for each note)."""
         import numpy as np  # hivenote[meaning]
 
         assert self._cached_rows is not None
-        rows: list[int] = []
-        for note_id, entry in entries:
-            assert entry.meta is not None
-            row = self._pos.get(note_id)
-            if row is not None:  # a row of another version: the sum loses it
-                self._sum -= self._matrix[row]
-            else:
-                row = self._free.pop() if self._free else len(self._ids)
-                if row == len(self._ids):
-                    self._ids.append(None)
-                    self._meta.append(None)
-                self._pos[note_id] = row
-                self._ids[row] = note_id
-            self._meta[row] = entry.meta
-            rows.append(row)
+        metas = self._cached.metas([at for _, at in entries])
+        pos, ids = self._pos, self._ids
+        if not self._free and pos.keys().isdisjoint(note_id for note_id, _ in entries):  # the first pass: new rows
+            rows = list(range(len(ids), len(ids) + len(entries)))
+            ids.extend(note_id for note_id, _ in entries)
+            self._meta.extend(metas)
+            pos.update(zip((note_id for note_id, _ in entries), rows, strict=True))
+        else:
+            rows = []
+            for (note_id, _), meta in zip(entries, metas, strict=True):
+                row = pos.get(note_id)
+                if row is not None:  # a row of another version: the sum loses it
+                    self._sum -= self._matrix[row]
+                else:
+                    row = self._free.pop() if self._free else len(ids)
+                    if row == len(ids):
+                        ids.append(None)
+                        self._meta.append(None)
+                    pos[note_id] = row
+                    ids[row] = note_id
+                self._meta[row] = meta
+                rows.append(row)
         self._reserve(len(self._ids))
         for start in range(0, len(rows), WRITE_ROWS):  # a block at a time: no second copy of every vector
-            block = self._cached_rows[np.array([entry.row for _, entry in entries[start : start + WRITE_ROWS]])]
-            at = np.array(rows[start : start + WRITE_ROWS], dtype=np.intp)
-            self._matrix[at] = block
-            self._alive[at] = True
+            block = self._cached_rows[np.array([at for _, at in entries[start : start + WRITE_ROWS]])]
+            into = np.array(rows[start : start + WRITE_ROWS], dtype=np.intp)
+            self._matrix[into] = block
+            self._alive[into] = True
             self._sum += block.sum(axis=0, dtype=np.float64)
 
     def _set(self, note_id: str, vector: Matrix, row_meta: _Row) -> None:
@@ -474,10 +501,10 @@ class MeaningIndex:
 
     # -- the cache file --------------------------------------------------------------------------------
 
-    def _read_cache(self, model_id: str) -> tuple[dict[str, _Cached], Matrix | None]:
+    def _read_cache(self, model_id: str) -> tuple[_File, Matrix | None]:
         import numpy as np  # hivenote[meaning]
 
-        nothing: tuple[dict[str, _Cached], Matrix | None] = ({}, None)
+        nothing: tuple[_File, Matrix | None] = (_NO_FILE, None)
         if self.cache is None:
             return nothing
         try:
@@ -498,11 +525,7 @@ class MeaningIndex:
             block = None
             if numbers is not None:
                 block = np.fromfile(self.cache, dtype=numbers, count=len(ids), offset=offset + len(ids) * dim * 4)
-            metas = _metas(header, block)
-            return {
-                note_id: _Cached(digest, i, meta)
-                for i, (note_id, digest, meta) in enumerate(zip(ids, digests, metas, strict=True))
-            }, vectors
+            return _File(header, block), vectors
         except (OSError, ValueError, KeyError, TypeError):  # missing or damaged: derived data, built again
             return nothing
 
