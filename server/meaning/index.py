@@ -396,7 +396,7 @@ class MeaningIndex:
         grown = np.zeros((rows, self.model.dim), dtype=np.float32)
         alive = np.zeros(rows, dtype=bool)
         if self._matrix is not None:
-            used = len(self._ids)
+            used = min(len(self._ids), have)  # rows taken but not filled yet (`_set`, `_adopt`) have nothing to copy
             grown[:used] = self._matrix[:used]
             alive[:used] = self._alive[:used]
         self._matrix, self._alive = grown, alive  # readers keep the old arrays they hold

@@ -180,6 +180,30 @@ def test_a_restart_reads_no_note_the_cache_file_has_as_it_is_and_a_write_only_th
         assert after - before <= {changed} and counting.embedded == 2
 
 
+def test_after_the_store_folds_again_a_pass_looks_at_every_note_and_reads_none_whose_ops_are_the_same(
+    store: Store, model: StaticModel
+) -> None:
+    """A failed write makes the store fold the log again into a new state: the state's change feed the index followed
+    is gone with the old one, so the next pass looks at every note of the new one, by its mark."""
+    fill(store)
+    counting = Counting(model, "model-a")
+    index = warmed(store, counting, None)
+    expected = index.scores("crash reports")
+    counting.embedded = 0
+    store._reload()
+    while not index.refresh(store, budget=3):
+        pass
+    assert [note_id for note_id, record in store.state.notes.items() if record.view is not False] == []
+    assert counting.embedded == 0 and index.scores("crash reports") == expected
+    counting.embedded = 0
+    Notebook(store).remember(kind="fact", title="Crash dumps are kept for thirty days", body="Then deleted.")
+    while not index.refresh(store, budget=3):
+        pass
+    assert counting.embedded == 2  # the new state's change feed: the new note
+    got = index.scores("crash reports")
+    assert got is not None and expected is not None and set(expected) < set(got)
+
+
 def test_a_cache_file_of_before_the_marks_is_used_as_before_and_written_anew(store: Store, model: StaticModel) -> None:
     """The upgrade: a file without the notes' marks and kept data still spares every embedding (each note is read and
     its text compared, as before), and is written again with them."""
