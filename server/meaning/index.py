@@ -17,7 +17,6 @@ import json
 import logging
 import re
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +156,15 @@ class _File:
 _NO_FILE = _File({"ids": [], "digests": []}, None)
 
 
+class _Followed:
+    """One state's token (`State.derived`): a look at another state than the last (the store folded the log again)
+    is a look at every note."""
+
+
+def _followed(_: State) -> _Followed:
+    return _Followed()
+
+
 class MeaningIndex:
     """Vectors of every live or trashed note, one row each in a matrix that grows by half again. `load` makes the
     model (called once, in the background)."""
@@ -174,10 +182,10 @@ class MeaningIndex:
         self._alive: Any = None
         self._sum: Any = None  # of the live rows, for the mean
         self._queue: dict[str, tuple[Note, int]] = {}  # note id -> the note and its mark, to embed
-        # The notes an op touched since the last look (the state's change feed), and the state it follows: another
-        # state (a reload) is looked at whole.
+        # The notes an op touched since the last look (the state's change feed), and the state it follows (its token):
+        # another state (a reload) is looked at whole.
         self._feed: set[str] = set()
-        self._state: weakref.ref[State] | None = None
+        self._followed: _Followed | None = None
         self._cached = _NO_FILE  # the cache file's notes, until the first pass is done
         self._cached_rows: Matrix | None = None  # the cache file's vectors, mapped until the first pass is done
         self._snapshot: _Snapshot | None = None
@@ -282,11 +290,11 @@ class MeaningIndex:
         at LOOK per hold of the store's lock (at 100k, reading them at once held it ~1 s, and a search waited as
         long)."""
         with store.reading() as state:
-            followed = None if self._state is None else self._state()
-            if followed is not state:
+            followed = state.derived(_Followed, _followed)
+            if followed is not self._followed:
                 self._feed = set()  # a change meanwhile is in it: looked at next time
                 state.note_feeds.append(self._feed)
-                self._state = weakref.ref(state)
+                self._followed = followed
                 ids, whole = list(state.notes), True
                 self._queue = {}
             else:
