@@ -6,7 +6,7 @@ their first chats). Variants run interleaved, so a before/after comparison sees 
         [--variant before=<PYTHONPATH>] [--variant after=<PYTHONPATH>] [--cold] [--elsewhere N]
 
 Each notebook is built once; each variant gets its own copy, started once untimed and left to finish its start-up
-work (so the measured starts use the op cache and the search texts it leaves, as every start but the first does;
+work (so the measured starts use the op cache and the search index it leaves, as every start but the first does;
 `--cold` measures that first start instead; `--elsewhere N` has another machine write N notes, half of them edits of
 notes the notebook holds, before each measured start, as a synced notebook finds after a night). A variant is a
 PYTHONPATH under which `hivenote.server` imports (for instance a folder holding `hivenote/server` as a link to a
@@ -185,7 +185,7 @@ def main() -> None:
                     if args.cold:
                         shutil.rmtree(copies[name] / "cache", ignore_errors=True)
                     elif not (copies[name] / "cache").exists():
-                        # Leaves the op cache and the search texts, as every start but the first finds them: it runs
+                        # Leaves the op cache and the search index, as every start but the first finds them: it runs
                         # until its start-up work is done (the search index warm), as a tray does.
                         first = Run(copies[name], path)
                         first.wait_up()

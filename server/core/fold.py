@@ -301,8 +301,9 @@ class State:
     def ops_key(self) -> bytes:
         """Which ops this state folded, as a digest: every node's positions held and the digest of each one's line,
         forks included. The fold is a function of the set of ops, so two states with one key hold the same notes and
-        graph, whatever order the ops came in; derived data saved for one state (the search texts' cache) is used for
-        another only when their keys agree. ~1 ms at 100k ops (8 bytes hashed per op)."""
+        graph, whatever order the ops came in; derived data saved for one state (the saved search index) is taken whole
+        by another when their keys agree, and note by note by their marks (`NoteRecord.mark`) when not. ~1 ms at 100k
+        ops (8 bytes hashed per op)."""
         h = hashlib.blake2b(digest_size=16)
         for node in sorted(self.seen_upto):
             h.update(repr((node, self.seen_upto[node], sorted(self.seen_extra[node].items()))).encode())

@@ -182,7 +182,7 @@ def holding(data: Path, text: bytes) -> list[str]:
 
 
 def test_after_compaction_no_file_of_the_data_dir_holds_a_purged_notes_text(tmp_path: Path) -> None:
-    """The derived files hold what the log held: the op cache every op's payload, the search texts every note's
+    """The derived files hold what the log held: the op cache every op's payload, the search index every note's
     text. Compaction erases a purged note's text from the shard, and from them too, not at their next save."""
     data = tmp_path / "data"
     with Store(data) as store:
@@ -191,7 +191,7 @@ def test_after_compaction_no_file_of_the_data_dir_holds_a_purged_notes_text(tmp_
         store.checkpoint()  # the op cache, with the note's payload
         with store.reading() as state:
             refresh_note_index(state)
-        assert SearchCache(store).save()  # the search texts, with its text
+        assert SearchCache(store).save()  # the search index, with its text
         assert holding(data, b"secret") == ["cache/oplog.bin", "cache/search.bin", f"log/{store.node}.jsonl"]
         assert store.shard_path is not None
         last = ops(store.shard_path)[-1]
