@@ -12,6 +12,7 @@ from hivenote.server.core import search
 from hivenote.server.core.fold import State
 from hivenote.server.core.listing import Filters
 from hivenote.server.core.model import Author, Journal, Op
+from tests.support import strategies
 
 Step = tuple[str, int, dict[str, object] | None]
 ME, OTHER = "n-0001", "n-0002"
@@ -58,16 +59,7 @@ def adopted(steps: list[Step], elsewhere: list[Step] | None = None) -> Folded:
     return folded
 
 
-words = st.sampled_from(["alpha", "alphabet", "x-alpha", "café", "Ωmega", "ph", "ac", "fact", "ace"])
-fields = st.fixed_dictionaries(
-    {
-        "kind": st.sampled_from(["fact", "decision"]),
-        "title": st.lists(words, min_size=1, max_size=3).map(" ".join),
-        "tags": st.lists(words, max_size=2),
-        "project": st.sampled_from([None, "alpha-api", "ph"]),
-        "body": st.lists(words, max_size=4).map(" ".join),
-    }
-)
+fields = strategies.note_fields(["alpha", "alphabet", "x-alpha", "café", "Ωmega", "ph", "ac", "fact", "ace"])
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("note.set"), st.integers(0, 7), fields.map(lambda f: {"fields": f})),

@@ -14,6 +14,7 @@ from hivenote.server.core.model import Author, Op
 from hivenote.server.core.search import fold_text, note_index, search_notes
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
+from tests.support import strategies
 
 
 def seed(notebook: Notebook) -> dict[str, str]:
@@ -192,16 +193,7 @@ def test_results_are_ranked_exactly_by_field_weight_then_recency(
 
 
 # "ac" scores as much in the kind "fact" as a whole word in the body, so neither place may be skipped.
-edit_words = st.sampled_from(["alpha", "alphabet", "x-alpha", "café", "ph", "ac", "fact", "ace"])
-note_fields = st.fixed_dictionaries(
-    {
-        "kind": st.sampled_from(["fact", "decision"]),
-        "title": st.lists(edit_words, min_size=1, max_size=3).map(" ".join),
-        "tags": st.lists(edit_words, max_size=2),
-        "project": st.sampled_from([None, "alpha-api", "ph"]),
-        "body": st.lists(edit_words, max_size=4).map(" ".join),
-    }
-)
+note_fields = strategies.note_fields(["alpha", "alphabet", "x-alpha", "café", "ph", "ac", "fact", "ace"])
 step = st.one_of(
     st.tuples(st.just("note.set"), st.integers(0, 7), note_fields),
     st.tuples(st.sampled_from(["note.trash", "note.restore", "note.purge"]), st.integers(0, 7), st.none()),
