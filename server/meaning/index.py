@@ -116,7 +116,7 @@ _new_tuple = tuple.__new__  # a NamedTuple's own __new__ is a Python function: 3
 
 
 class _File:
-    """The cache file's notes, as columns: each note's row of the index (`meta`) is made only when it is taken."""
+    """The cache file's notes, as columns: each note's row of the index (`metas`) is made only when it is taken."""
 
     def __init__(self, header: dict[str, Any], block: Any) -> None:
         ids, digests = header["ids"], header["digests"]
@@ -343,29 +343,9 @@ class MeaningIndex:
         import numpy as np  # hivenote[meaning]
 
         assert self._cached_rows is not None
-        metas = self._cached.metas([at for _, at in entries])
-        pos, ids = self._pos, self._ids
-        if not self._free and pos.keys().isdisjoint(note_id for note_id, _ in entries):  # the first pass: new rows
-            rows = list(range(len(ids), len(ids) + len(entries)))
-            ids.extend(note_id for note_id, _ in entries)
-            self._meta.extend(metas)
-            pos.update(zip((note_id for note_id, _ in entries), rows, strict=True))
-        else:
-            rows = []
-            for (note_id, _), meta in zip(entries, metas, strict=True):
-                row = pos.get(note_id)
-                if row is not None:  # a row of another version: the sum loses it
-                    self._sum -= self._matrix[row]
-                else:
-                    row = self._free.pop() if self._free else len(ids)
-                    if row == len(ids):
-                        ids.append(None)
-                        self._meta.append(None)
-                    pos[note_id] = row
-                    ids[row] = note_id
-                self._meta[row] = meta
-                rows.append(row)
-        self._reserve(len(self._ids))
+        rows = [self._row(note_id) for note_id, _ in entries]
+        for row, meta in zip(rows, self._cached.metas([at for _, at in entries]), strict=True):
+            self._meta[row] = meta
         for start in range(0, len(rows), WRITE_ROWS):  # a block at a time: no second copy of every vector
             block = self._cached_rows[np.array([at for _, at in entries[start : start + WRITE_ROWS]])]
             into = np.array(rows[start : start + WRITE_ROWS], dtype=np.intp)
@@ -373,21 +353,27 @@ class MeaningIndex:
             self._alive[into] = True
             self._sum += block.sum(axis=0, dtype=np.float64)
 
-    def _set(self, note_id: str, vector: Matrix, row_meta: _Row) -> None:
+    def _row(self, note_id: str) -> int:
+        """The note's row: its own (whose vector leaves the sum), else a free one, else a new one (the matrix grown by
+        an eighth when full: a few KB copied per note added)."""
         row = self._pos.get(note_id)
-        if row is None:
-            if self._free:
-                row = self._free.pop()
-            else:
-                row = len(self._ids)
-                self._ids.append(None)
-                self._meta.append(None)
-                if self._matrix is None or row >= len(self._matrix):
-                    self._reserve(max(1024, row + row // 8))  # by an eighth: a few KB copied per note added
-            self._pos[note_id] = row
-            self._ids[row] = note_id
-        else:
+        if row is not None:
             self._sum -= self._matrix[row]
+            return row
+        if self._free:
+            row = self._free.pop()
+        else:
+            row = len(self._ids)
+            self._ids.append(None)
+            self._meta.append(None)
+            if self._matrix is None or row >= len(self._matrix):
+                self._reserve(max(1024, row + row // 8))
+        self._pos[note_id] = row
+        self._ids[row] = note_id
+        return row
+
+    def _set(self, note_id: str, vector: Matrix, row_meta: _Row) -> None:
+        row = self._row(note_id)
         self._matrix[row] = vector
         self._alive[row] = True
         self._sum += vector
