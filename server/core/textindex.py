@@ -311,9 +311,8 @@ class SubstringIndex(Generic[K]):
         """The index as plain data for `restored` (a later process's index, without indexing every text again):
         each number's key (None for a free number) and text, the live vocabulary in order, each token's count of
         postings entries, the entries in a row, the live counts of the lists that may hold stale entries, and the
-        free numbers. Copies
-        only the postings (one array) and lists of the index's own strings: cheap enough under the caller's lock. Keys
-        must not be None."""
+        free numbers. Copies only the postings (one array) and lists of the index's own strings: cheap enough under the
+        caller's lock. Keys must not be None."""
         post = self._post
         tokens: list[str] = []
         counts = array("I")

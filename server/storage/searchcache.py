@@ -3,10 +3,12 @@ notebook it last served has a warm index from its first request instead of index
 7.6 s of CPU on a quiet box, during which searches read a stand-in: 90-250 ms for a common word, 2 s for the first).
 
 Derived data only, like the op cache: never synced, never exported, written whole through a temp file and renamed
-(0600), and used only for a notebook holding the very ops it was saved from (`State.ops_key`): a missing, damaged,
-truncated or outdated file is ignored, and the server warms its index as it would without it (an outdated one is
-removed: it may hold the text of a note purged since). Written once the index is warm and again when the server
-stops, each time only when the notebook's ops changed since the file was written.
+(0600). Taken whole by a notebook holding the very ops it was saved from (`State.ops_key`), and note by note by one
+whose ops changed since (another machine's, a CLI's, a crash before the stop saved it): a note whose mark
+(`NoteRecord.mark`) is the saved one is taken as it is, the others are indexed again (`adopt_index`). An outdated file
+is removed once read (it may hold the text of a note purged since); a missing, damaged, truncated or foreign one is
+ignored, and the server warms its index as it would without it. Written once the index is warm and again when the
+server stops, each time only when the notebook's ops changed since the file was written.
 
 The file: MAGIC, a CRC-32 of the rest, the header's length (8 bytes) and the header (marshal: the byte order, the ops
 key, the index's small parts and each big part's length), then the big parts as they are: the texts in UTF-8, the
@@ -176,8 +178,8 @@ class SearchCache:
         self.key: bytes | None = None  # the ops key of what the file holds, as far as this server knows
 
     def load(self) -> bool:
-        """Read the file and make its index the store's state's when it was saved for the very ops the state holds
-        (before any search builds a stand-in of its own). Returns whether it was taken."""
+        """Read the file and make its index the store's state's (whole for the very ops it was saved from, else for the
+        notes whose ops are the same), before any search builds a stand-in of its own. Returns whether it was taken."""
         saved = load(self.path)
         if saved is None:
             return False

@@ -1,6 +1,6 @@
-"""`cache/search.bin`: the warm search index kept for the next start, taken back only for the very ops it came from,
-warm at once; a damaged, truncated, foreign, outdated or other-byte-order file is ignored and searches answer as
-without it."""
+"""`cache/search.bin`: the warm search index kept for the next start, taken back warm at once for the very ops it came
+from and for the notes whose ops are the same after other writes (an outdated file is removed once read); a damaged,
+truncated, foreign, other-byte-order or missing file is ignored and searches answer as without it."""
 
 from __future__ import annotations
 
