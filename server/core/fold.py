@@ -65,7 +65,7 @@ class NoteRecord:
         ops = self.ops
         if isinstance(ops, list):
             return 0
-        digests = self._refs.digest_sum(ops) if len(ops) > 1 else self._refs.digest(ops[0])
+        digests = self._refs.digest(ops[0]) if len(ops) == 1 else self._refs.digest_sum(ops)  # one op: the usual
         return (len(ops) * _MARK_STEP + digests) % _MARK_MOD or 1
 
     def apply(self, op: Op) -> None:
