@@ -1,6 +1,8 @@
 """`hivenote serve`'s memory at a given notebook (RSS and PSS once start-up work is done) and the latency of searches
 made while it warms its search index (the first seconds after start, when an autostarted tray meets agents opening
-their first chats). Variants run interleaved, so a before/after comparison sees the same machine load.
+their first chats), and once more after the list, the status counts and a question in an agent's own words (what a
+dashboard and an agent's first chat add: "listed MB", and the list's time). Variants run interleaved, so a
+before/after comparison sees the same machine load.
 
     python bench/footprint_serve.py --notes 10000,100000 [--ops 1000000] [--runs 3]
         [--variant before=<PYTHONPATH>] [--variant after=<PYTHONPATH>] [--cold] [--elsewhere N]
@@ -45,6 +47,7 @@ else:
 
 WARM_WORDS = ("deploy", "postgres", "kubernetes", "auth", "redis", "token", "prisma", "drizzle")
 WARM_WINDOW_S = 10.0
+QUESTION = "how do we deploy the thing to kubernetes with the new auth token"
 
 
 def pss_mb(pid: int) -> float:
@@ -144,12 +147,22 @@ def measure(data: Path, pythonpath: str | None) -> dict[str, float]:
             run.search(word)
         settle(run.process.pid, limit=600)
         rss, pss = rss_mb(run.process.pid), pss_mb(run.process.pid)
+        # Then what a dashboard and an agent's first chat add: the list, the status counts, a question in words.
+        t = time.perf_counter()
+        listed = get(f"{run.base}/api/notes", token_of(run.data), timeout=120)[0]
+        list_s = time.perf_counter() - t
+        day = [listed, get(f"{run.base}/api/status", token_of(run.data), timeout=120)[0], run.search(QUESTION) and 200]
+        if day != [200, 200, 200]:
+            raise RuntimeError(f"the list, status or question failed: {day}")
+        settle(run.process.pid, limit=600)
         return {
             "up s": up,
             "warm max ms": max(warm) * 1e3,
             "warm p50 ms": statistics.median(warm) * 1e3,
             "RSS": rss,
             "PSS": pss,
+            "RSS listed": rss_mb(run.process.pid),
+            "list ms": list_s * 1e3,
         }
     finally:
         run.stop()
@@ -173,7 +186,10 @@ def main() -> None:
     if args.ops:
         write_mixed_log(books.setdefault(f"{args.ops:,} ops", root / f"ops{args.ops}"), args.ops, 100_000)
     try:
-        print(f"{'notebook':<16}{'variant':<12}{'RSS MB':>8}{'PSS MB':>8}{'up s':>7}{'warm p50':>10}{'warm max':>10}")
+        print(
+            f"{'notebook':<16}{'variant':<12}{'RSS MB':>8}{'PSS MB':>8}{'up s':>7}{'warm p50':>10}{'warm max':>10}"
+            f"{'listed MB':>11}{'list ms':>9}"
+        )
         for label, book in books.items():
             copies = {}
             for name in variants:
@@ -198,7 +214,8 @@ def main() -> None:
                 med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
                 print(
                     f"{label:<16}{name:<12}{med['RSS']:>8.0f}{med['PSS']:>8.0f}{med['up s']:>7.2f}"
-                    f"{med['warm p50 ms']:>10.1f}{med['warm max ms']:>10.1f}",
+                    f"{med['warm p50 ms']:>10.1f}{med['warm max ms']:>10.1f}{med['RSS listed']:>11.0f}"
+                    f"{med['list ms']:>9.0f}",
                     flush=True,
                 )
     finally:

@@ -18,7 +18,7 @@ from typing import Any, Final
 from .core.errors import InvalidInput, NoteNotFound
 from .core.fold import State
 from .core.ids import new_ulid
-from .core.listing import NO_FILTERS, Filters, list_notes
+from .core.listing import NO_FILTERS, Filters, list_notes, note_counts
 from .core.model import LOCAL_AUTHOR, NOTE_KINDS, Author, Note, Version
 from .core.search import Meaning, SearchResult, search_notes, similar_notes
 from .storage.store import Payload, Store
@@ -169,7 +169,7 @@ class Notebook:
             return note
         if isinstance(note_id, str) and len(note_id) >= MIN_ID_PREFIX:
             prefix = note_id.upper()
-            found = [n for n in state.iter_notes() if n.id.startswith(prefix)]
+            found = [n for k in state.notes if k.startswith(prefix) and (n := state.note(k)) is not None]
             if len(found) == 1:
                 return found[0]
             if len(found) > 1:
@@ -205,14 +205,10 @@ class Notebook:
 
     def counts(self) -> dict[str, int]:
         with self.store.reading() as state:
-            live = trashed = 0
-            for note in state.iter_notes():
-                if note.trashed:
-                    trashed += 1
-                else:
-                    live += 1
+            notes = note_counts(state)
             entities, relations = state.graph()
-            return {"notes": live, "trashed": trashed, "entities": len(entities), "relations": len(relations)}
+            graph = {"entities": len(entities), "relations": len(relations)}
+            return {"notes": notes[False], "trashed": notes[True], **graph}
 
     # -- writes -------------------------------------------------------------------------------------
 

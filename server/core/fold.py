@@ -120,6 +120,13 @@ class NoteRecord:
             op.release(self.id)  # its payload is the id: the history shows none of it
         self.view = False
 
+    def sets(self, name: str) -> bool:
+        """Whether an op of the history decides the field `name` (without making the view)."""
+        fields = self.fields
+        if fields is None:
+            return False
+        return name in fields if isinstance(fields, dict) else name in self._refs.field_names(fields)
+
     def deciding(self) -> dict[str, Entry]:
         """Each field's deciding op or its row (a fresh dict while one op decides them all)."""
         fields = self.fields
@@ -191,7 +198,24 @@ class NoteRecord:
         """Ops after the latest purge (a purge erases everything before it); released ones made again."""
         return [self._refs.op(entry) for entry in self._live()]
 
-    def note(self) -> Note | None:
+    def listed(self) -> tuple[tuple[int, int, str, int, int], bool] | None:
+        """The note's revision and whether it is in the trash, as its view says, without making the view when none is
+        kept (a pass over the whole notebook: the list's order, its counts); None: no note (`note` is None)."""
+        view = self.view
+        if view is False and self.purge is None and self.fields is not None:
+            fields = self.fields
+            if fields if isinstance(fields, dict) else self._refs.field_names(fields):
+                trash = self.trash
+                return self._refs.stamp(self.ops[-1]), trash is not None and trash[1]
+            return None
+        if view is False:
+            view = self.note(keep=False)
+        return (view.revision, view.trashed) if isinstance(view, Note) else None
+
+    def note(self, *, keep: bool = True) -> Note | None:
+        """The note as its fields' deciding ops say (None: no note, such as one purged). The view is kept for the next
+        call unless `keep` is false: a pass over the whole notebook (indexing it, exporting it) makes each note's view
+        for the moment, or the notebook would hold every note twice, as its ops and as its view."""
         if self.view is not False:
             return self.view if isinstance(self.view, Note) else None
         purge = self.purge
@@ -228,7 +252,8 @@ class NoteRecord:
                 revision=last.stamp,
                 replaces=values.get("replaces"),
             )
-        self.view = view
+        if keep:
+            self.view = view
         return view
 
 
@@ -481,13 +506,16 @@ class State:
 
     # -- notes --------------------------------------------------------------------------------------
 
-    def note(self, note_id: str) -> Note | None:
+    def note(self, note_id: str, *, keep: bool = True) -> Note | None:
+        """The note's view, kept for the next call unless `keep` is false (`NoteRecord.note`)."""
         rec = self.notes.get(note_id)
-        return rec.note() if rec is not None else None
+        return rec.note(keep=keep) if rec is not None else None
 
     def iter_notes(self) -> Iterator[Note]:
+        """Every note, each view made for the moment unless one is kept: a pass over the whole notebook keeps no
+        view (`NoteRecord.note`)."""
         for rec in self.notes.values():
-            note = rec.note()
+            note = rec.note(keep=False)
             if note is not None:
                 yield note
 

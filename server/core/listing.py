@@ -7,7 +7,6 @@ Pure: imports only the standard library.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -67,39 +66,62 @@ def bounded(notes: Iterable[Note], limit: int | None) -> list[Note]:
 def list_notes(
     state: State, filters: Filters = NO_FILTERS, *, limit: int | None = None, offset: int = 0
 ) -> tuple[list[Note], int]:
-    """Notes passing `filters`, most recently updated first; returns (page, total)."""
+    """Notes passing `filters`, most recently updated first; returns (page, total). The usual list makes the views
+    of its page alone; a filtered one reads every note's view (and keeps it, for the next such list)."""
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     recent = _recent(state)
     current = recent.current
+    seen: set[str] = set()
     if replace(filters, trashed=False) == NO_FILTERS:  # the usual list: the page is at the front
         total = recent.counts[filters.trashed]
         page: list[Note] = []
         skip = offset
-        for note in recent.notes if cap else ():
-            if current.get(note.id) is note and note.trashed is filters.trashed:
-                if skip:
-                    skip -= 1
-                    continue
+        for note_id in recent.ids if cap else ():
+            if note_id in seen or current.get(note_id) != filters.trashed:
+                continue  # a stale entry (the note is listed further up), another list's, or no note now
+            seen.add(note_id)
+            if skip:
+                skip -= 1
+                continue
+            note = state.note(note_id)
+            if note is not None:  # it is: the order is up to date
                 page.append(note)
-                if len(page) == cap:
-                    break
+            if len(page) == cap:
+                break
     else:
-        notes = [n for n in recent.notes if current.get(n.id) is n and filters.admit(n)]
+        notes = []
+        for note_id in recent.ids:
+            if note_id in seen or note_id not in current:
+                continue
+            seen.add(note_id)
+            note = state.note(note_id)
+            if note is not None and filters.admit(note):
+                notes.append(note)
         total, page = len(notes), notes[offset : offset + cap]
     return (bounded(page, limit) if limit is None else page), total
 
 
+def note_counts(state: State) -> dict[bool, int]:
+    """How many notes are out of the trash (False) and in it (True), from the list's order (no pass over the notes
+    once it is made)."""
+    return dict(_recent(state).counts)
+
+
+Revision = tuple[int, int, str, int, int]
+
+
 @dataclass(slots=True)
 class Recent:
-    """Every note, most recently changed first, kept between lists (agents list far more often than they
-    write). After writes newer than everything listed, their notes go in front and the views they replace
-    stay behind as stale entries, skipped (not in `current`) until a rebuild drops them: no pass over the
-    notebook either way."""
+    """Every note's id, most recently changed first, kept between lists (agents list far more often than they
+    write), with whether each is in the trash: no note's view (a list makes its page's). After writes newer than
+    everything listed, their ids go in front and their earlier entries stay behind as stale ones, skipped (the
+    first entry of an id is its place) until a rebuild drops them: no pass over the notebook either way."""
 
     version: int
-    notes: list[Note]  # newest first, stale views included
-    current: dict[str, Note]  # id -> the view listed for it
+    ids: list[str]  # newest first, stale entries included
+    current: dict[str, bool]  # id -> in the trash, for every note there is
     counts: dict[bool, int]  # trashed -> how many notes
+    head: Revision | None  # the revision of the note listed first
     stale: int = 0
 
 
@@ -118,6 +140,19 @@ def _new_recency(state: State) -> _Recency:
     return recency
 
 
+def _listed(state: State, ids: Iterable[str]) -> list[tuple[Revision, str, bool]]:
+    """(revision, id, in the trash) of each of `ids` that is a note now, newest first."""
+    notes = state.notes
+    out = []
+    for note_id in ids:
+        rec = notes.get(note_id)
+        got = rec.listed() if rec is not None else None
+        if got is not None:
+            out.append((got[0], note_id, got[1]))
+    out.sort(reverse=True)
+    return out
+
+
 def _recent(state: State) -> Recent:
     recency = state.derived(_Recency, _new_recency)
     recent = recency.recent
@@ -125,30 +160,34 @@ def _recent(state: State) -> Recent:
     if recent is not None and recent.version == state.notes_version:
         return recent
     if recent is not None and len(changed) <= REFRESH_RECENT:
-        fresh = [note for note_id in changed if (note := state.note(note_id)) is not None]
-        fresh.sort(key=_REVISION, reverse=True)
-        if not fresh or not recent.notes or fresh[-1].revision > recent.notes[0].revision:
+        fresh = _listed(state, changed)
+        if not fresh or recent.head is None or fresh[-1][0] > recent.head:
+            current, counts = recent.current, recent.counts
             for note_id in changed:
-                old = recent.current.pop(note_id, None)
+                old = current.pop(note_id, None)
                 if old is not None:
-                    recent.counts[old.trashed] -= 1
+                    counts[old] -= 1
                     recent.stale += 1
-            for note in fresh:
-                recent.current[note.id] = note
-                recent.counts[note.trashed] += 1
-            recent.notes[:0] = fresh
+            for _, note_id, trashed in fresh:
+                current[note_id] = trashed
+                counts[trashed] += 1
+            if fresh:
+                recent.ids[:0] = [note_id for _, note_id, _ in fresh]
+                recent.head = fresh[0][0]
             recent.version = state.notes_version
             changed.clear()
-            if recent.stale <= len(recent.current):
+            if recent.stale <= len(current):
                 return recent
-    notes = list(state.iter_notes())
-    notes.sort(key=_REVISION, reverse=True)
+    listed = _listed(state, state.notes)
     counts = {False: 0, True: 0}
-    for note in notes:
-        counts[note.trashed] += 1
-    recent = recency.recent = Recent(state.notes_version, notes, {n.id: n for n in notes}, counts)
+    for _, _, trashed in listed:
+        counts[trashed] += 1
+    recent = recency.recent = Recent(
+        state.notes_version,
+        [note_id for _, note_id, _ in listed],
+        {note_id: trashed for _, note_id, trashed in listed},
+        counts,
+        listed[0][0] if listed else None,
+    )
     changed.clear()
     return recent
-
-
-_REVISION = operator.attrgetter("revision")

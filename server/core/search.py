@@ -13,7 +13,6 @@ import functools
 import heapq
 import itertools
 import math
-import operator
 import re
 import unicodedata
 from array import array
@@ -189,7 +188,7 @@ def refresh_note_index(state: State, budget: int | None = None) -> bool:
     # the index's own objects when the stand-in goes (at 100k notes that left ~30 MB of the heap pinned for good).
     scan = derived.scan[1] if derived.scan is not None and derived.scan[0] == state.notes_version else None
     for note_id in todo:
-        note = state.note(note_id)
+        note = state.note(note_id, keep=False)  # indexing the notebook keeps no view (a search shows a page)
         if note is None:
             number = index.number(note_id)
             if number is not None:  # its number goes to the next new note
@@ -448,25 +447,28 @@ def _ranked(
         if group is None:
             group = groups[bound] = array("I")
         group.append(number)
-    kept: list[tuple[float, Stamp, Note]] = []  # a min-heap of the best so far; revisions are unique
+    kept: list[tuple[float, tuple[int, int, str, int, int], str]] = []  # a min-heap of the best so far; revisions
+    records = state.notes  # are unique
     for bound in sorted(groups, reverse=True):
         if len(kept) == limit and bound < kept[0][0]:
             break
         for number in groups[bound]:
             key = keys[number]
-            note = state.note(note_id(key))
-            if note is None:
+            found = note_id(key)
+            rec = records.get(found)
+            listed = rec.listed() if rec is not None else None
+            if listed is None:
                 continue
-            revision = note.revision
+            revision = listed[0]
             if len(kept) == limit and (bound, revision) < kept[0][:2]:
                 continue
-            item = (_score(text(key) or "", terms)[0], revision, note)
+            item = (_score(text(key) or "", terms)[0], revision, found)
             if len(kept) < limit:
                 heapq.heappush(kept, item)
             elif item[:2] > kept[0][:2]:
                 heapq.heapreplace(kept, item)
     kept.sort(key=lambda item: (item[0], item[1]), reverse=True)
-    return [(item[0], item[2]) for item in kept]
+    return [(score, note) for score, _, found in kept if (note := state.note(found)) is not None]
 
 
 def _head_first(
@@ -495,7 +497,7 @@ def _head_first(
 
         top = (_holding(index, term, best) or set()) & matches
         if len(top) >= limit:
-            return heapq.nlargest(limit, _notes(state, map(index.key_at, top)), key=_REVISION), len(matches)
+            return _newest(state, map(index.key_at, top), limit), len(matches)
     head: set[int] = set()
     for term in terms:
         found = _holding(index, term, lambda tok: tok.startswith(HEAD))
@@ -522,11 +524,25 @@ def _holding(index: SubstringIndex[str], term: str, which: Callable[[str], bool]
     return index.numbers_with_tokens([token for token in tokens if which(token)])
 
 
-_REVISION = operator.attrgetter("revision")
-
-
 def _notes(state: State, keys: Iterable[str]) -> list[Note]:
     return [note for key in keys if (note := state.note(key)) is not None]
+
+
+def _admitted(state: State, keys: Iterable[str], filters: Filters) -> list[str]:
+    """Of the notes `keys`, those `filters` admit: read (views made and kept) only when a filter looks at more than
+    the trash (a common word's matches are most of the notebook)."""
+    if replace(filters, trashed=False) == NO_FILTERS:
+        records, trashed = state.notes, filters.trashed
+        return [key for key in keys if (rec := records.get(key)) and (listed := rec.listed()) and listed[1] == trashed]
+    return [n.id for n in (state.note(key) for key in keys) if n is not None and filters.admit(n)]
+
+
+def _newest(state: State, keys: Iterable[str], limit: int) -> list[Note]:
+    """The `limit` most recently changed of the notes `keys`, newest first: only theirs are read (`NoteRecord.listed`
+    orders the rest without making their views; a common word is in thousands of titles)."""
+    records = state.notes
+    dated = ((listed[0], key) for key in keys if (rec := records.get(key)) and (listed := rec.listed()))
+    return _notes(state, (key for _, key in heapq.nlargest(limit, dated)))
 
 
 def search_notes(
@@ -656,8 +672,10 @@ def _links(state: State) -> _Links:
     """The links, brought up to date."""
     links = state.derived(_Links, _new_links)
     if links.pending:
-        for note_id in links.pending:
-            note = state.note(note_id)
+        records = state.notes
+        for note_id in links.pending:  # every note, the first time: a view only of a note that sets the field
+            rec = records.get(note_id)
+            note = rec.note(keep=False) if rec is not None and rec.sets("replaces") else None
             was = links.linking.pop(note_id, None)
             if note is not None and note.replaces and not note.trashed:
                 links.linking[note_id] = note.replaces
@@ -724,7 +742,7 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
             if quick is not None and quick[1]:
                 return SearchResult(bounded(quick[0], limit), [], quick[1])
         candidates = set(map(index.key_at, numbers))
-    matches = [n.id for n in (state.note(key) for key in candidates) if n is not None and filters.admit(n)]
+    matches = _admitted(state, candidates, filters)
     ranked = _ranked(state, matches, index.text, _same, terms, bounds, cap)
     hits = bounded([note for _, note in ranked], limit)
     closest = [] if matches or not near else _near(state, index, terms, filters)
@@ -734,7 +752,8 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
 def _near(state: State, index: _Texts, terms: list[str], filters: Filters) -> list[Note]:
     """Closest notes when nothing matched every term: most terms matched, or a term's longest matching prefix."""
     scored = _near_candidates(state, index, terms, filters)
-    return [item[3] for item in heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:3])]
+    best = heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:3])
+    return [note for item in best if (note := state.note(item[3])) is not None]
 
 
 def _near_scored(state: State, index: _Texts, terms: list[str], filters: Filters, pool: int) -> dict[str, float]:
@@ -792,17 +811,32 @@ def _probes(index: _Texts, terms: list[str]) -> list[tuple[str, set[str]]]:
 
 def _near_candidates(
     state: State, index: _Texts, terms: list[str], filters: Filters
-) -> list[tuple[int, float, Stamp, Note]]:
+) -> list[tuple[int, float, tuple[int, int, str, int, int], str]]:
+    """(terms matched, relevance, revision, id) of each note holding a probe that passes `filters`. A question's
+    common words hold most of the notebook: without filters no note's view is made (`NoteRecord.listed`)."""
     probes = _probes(index, terms)
     keys: set[str] = set()
     for _, holding in probes:
         keys |= holding
-    notes = [n for n in (state.note(k) for k in keys) if n is not None and filters.admit(n)]
     words = [probe for probe, _ in probes]
     scored = []
-    for note in notes:
-        relevance, matched = _score(index.text(note.id) or "", words)
-        scored.append((matched, relevance, note.revision, note))
+    records, plain = state.notes, filters == NO_FILTERS
+    for key in keys:
+        rec = records.get(key)
+        if rec is None:
+            continue
+        if plain:
+            listed = rec.listed()
+            if listed is None or listed[1]:
+                continue
+            revision = listed[0]
+        else:
+            note = rec.note()
+            if note is None or not filters.admit(note):
+                continue
+            revision = note.revision
+        relevance, matched = _score(index.text(key) or "", words)
+        scored.append((matched, relevance, revision, key))
     return scored
 
 

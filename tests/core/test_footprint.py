@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from hivenote.server.core.fold import State
+from hivenote.server.core.listing import NO_FILTERS, Filters, list_notes, note_counts
 from hivenote.server.core.model import Author, Journal, Op, decode_op, line_digest
-from hivenote.server.core.search import note_index, refresh_note_index, words
+from hivenote.server.core.search import note_index, refresh_note_index, search_notes, words
 from tests.support.notes import note_fields
 
 
@@ -171,3 +172,50 @@ def test_the_note_index_keeps_note_numbers_in_flat_buffers_not_objects() -> None
     assert set(hint) == {word for title in titles for word in words(title)}  # keyed by the word alone
     assert all(type(p) is bytearray for p in hint.values())
     assert sum(len(p) for p in hint.values()) == 6 * sum(len(words(title)) for title in titles)
+
+
+def kept_views(state: State) -> int:
+    return sum(1 for rec in state.notes.values() if rec.view is not False)
+
+
+def test_passes_over_the_whole_notebook_keep_no_view_and_a_page_keeps_its_own() -> None:
+    """A note's view (`Note`) costs ~400 bytes beside its ops. At 100k notes, indexing the notebook, the first list
+    and the status counts each kept every note's view (+44 MB, and 2.2 s for that first list); a question in an
+    agent's own words did too (its common words hold most notes). Now each of these makes the views of what it
+    shows alone, and still says what it said when it read every view."""
+    state = State()
+    rnd = random.Random(5)
+    seq = 0
+    for i in range(1500):
+        seq += 1
+        fields = dict(note_fields(rnd))
+        state.apply(Op("seed-0001", seq, seq, 0, "note.set", {"id": f"N{i:05}", "fields": fields}, Author()))
+    for i in rnd.sample(range(1500), 300):  # edits and trash, newer than the notes they touch
+        seq += 1
+        data: dict[str, Any] = {"id": f"N{i:05}"}
+        if i % 3 == 0:
+            data["fields"] = {"title": f"Edited deploy {i}"}
+        state.apply(Op("seed-0001", seq, seq, 0, "note.set" if i % 3 == 0 else "note.trash", data, Author()))
+    refresh_note_index(state)
+    assert kept_views(state) == 0
+
+    page, total = list_notes(state, limit=20)
+    trash, in_trash = list_notes(state, Filters(trashed=True), limit=20)
+    counts = note_counts(state)
+    assert kept_views(state) == 40  # the two pages
+    everything = [rec.note(keep=False) for rec in state.notes.values()]
+    live = sorted((n for n in everything if n and not n.trashed), key=lambda n: n.revision, reverse=True)
+    trashed = sorted((n for n in everything if n and n.trashed), key=lambda n: n.revision, reverse=True)
+    assert (page, total) == (live[:20], len(live))
+    assert (trash, in_trash) == (trashed[:20], len(trashed))
+    assert counts == {False: len(live), True: len(trashed)}
+
+    for rec in state.notes.values():
+        rec.view = False
+    hits = search_notes(state, "deploy", limit=10).hits
+    near = search_notes(state, "deploy drizzle nowhereword", limit=10).near
+    assert hits and near
+    assert kept_views(state) <= len(hits) + len(near)
+    assert all(not n.trashed for n in hits + near)
+    assert hits[0].title.startswith("Edited deploy")  # a title's whole word, newest first
+    assert list_notes(state, NO_FILTERS, limit=20) == (page, total)
