@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hivenote.server.core.errors import HivenoteError
-from hivenote.server.heap import limit_arenas
+from hivenote.server.heap import tune_heap
 
 from . import clipboard, problems
 from .autostart import Autostart, autostart, launcher_command
@@ -365,7 +365,7 @@ def run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
     """`hivenote`: the single tray app for this data dir, or ask the running one to show its dashboard. A data dir
     this account may read but not write is served read-only (the supervisor says why in the tray); one it cannot make
     or read ends it with the storage exit code and a message (a dialog when started from a menu)."""
-    limit_arenas()  # before any thread starts (hivenote.server.heap says why)
+    tune_heap()  # before any thread starts (hivenote.server.heap says why)
     try:
         return _run_tray(data_dir, flags, err)
     except OSError as exc:
