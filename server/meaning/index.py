@@ -16,13 +16,15 @@ import itertools
 import json
 import logging
 import re
+import sys
 import threading
+from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from ..core.model import NO_STAMP, Note, Stamp
+from ..core.model import Note
 from ..storage.files import private_dir, write_whole
 from .model import Embedder, Unavailable, question_text
 
@@ -55,9 +57,10 @@ def note_texts(note: Note) -> tuple[str, str]:
     return whole, note.title
 
 
-def _digest(note: Note) -> str:
+def _digest(note: Note) -> int:
+    """Of the text a note's vector is made from (saved in the file as 16 hex digits)."""
     whole, _ = note_texts(note)
-    return hashlib.blake2b(whole.encode(), digest_size=8).hexdigest()
+    return int.from_bytes(hashlib.blake2b(whole.encode(), digest_size=8).digest(), "big")
 
 
 @dataclass(frozen=True)
@@ -71,23 +74,13 @@ class _Snapshot:
     mean: Matrix  # (dim,)
     replacing: Any  # rows of notes that say they replace something
     replacing_vectors: Matrix
-    projects: tuple[str | None, ...]
-    created: tuple[tuple[int, Stamp], ...]  # (created ms, latest stamp): which of two notes is newer
+    notes: _Rows  # (a copy) each row's project, and which of two notes is newer
     rows: dict[str, int]  # note id -> row (a copy: the index's own changes under its lock)
     live: int  # rows in use
 
 
-class _Row(NamedTuple):
-    revision: Stamp
-    digest: str
-    project: str | None
-    created: int
-    replacing: bool
-    mark: int  # the note's `NoteRecord.mark` when embedded (0: none): the same mark, the same note
-
-
-# What the index keeps of each note, after the vectors in the cache file: numbers in one block of records (strings in
-# the header), so a start takes a note whose mark is the same without reading it.
+# What the index keeps of each note beside its vector, in the cache file after the vectors: numbers in one block of
+# records (strings in the header), so a start takes a note whose mark is the same without reading it.
 _NUMBERS = (
     ("wall", "<i8"),
     ("counter", "<i8"),
@@ -97,60 +90,94 @@ _NUMBERS = (
     ("mark", "<u8"),
     ("replacing", "u1"),
 )
+_TYPECODES = {"<i8": "q", "<u8": "Q", "u1": "B"}
 
 
-def _numbers_of(metas: list[_Row]) -> tuple[Any, ...]:
-    """The columns of `_NUMBERS`, in its order."""
-    return (
-        [m.revision.wall for m in metas],
-        [m.revision.counter for m in metas],
-        [m.revision.seq for m in metas],
-        [m.revision.digest for m in metas],
-        [m.created for m in metas],
-        [m.mark for m in metas],
-        [m.replacing for m in metas],
-    )
+class _Rows:
+    """What the index keeps of each note, by row, in columns (a few bytes a note, not a tuple, a stamp and their ints:
+    ~450 bytes at 100k notes): its revision (the stamp of its latest op), the digest of the text its vector was made
+    from, its project, when it was created, whether it says it replaces something, and its `NoteRecord.mark`."""
 
+    def __init__(self) -> None:
+        self.numbers: dict[str, array[int]] = {name: array(_TYPECODES[kind]) for name, kind in _NUMBERS}
+        self.digests = array("Q")
+        self.nodes: list[str | None] = []
+        self.projects: list[str | None] = []
 
-_new_tuple = tuple.__new__  # a NamedTuple's own __new__ is a Python function: 3x the cost for 100k rows at start
+    def __len__(self) -> int:
+        return len(self.digests)
+
+    def add(self) -> None:
+        """One more row, empty."""
+        for column in self.numbers.values():
+            column.append(0)
+        self.digests.append(0)
+        self.nodes.append(None)
+        self.projects.append(None)
+
+    def put(self, row: int, note: Note, digest: int, replacing: bool, mark: int) -> None:
+        revision = note.revision
+        numbers = self.numbers
+        numbers["wall"][row], numbers["counter"][row], numbers["seq"][row] = revision[0], revision[1], revision[3]
+        numbers["stamp_digest"][row], numbers["created"][row] = revision[4], note.created
+        numbers["mark"][row], numbers["replacing"][row] = mark, replacing
+        self.digests[row] = digest
+        self.nodes[row], self.projects[row] = revision[2], note.project
+
+    def take(self, row: int, file: _File, at: int) -> None:
+        """The file's entry `at`, as it was saved."""
+        for name, column in self.numbers.items():
+            column[row] = file.numbers[name][at]
+        self.digests[row] = file.digests[at]
+        self.nodes[row], self.projects[row] = file.nodes[at], file.projects[at]
+
+    def clear(self, row: int) -> None:
+        """A freed row: nothing of its note is kept (its project's string, its claim to replace)."""
+        self.numbers["replacing"][row] = self.numbers["mark"][row] = self.digests[row] = 0
+        self.nodes[row] = self.projects[row] = None
+
+    def mark(self, row: int) -> int:
+        return self.numbers["mark"][row]
+
+    def newer(self, row: int) -> tuple[int, tuple[int, int, str, int, int]]:
+        """(created, revision) of the row's note: which of two notes is newer (made in the same ms: the one written
+        last)."""
+        n = self.numbers
+        node = self.nodes[row] or ""
+        return n["created"][row], (n["wall"][row], n["counter"][row], node, n["seq"][row], n["stamp_digest"][row])
+
+    def copy(self) -> _Rows:
+        """A copy a reader can keep while the index goes on (a few bytes a note)."""
+        out = _Rows()
+        out.numbers = {name: array(column.typecode, column) for name, column in self.numbers.items()}
+        out.digests, out.nodes, out.projects = array("Q", self.digests), list(self.nodes), list(self.projects)
+        return out
 
 
 class _File:
-    """The cache file's notes, as columns: each note's row of the index (`metas`) is made only when it is taken."""
+    """The cache file's notes, as columns, until the first pass is done."""
 
     def __init__(self, header: dict[str, Any], block: Any) -> None:
         ids, digests = header["ids"], header["digests"]
         if len(digests) != len(ids):
             raise ValueError("the cache file's columns disagree")
         self.rows: dict[str, int] = dict(zip(ids, range(len(ids)), strict=True))  # note -> row in the file
-        self.digests: list[str] = digests  # of the text each vector was made from
-        self.marks: list[int] = [0] * len(ids) if block is None else block["mark"].tolist()  # 0: a file of before
-        self._kept: tuple[list[Any], ...] = ()
+        self.digests = array("Q", [int(d, 16) for d in digests])  # of the text each vector was made from
+        self.numbers: dict[str, array[int]] = {}
+        self.nodes: list[str | None] = []
+        self.projects: list[str | None] = []
         if block is not None:
             nodes, projects = header["nodes"], header["projects"]
             if len(nodes) != len(ids) or len(projects) != len(ids) or len(block) != len(ids):
                 raise ValueError("the cache file's columns disagree")
-            walls, counters, seqs, stamp_digests, created, _, replacing = (block[n].tolist() for n, _ in _NUMBERS)
-            self._kept = (walls, counters, nodes, seqs, stamp_digests, projects, created, replacing)
-
-    def metas(self, rows: list[int]) -> list[_Row]:
-        """Each of these file rows' note's row of the index, as it was saved."""
-        walls, counters, nodes, seqs, stamp_digests, projects, created, replacing = self._kept
-        digests, marks, new = self.digests, self.marks, _new_tuple
-        return [
-            new(
-                _Row,
-                (
-                    new(Stamp, (walls[i], counters[i], nodes[i], seqs[i], stamp_digests[i])),
-                    digests[i],
-                    projects[i],
-                    created[i],
-                    replacing[i] == 1,
-                    marks[i],
-                ),
-            )
-            for i in rows
-        ]
+            self.numbers = {
+                name: array(_TYPECODES[kind], block[name].astype(block.dtype[name].newbyteorder("=")).tobytes())
+                for name, kind in _NUMBERS
+            }
+            # One string per node and per project, as in the notebook (JSON makes one per occurrence).
+            self.nodes = [sys.intern(node) if type(node) is str else None for node in nodes]
+            self.projects = [sys.intern(project) if type(project) is str else None for project in projects]
+        self.marks = self.numbers["mark"] if block is not None else array("Q", bytes(8 * len(ids)))  # 0: of before
 
 
 _NO_FILE = _File({"ids": [], "digests": []}, None)
@@ -176,7 +203,7 @@ class MeaningIndex:
         self.problem: str | None = None  # why it is off (model unavailable), for doctor and status
         self._pos: dict[str, int] = {}  # note id -> row
         self._ids: list[str | None] = []
-        self._meta: list[_Row | None] = []
+        self._rows = _Rows()  # what the index keeps of each row's note
         self._free: list[int] = []
         self._matrix: Any = None
         self._alive: Any = None
@@ -245,7 +272,7 @@ class MeaningIndex:
             fresh: list[int] = []
             for i, (note, digest) in enumerate(zip(batch, digests, strict=True)):
                 row = self._pos.get(note.id)
-                if row is not None and (old := self._meta[row]) is not None and old.digest == digest:
+                if row is not None and self._rows.digests[row] == digest:
                     vectors.append(self._matrix[row])  # a change that leaves the text as it is (trash, restore)
                 elif (at := self._cached.rows.get(note.id)) is not None and self._cached.digests[at] == digest:
                     assert self._cached_rows is not None
@@ -264,7 +291,11 @@ class MeaningIndex:
             for (note, mark), digest, vector in zip(entries, digests, vectors, strict=True):
                 assert vector is not None
                 replacing = REPLACING.search(note.title) is not None or REPLACING.search(note.body) is not None
-                self._set(note.id, vector, _Row(note.revision, digest, note.project, note.created, replacing, mark))
+                row = self._row(note.id)
+                self._matrix[row] = vector
+                self._alive[row] = True
+                self._sum += vector
+                self._rows.put(row, note, digest, replacing, mark)
             done = not self._queue
             if batch or gone:
                 self._dirty_cache = True
@@ -302,7 +333,7 @@ class MeaningIndex:
                 self._feed.clear()
         if not ids:
             return []
-        pos, meta = self._pos, self._meta
+        pos, marks = self._pos, self._rows.numbers["mark"]
         in_file, file_marks = self._cached.rows, self._cached.marks
         seen: set[str] = set()
         gone: list[str] = []
@@ -313,12 +344,7 @@ class MeaningIndex:
                 for note_id in ids[at : at + LOOK]:
                     record = records.get(note_id)
                     mark = 0 if record is None else record.mark()
-                    if (
-                        mark
-                        and (row := pos.get(note_id)) is not None
-                        and (m := meta[row]) is not None
-                        and m.mark == mark
-                    ):
+                    if mark and (row := pos.get(note_id)) is not None and marks[row] == mark:
                         seen.add(note_id)  # as embedded
                     elif mark and (i := in_file.get(note_id)) is not None and file_marks[i] == mark:
                         seen.add(note_id)  # as the cache file has it
@@ -344,8 +370,9 @@ class MeaningIndex:
 
         assert self._cached_rows is not None
         rows = [self._row(note_id) for note_id, _ in entries]
-        for row, meta in zip(rows, self._cached.metas([at for _, at in entries]), strict=True):
-            self._meta[row] = meta
+        file, kept = self._cached, self._rows
+        for row, (_, at) in zip(rows, entries, strict=True):
+            kept.take(row, file, at)
         for start in range(0, len(rows), WRITE_ROWS):  # a block at a time: no second copy of every vector
             block = self._cached_rows[np.array([at for _, at in entries[start : start + WRITE_ROWS]])]
             into = np.array(rows[start : start + WRITE_ROWS], dtype=np.intp)
@@ -365,19 +392,12 @@ class MeaningIndex:
         else:
             row = len(self._ids)
             self._ids.append(None)
-            self._meta.append(None)
+            self._rows.add()
             if self._matrix is None or row >= len(self._matrix):
                 self._reserve(max(1024, row + row // 8))
         self._pos[note_id] = row
         self._ids[row] = note_id
         return row
-
-    def _set(self, note_id: str, vector: Matrix, row_meta: _Row) -> None:
-        row = self._row(note_id)
-        self._matrix[row] = vector
-        self._alive[row] = True
-        self._sum += vector
-        self._meta[row] = row_meta
 
     def _reserve(self, rows: int) -> None:
         """Room for `rows` notes in the matrix (the first pass makes it the notebook's size at once: growing by
@@ -403,7 +423,7 @@ class MeaningIndex:
         self._matrix[row] = 0
         self._alive[row] = False
         self._ids[row] = None
-        self._meta[row] = None
+        self._rows.clear(row)
         self._free.append(row)
 
     def _publish(self) -> None:
@@ -419,8 +439,7 @@ class MeaningIndex:
                 np.zeros(dim, np.float32),
                 np.zeros(0, np.intp),
                 np.zeros((0, dim), np.float32),
-                (),
-                (),
+                _Rows(),
                 {},
                 0,
             )
@@ -428,8 +447,7 @@ class MeaningIndex:
         live = len(self._pos)
         # What every note shares is taken out in proportion to how many notes say so (a handful tell little).
         mean = (self._sum / max(live, 1)) * (live / (live + CENTRE_PRIOR))
-        meta = self._meta
-        replacing = np.array([i for i, m in enumerate(meta) if m is not None and m.replacing], dtype=np.intp)
+        replacing = np.flatnonzero(np.frombuffer(self._rows.numbers["replacing"], dtype=np.uint8)[:n]).astype(np.intp)
         self._snapshot = _Snapshot(
             tuple(self._ids),
             self._matrix[:n],
@@ -437,8 +455,7 @@ class MeaningIndex:
             mean.astype(np.float32),
             replacing,
             self._matrix[replacing].copy(),
-            tuple(m.project if m else None for m in meta),
-            tuple((m.created, m.revision) if m else (0, NO_STAMP) for m in meta),
+            self._rows.copy(),
             dict(self._pos),
             live,
         )
@@ -476,7 +493,8 @@ class MeaningIndex:
         snap = self._snapshot
         if snap is None or not len(snap.replacing):
             return {}
-        where = snap.rows
+        where, notes = snap.rows, snap.notes
+        projects = notes.projects
         out: dict[str, str] = {}
         candidates = snap.replacing.tolist()
         for note_id in note_ids:
@@ -485,9 +503,9 @@ class MeaningIndex:
                 continue
             sims = (snap.replacing_vectors @ snap.vectors[i]).tolist()
             best, best_sim = -1, SAME_DECISION
+            made = notes.newer(i)
             for j, sim in zip(candidates, sims, strict=True):
-                newer = snap.created[j] > snap.created[i]  # made in the same ms: the one written last
-                if j != i and newer and sim >= best_sim and snap.projects[j] == snap.projects[i]:
+                if j != i and sim >= best_sim and projects[j] == projects[i] and notes.newer(j) > made:
                     best, best_sim = j, sim
             if best >= 0 and (new := snap.ids[best]) is not None:
                 out[note_id] = new
@@ -529,14 +547,14 @@ class MeaningIndex:
         if self.cache is None:
             return
         rows = sorted(self._pos.values())
-        metas = [m for r in rows if (m := self._meta[r]) is not None]
+        kept = self._rows
         header = {
             "model": model_id,
             "dim": self.model.dim if self.model else 0,
             "ids": [self._ids[r] for r in rows],
-            "digests": [m.digest for m in metas],
-            "nodes": [m.revision.node for m in metas],
-            "projects": [m.project for m in metas],
+            "digests": [f"{kept.digests[r]:016x}" for r in rows],
+            "nodes": [kept.nodes[r] for r in rows],
+            "projects": [kept.projects[r] for r in rows],
         }
         head = MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n"
         matrix = self._matrix
@@ -545,11 +563,11 @@ class MeaningIndex:
             yield head
             for start in range(0, len(rows), WRITE_ROWS):  # a block at a time: no second copy of every vector
                 yield np.ascontiguousarray(matrix[rows[start : start + WRITE_ROWS]], dtype=np.float32).tobytes()
-            for start in range(0, len(metas), WRITE_ROWS):  # a block at a time, as the vectors
-                part = metas[start : start + WRITE_ROWS]
+            for start in range(0, len(rows), WRITE_ROWS):  # a block at a time, as the vectors
+                part = rows[start : start + WRITE_ROWS]
                 numbers = np.zeros(len(part), dtype=list(_NUMBERS))
-                for (name, _), column in zip(_NUMBERS, _numbers_of(part), strict=True):
-                    numbers[name] = column
+                for name, kind in _NUMBERS:  # a view of a column for the moment (an array with one can't grow)
+                    numbers[name] = np.frombuffer(kept.numbers[name], dtype=np.dtype(kind).newbyteorder("="))[part]
                 yield numbers.tobytes()
 
         try:
