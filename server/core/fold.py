@@ -49,8 +49,9 @@ class NoteRecord:
         self.id = note_id
         self._refs = refs if refs is not None else Refs()
         # Sorted by stamp: the history, each op as its journal row (`Refs`); a list, with the op itself, only once
-        # an op in no journal comes (one made in memory).
-        self.ops: array[int] | list[Op | int] = array("q")
+        # an op in no journal comes (one made in memory). A history of one op in a journal (a note written once, the
+        # usual case) is that op's row alone, the very int `fields` holds: an array per note cost 80 bytes.
+        self.ops: int | array[int] | list[Op | int] | None = None
         # field -> the op that last set it (its value in its payload); while one op decides every field set so far (a
         # note written once, the usual case), that op alone: a dict per note costs more than the rest of its record.
         self.fields: dict[str, Entry] | Entry | None = None
@@ -63,22 +64,38 @@ class NoteRecord:
         note with the same mark, in this state or another, folded the same ops, so its note reads the same. 0 (no
         mark, equal to none) when an op of the history is in no journal."""
         ops = self.ops
-        if isinstance(ops, list):
+        if type(ops) is int:  # one op: the usual
+            return (_MARK_STEP + self._refs.digest(ops)) % _MARK_MOD or 1
+        if ops is None or isinstance(ops, list):
             return 0
-        digests = self._refs.digest(ops[0]) if len(ops) == 1 else self._refs.digest_sum(ops)  # one op: the usual
-        return (len(ops) * _MARK_STEP + digests) % _MARK_MOD or 1
+        assert isinstance(ops, array)
+        return (len(ops) * _MARK_STEP + self._refs.digest_sum(ops)) % _MARK_MOD or 1
+
+    def entries(self) -> Sequence[Op | int]:
+        """The history's entries, oldest first (an op, or its row in a journal)."""
+        ops = self.ops
+        if type(ops) is int:
+            return (ops,)
+        assert not isinstance(ops, int)
+        return () if ops is None else ops
 
     def apply(self, op: Op) -> None:
         stamp = op.stamp
         refs = self._refs
-        entry: Op | int | None = refs.ref(op)
-        if entry is None:
-            if type(self.ops) is not list:
-                self.ops = list(self.ops)
-            entry = op
-        ops: Any = self.ops
+        row = refs.ref(op)
         key: Any = refs.stamp  # a row's stamp is a plain tuple: it compares as the Stamp it is
-        if not ops or stamp > key(ops[-1]):
+        entry: Op | int = op if row is None else row
+        if row is None:
+            if type(self.ops) is not list:
+                self.ops = list(self.entries())
+        elif self.ops is None:
+            self.ops = row  # the history's one op: its row alone
+        elif type(self.ops) is int:
+            self.ops = array("q", (self.ops,))
+        ops: Any = self.ops
+        if ops is entry:
+            pass
+        elif not ops or stamp > key(ops[-1]):
             ops.append(entry)
         else:
             ops.insert(bisect.bisect_right(ops, stamp, key=key), entry)
@@ -173,7 +190,7 @@ class NoteRecord:
         if at < len(ops) and ops[at] is op:
             ops[at] = ref
             if all(type(entry) is int for entry in ops):
-                self.ops = array("q", ops)  # type: ignore[arg-type]
+                self.ops = ref if len(ops) == 1 else array("q", ops)  # type: ignore[arg-type]
 
     def _counts(self, op: Op) -> bool:
         """Whether a `note.set` still decides a field: made after the latest purge, by a writer that had seen that
@@ -188,11 +205,12 @@ class NoteRecord:
 
     def _live(self) -> Sequence[Op | int]:
         """The history's entries after the latest purge (a purge erases everything before it)."""
+        entries = self.entries()
         if self.purge is None:
-            return self.ops
+            return entries
         key: Any = self._refs.stamp
-        cut = bisect.bisect_right(self.ops, self.purge, key=key)
-        return self.ops[cut:]
+        cut = bisect.bisect_right(entries, self.purge, key=key)
+        return entries[cut:]
 
     def live_ops(self) -> list[Op]:
         """Ops after the latest purge (a purge erases everything before it); released ones made again."""
@@ -206,7 +224,7 @@ class NoteRecord:
             fields = self.fields
             if fields if isinstance(fields, dict) else self._refs.field_names(fields):
                 trash = self.trash
-                return self._refs.stamp(self.ops[-1]), trash is not None and trash[1]
+                return self._refs.stamp(self.entries()[-1]), trash is not None and trash[1]
             return None
         if view is False:
             view = self.note(keep=False)

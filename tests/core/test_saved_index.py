@@ -191,7 +191,7 @@ def test_a_history_that_lost_an_op_and_gained_another_has_another_mark() -> None
 
     before = state_of((1, {"title": "x"}), (2, {"title": "y"}))
     after = state_of((2, {"title": "y"}), (3, {"body": "z"}))
-    assert len(before.notes["N1"].ops) == len(after.notes["N1"].ops)
+    assert len(before.notes["N1"].entries()) == len(after.notes["N1"].entries())
     assert before.notes["N1"].mark() != after.notes["N1"].mark()
     assert state_of((1, {"title": "x"}), (2, {"title": "y"})).notes["N1"].mark() == before.notes["N1"].mark()
 
