@@ -14,6 +14,7 @@ import heapq
 import itertools
 import math
 import re
+import string
 import unicodedata
 from array import array
 from collections import Counter
@@ -750,8 +751,14 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
 
 
 def _near(state: State, index: _Texts, terms: list[str], filters: Filters) -> list[Note]:
-    """Closest notes when nothing matched every term: most terms matched, or a term's longest matching prefix."""
-    scored = _near_candidates(state, index, terms, filters)
+    """Closest notes when nothing matched every term: most terms matched, or a term's longest matching prefix. A
+    question's own words ("how", "do", "we", ...) are left out when it has others: in a big notebook they are in
+    nearly every note, and they only told the notes apart by chance (and cost a pass over all of them); counted
+    again when the others are in no note."""
+    content = [core for term in terms if len(core := term.strip(_PUNCTUATION)) > 2 and core not in QUERY_NOISE]
+    scored = _near_candidates(state, index, content, filters) if content else []
+    if not scored and content != terms:
+        scored = _near_candidates(state, index, terms, filters)
     best = heapq.nlargest(NEAR_LIMIT, scored, key=lambda s: s[:3])
     return [note for item in best if (note := state.note(item[3])) is not None]
 
@@ -841,6 +848,7 @@ def _near_candidates(
 
 
 _WORD = re.compile(r"\w+")
+_PUNCTUATION = string.punctuation + "\u00bf\u00a1\u2026\u201c\u201d\u2018\u2019\u00ab\u00bb"  # ¿ ¡ … and curly quotes
 
 
 def _folded_words(folded: str) -> set[str]:

@@ -77,6 +77,20 @@ def test_near_matches_come_apart_and_only_when_nothing_matches(store: Store) -> 
     assert notebook.search("zzzzzz").near == []
 
 
+def test_a_question_s_own_words_do_not_decide_the_near_list(store: Store) -> None:
+    """ "how", "do", "we" are inside nearly every note of a big notebook ("shadow", "docker", "weekly"): counted, they
+    put whichever notes hold them first and cost a pass over all of them (~1 s a question at 100k notes). Left out
+    when the question has other words; with no other word in any note, the question is answered with them as
+    before."""
+    notebook = Notebook(store)
+    noise = [notebook.remember(kind="fact", title=f"Weekly docker shadow notes {i}").note.id for i in range(6)]
+    deploy = notebook.remember(kind="fact", title="Deploy with Helm charts", body="Rollouts are staged.").note.id
+    result = notebook.search("How do we deploy the thing?")
+    assert result.hits == [] and [n.id for n in result.near] == [deploy]
+    result = notebook.search("how do we, then?")  # "then" is in no note: a question's words are all there is
+    assert result.hits == [] and {n.id for n in result.near} <= set(noise) and result.near
+
+
 def test_filters_narrow_search_and_list(store: Store) -> None:
     ids = seed(Notebook(store, author=Author(agent="codex")))
     notebook = Notebook(store)
