@@ -206,9 +206,8 @@ class Notebook:
     def counts(self) -> dict[str, int]:
         with self.store.reading() as state:
             notes = note_counts(state)
-            entities, relations = state.graph()
-            graph = {"entities": len(entities), "relations": len(relations)}
-            return {"notes": notes[False], "trashed": notes[True], **graph}
+            entities, relations = state.graph_counts()
+            return {"notes": notes[False], "trashed": notes[True], "entities": entities, "relations": relations}
 
     # -- writes -------------------------------------------------------------------------------------
 

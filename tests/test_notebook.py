@@ -8,7 +8,8 @@ import pytest
 
 from hivenote.server.core.errors import InvalidInput, NoteNotFound
 from hivenote.server.core.listing import Filters
-from hivenote.server.core.model import Author
+from hivenote.server.core.model import Author, Entity, Relation
+from hivenote.server.graph import Graph
 from hivenote.server.notebook import MAX_BODY_BYTES, Notebook
 from hivenote.server.storage.store import Store
 
@@ -160,3 +161,17 @@ def test_counts_split_live_and_trashed_notes(store: Store) -> None:
     notebook.remember(kind="fact", title="b")
     notebook.forget(a.id)
     assert notebook.counts() == {"notes": 1, "trashed": 1, "entities": 0, "relations": 0}
+
+
+def test_counts_of_the_graph_make_no_entity(store: Store) -> None:
+    """The status counts were the length of the whole graph, made and kept (every entity with its observations) by a
+    status poll after each write: now counted from the live entities' order and relations."""
+    graph = Graph(store)
+    graph.create_entities([Entity(f"e{i}", "thing", (f"obs {i}",)) for i in range(5)])
+    graph.create_relations([Relation("e0", "e1", "knows"), Relation("e1", "e2", "knows")])
+    graph.delete_entities(["e4"])
+    graph.delete_relations([Relation("e1", "e2", "knows")])
+    counts = Notebook(store).counts()
+    assert store.state._graph_cache is None  # no entity made
+    entities, relations = graph.read_graph()
+    assert (counts["entities"], counts["relations"]) == (len(entities), len(relations)) == (4, 1)

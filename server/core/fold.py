@@ -614,16 +614,24 @@ class State:
         cache = self._graph_cache
         if cache is not None and cache[0] == self.graph_version:
             return list(cache[1]), list(cache[2])  # copies: callers may change what they get
+        self.graph_counts()  # the order of the live entities, and the live relations
+        assert self._entity_order is not None and self._relations is not None
+        entities = [self.entity(occ) for occ in self._entity_order]
+        relations = self._relations
+        self._graph_cache = (self.graph_version, entities, relations)
+        return list(entities), list(relations)
+
+    def graph_counts(self) -> tuple[int, int]:
+        """How many entities and relations `graph` would return, without making the entities (a status poll on a
+        graph of 100k entities made and kept every one of them, with its observations)."""
         order = self._entity_order
         if order is None:
             order = self._entity_order = self._graph_order(occ for occ in self.ent_add if self.entity_alive(occ))
-        entities = [self.entity(occ) for occ in order]
         relations = self._relations
         if relations is None:
             live = sorted((s, k) for k, s in self.rel_add.items() if self.relation_alive(k))
             relations = self._relations = [Relation(k[0], k[1], k[2]) for _, k in live]
-        self._graph_cache = (self.graph_version, entities, relations)
-        return list(entities), list(relations)
+        return len(order), len(relations)
 
     def relation_exists(self, f: str, t: str, ty: str) -> bool:
         return any(k[:3] == (f, t, ty) and self.relation_alive(k) for k in self.rel_by_name.get(f, ()))
