@@ -349,7 +349,7 @@ class MeaningIndex:
                     elif mark and (i := in_file.get(note_id)) is not None and file_marks[i] == mark:
                         seen.add(note_id)  # as the cache file has it
                         adopt.append((note_id, i))
-                    elif (note := state.note(note_id)) is not None:
+                    elif (note := state.note(note_id, keep=False)) is not None:  # a view for the queue alone
                         seen.add(note_id)
                         self._queue[note_id] = (note, mark)
                     else:
