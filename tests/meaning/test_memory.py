@@ -174,6 +174,16 @@ def test_beside_its_vector_the_index_keeps_no_object_a_note(store: Store, model:
     assert kept / 3000 < 350, f"{kept / 3000:.0f} bytes a note"
 
 
+def test_a_first_pass_keeps_no_note_s_view(store: Store, model: StaticModel) -> None:
+    """With no cache file, every note is read to be embedded: each view was kept (~400 bytes a note, 40 MB at 100k
+    notes) by the pass that needed it for a moment."""
+    index = MeaningIndex(None, lambda: model)
+    while not index.refresh(store):
+        pass
+    assert index.warm and len(index._pos) == 3000
+    assert not [rec for rec in store.state.notes.values() if rec.view is not False]
+
+
 def test_texts_embedded_from_two_threads_while_the_row_cache_starts_over_get_their_own_vectors(
     model: StaticModel,
 ) -> None:
