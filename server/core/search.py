@@ -285,6 +285,14 @@ def saved_index(state: State) -> SavedIndex | None:
     )
 
 
+def carry_index(old: State, new: State) -> bool:
+    """Give `new` (the same notebook folded again, after a failed write) `old`'s warm index, for the notes whose ops
+    are the same (`adopt_index`); the others are indexed again as usual. A search after a failed write then stays
+    warm instead of scanning every note while the index is built again. Returns whether it was taken."""
+    saved = saved_index(old)
+    return saved is not None and adopt_index(new, saved)
+
+
 def adopt_index(state: State, saved: SavedIndex) -> bool:
     """Take an index `saved_index` gave as this state's, warm at once but for the notes whose ops differ: none when
     this state holds the very ops it was saved from (`saved.key`, compared with `state.ops_key()`); else those whose

@@ -21,6 +21,7 @@ from ..core.errors import ReadOnlyStore, ShardLocked, StoreError, StoreWriteFail
 from ..core.fold import State
 from ..core.hlc import Clock, wall_ms
 from ..core.model import Author, CorruptLine, Op, decode_op
+from ..core.search import carry_index
 from . import opcache
 from .files import PRIVATE_DIR, fsync_dir, private_dir, temp_beside, write_all
 from .gcpause import collector_paused
@@ -474,11 +475,14 @@ class Store:
             self.refresh(include_own=True)
 
     def _reload(self) -> None:
-        """Fold again from the files after a failed write (the state holds ops that were never acknowledged)."""
-        self.state = State()
+        """Fold again from the files after a failed write (the state holds ops that were never acknowledged). The
+        search index goes over for the notes whose ops are the same."""
+        old, self.state = self.state, State()
         self._fold_all()
         stats = self.state.nodes.get(self.node)
         self._seq = max(stats.max_seq if stats else 0, self._acked_seq)  # never reuse an acknowledged seq
+        with collector_paused():
+            carry_index(old, self.state)
 
     # -- the disk under a running server ------------------------------------------------------------
 

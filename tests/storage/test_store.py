@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from hivenote.server.core.fold import State
-from hivenote.server.core.model import Author, Entity
+from hivenote.server.core.hlc import wall_ms
+from hivenote.server.core.model import Author, Entity, Op
+from hivenote.server.core.search import note_index, refresh_note_index, search_notes
 from hivenote.server.graph import Graph
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import ReadOnlyStore, ShardLocked, Store, StoreError, lock_holder
@@ -420,3 +422,21 @@ def test_a_damaged_cache_is_ignored(tmp_path: Path) -> None:
     cache.write_bytes(b"not a cache at all")
     with Store(data, readonly=True) as reader:
         assert [n.title for n in reader.state.iter_notes()] == ["kept in the log"]
+
+
+def test_after_a_failed_write_the_search_index_goes_over_warm(tmp_path: Path) -> None:
+    """A failed write folds the notebook again from its files (the state held an op never acknowledged). The search
+    index was left behind, and the next searches scanned every note while it was built again; now it goes over to
+    the new state for every note whose ops are the same, and the note the lost op touched is indexed again."""
+    with Store(tmp_path / "data") as store:
+        ids = [remember(store, f"Deploy step {i}") for i in range(50)]
+        lost = Op(store.node, 10_000, wall_ms(), 0, "note.set", {"id": ids[0], "fields": {"title": "Never written"}})
+        with store.reading() as state:
+            state.apply(lost)  # taken by the fold, never written: what a failed write leaves
+            refresh_note_index(state)
+            assert search_notes(state, "never").total == 1
+        store._reload()
+        with store.reading() as state:
+            assert note_index(state).pending == {ids[0]}  # all but the one note taken over warm
+            assert search_notes(state, "never").total == 0
+            assert search_notes(state, "deploy step").total == 50
