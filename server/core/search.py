@@ -456,8 +456,10 @@ def _ranked(
         if group is None:
             group = groups[bound] = array("I")
         group.append(number)
-    kept: list[tuple[float, tuple[int, int, str, int, int], str]] = []  # a min-heap of the best so far; revisions
-    records = state.notes  # are unique
+    # A min-heap of the best so far, (score, revision, id): revisions are unique. A note's view is made for the
+    # page alone (its revision is read from its record).
+    kept: list[tuple[float, tuple[int, int, str, int, int], str]] = []
+    records = state.notes
     for bound in sorted(groups, reverse=True):
         if len(kept) == limit and bound < kept[0][0]:
             break
