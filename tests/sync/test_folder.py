@@ -37,21 +37,22 @@ def titles(data_dir: Path) -> set[str]:
         return {note.title for note in store.state.iter_notes()}
 
 
-def files(*folders: Path) -> dict[str, bytes]:
-    """Every file and folder below `folders` (lock files aside: their content is the last holder's pid)."""
+def files(*folders: Path, skip: Path | None = None) -> dict[str, bytes]:
+    """Every file and folder below `folders` (lock files aside: their content is the last holder's pid), but for
+    `skip` and what it holds (never read: a running server writes and renames files there whenever it likes)."""
     found: dict[str, bytes] = {}
     for folder in folders:
         for path in sorted(folder.rglob("*")) if folder.exists() else []:
-            if path.suffix != ".lock":
+            if path.suffix != ".lock" and not (skip is not None and path.is_relative_to(skip)):
                 found[str(path)] = b"<dir>" if path.is_dir() else path.read_bytes()
     return found
 
 
 def lasting(data: Path) -> dict[str, bytes]:
     """`files` of a data dir without `cache/`: derived data a running server writes on its own schedule (the op
-    cache, the search index's texts once it is warm), whatever else happens."""
-    cache = data / "cache"
-    return {path: body for path, body in files(data).items() if not Path(path).is_relative_to(cache)}
+    cache, the search index once it is warm: a temp file there may be gone by the time it would be read),
+    whatever else happens."""
+    return files(data, skip=data / "cache")
 
 
 def shard_files(folder: Path) -> dict[str, bytes]:
