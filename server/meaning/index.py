@@ -94,18 +94,15 @@ _TYPECODES = {"<i8": "q", "<u8": "Q", "u1": "B"}
 
 
 class _Rows:
-    """What the index keeps of each note, by row, in columns (a few bytes a note, not a tuple, a stamp and their ints:
-    ~450 bytes at 100k notes): its revision (the stamp of its latest op), the digest of the text its vector was made
-    from, its project, when it was created, whether it says it replaces something, and its `NoteRecord.mark`."""
+    """What the index keeps of each note, by row, in columns of numbers (~60 bytes a note, where a tuple, a stamp and
+    their ints took ~450): its revision (the stamp of its latest op), the digest of the text its vector was made from,
+    its project, when it was created, whether it says it replaces something, and its `NoteRecord.mark`."""
 
     def __init__(self) -> None:
         self.numbers: dict[str, array[int]] = {name: array(_TYPECODES[kind]) for name, kind in _NUMBERS}
         self.digests = array("Q")
         self.nodes: list[str | None] = []
         self.projects: list[str | None] = []
-
-    def __len__(self) -> int:
-        return len(self.digests)
 
     def add(self) -> None:
         """One more row, empty."""
@@ -135,9 +132,6 @@ class _Rows:
         """A freed row: nothing of its note is kept (its project's string, its claim to replace)."""
         self.numbers["replacing"][row] = self.numbers["mark"][row] = self.digests[row] = 0
         self.nodes[row] = self.projects[row] = None
-
-    def mark(self, row: int) -> int:
-        return self.numbers["mark"][row]
 
     def newer(self, row: int) -> tuple[int, tuple[int, int, str, int, int]]:
         """(created, revision) of the row's note: which of two notes is newer (made in the same ms: the one written
