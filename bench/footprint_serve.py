@@ -148,10 +148,13 @@ def measure(data: Path, pythonpath: str | None) -> dict[str, float]:
         settle(run.process.pid, limit=600)
         rss, pss = rss_mb(run.process.pid), pss_mb(run.process.pid)
         # Then what a dashboard and an agent's first chat add: the list, the status counts, a question in words.
+        token = token_of(run.data)
         t = time.perf_counter()
-        listed = get(f"{run.base}/api/notes", token_of(run.data), timeout=120)[0]
+        listed = get(f"{run.base}/api/notes", token, timeout=120)[0]
         list_s = time.perf_counter() - t
-        day = [listed, get(f"{run.base}/api/status", token_of(run.data), timeout=120)[0], run.search(QUESTION) and 200]
+        status = get(f"{run.base}/api/status", token, timeout=120)[0]
+        asked = get(f"{run.base}/api/notes?q={urllib.parse.quote(QUESTION)}", token, timeout=120)[0]
+        day = [listed, status, asked]
         if day != [200, 200, 200]:
             raise RuntimeError(f"the list, status or question failed: {day}")
         settle(run.process.pid, limit=600)
