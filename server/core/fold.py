@@ -32,6 +32,7 @@ def _same(a: Op | int | None, b: Op | int) -> bool:
 
 
 Entry = Op | int  # an op, or (once it has one) its row in a journal (`Refs`)
+Revision = tuple[int, int, str, int, int]  # a note's latest stamp as a plain tuple: it compares as the `Stamp` it is
 
 
 _MARK_STEP = 0x9E3779B97F4A7C15  # an odd 64-bit step per op: a history's count changes its mark whatever the digests
@@ -216,7 +217,7 @@ class NoteRecord:
         """Ops after the latest purge (a purge erases everything before it); released ones made again."""
         return [self._refs.op(entry) for entry in self._live()]
 
-    def listed(self) -> tuple[tuple[int, int, str, int, int], bool] | None:
+    def listed(self) -> tuple[Revision, bool] | None:
         """The note's revision and whether it is in the trash, as its view says, without making the view when none is
         kept (a pass over the whole notebook: the list's order, its counts); None: no note (`note` is None)."""
         view = self.view
@@ -529,6 +530,11 @@ class State:
         rec = self.notes.get(note_id)
         return rec.note(keep=keep) if rec is not None else None
 
+    def listed(self, note_id: str) -> tuple[Revision, bool] | None:
+        """The note's revision and whether it is in the trash, without making its view (`NoteRecord.listed`)."""
+        rec = self.notes.get(note_id)
+        return rec.listed() if rec is not None else None
+
     def iter_notes(self) -> Iterator[Note]:
         """Every note, each view made for the moment unless one is kept: a pass over the whole notebook keeps no
         view (`NoteRecord.note`)."""
@@ -614,16 +620,19 @@ class State:
         cache = self._graph_cache
         if cache is not None and cache[0] == self.graph_version:
             return list(cache[1]), list(cache[2])  # copies: callers may change what they get
-        self.graph_counts()  # the order of the live entities, and the live relations
-        assert self._entity_order is not None and self._relations is not None
-        entities = [self.entity(occ) for occ in self._entity_order]
-        relations = self._relations
+        order, relations = self._live_graph()
+        entities = [self.entity(occ) for occ in order]
         self._graph_cache = (self.graph_version, entities, relations)
         return list(entities), list(relations)
 
     def graph_counts(self) -> tuple[int, int]:
         """How many entities and relations `graph` would return, without making the entities (a status poll on a
         graph of 100k entities made and kept every one of them, with its observations)."""
+        order, relations = self._live_graph()
+        return len(order), len(relations)
+
+    def _live_graph(self) -> tuple[list[OccKey], list[Relation]]:
+        """The live entities' keys in the official server's order, and the live relations (both kept until a change)."""
         order = self._entity_order
         if order is None:
             order = self._entity_order = self._graph_order(occ for occ in self.ent_add if self.entity_alive(occ))
@@ -631,7 +640,7 @@ class State:
         if relations is None:
             live = sorted((s, k) for k, s in self.rel_add.items() if self.relation_alive(k))
             relations = self._relations = [Relation(k[0], k[1], k[2]) for _, k in live]
-        return len(order), len(relations)
+        return order, relations
 
     def relation_exists(self, f: str, t: str, ty: str) -> bool:
         return any(k[:3] == (f, t, ty) and self.relation_alive(k) for k in self.rel_by_name.get(f, ()))

@@ -7,10 +7,10 @@ Pure: imports only the standard library.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from .fold import State
+from .fold import Revision, State
 from .model import Note
 
 DEFAULT_LIMIT = 10
@@ -70,16 +70,13 @@ def list_notes(
     of its page alone; a filtered one reads every note's view (and keeps it, for the next such list)."""
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     recent = _recent(state)
-    current = recent.current
-    seen: set[str] = set()
     if replace(filters, trashed=False) == NO_FILTERS:  # the usual list: the page is at the front
         total = recent.counts[filters.trashed]
         page: list[Note] = []
         skip = offset
-        for note_id in recent.ids if cap else ():
-            if note_id in seen or current.get(note_id) != filters.trashed:
-                continue  # a stale entry (the note is listed further up), another list's, or no note now
-            seen.add(note_id)
+        for note_id in _in_order(recent) if cap else ():
+            if recent.current[note_id] != filters.trashed:
+                continue  # the other list's
             if skip:
                 skip -= 1
                 continue
@@ -89,14 +86,7 @@ def list_notes(
             if len(page) == cap:
                 break
     else:
-        notes = []
-        for note_id in recent.ids:
-            if note_id in seen or note_id not in current:
-                continue
-            seen.add(note_id)
-            note = state.note(note_id)
-            if note is not None and filters.admit(note):
-                notes.append(note)
+        notes = [n for n in map(state.note, _in_order(recent)) if n is not None and filters.admit(n)]
         total, page = len(notes), notes[offset : offset + cap]
     return (bounded(page, limit) if limit is None else page), total
 
@@ -105,9 +95,6 @@ def note_counts(state: State) -> dict[bool, int]:
     """How many notes are out of the trash (False) and in it (True), from the list's order (no pass over the notes
     once it is made)."""
     return dict(_recent(state).counts)
-
-
-Revision = tuple[int, int, str, int, int]
 
 
 @dataclass(slots=True)
@@ -140,15 +127,20 @@ def _new_recency(state: State) -> _Recency:
     return recency
 
 
+def _in_order(recent: Recent) -> Iterator[str]:
+    """Each note's id once, newest first: its first entry is its place (later ones are stale), and an id no note has
+    now is skipped."""
+    seen: set[str] = set()
+    current = recent.current
+    for note_id in recent.ids:
+        if note_id not in seen and note_id in current:
+            seen.add(note_id)
+            yield note_id
+
+
 def _listed(state: State, ids: Iterable[str]) -> list[tuple[Revision, str, bool]]:
     """(revision, id, in the trash) of each of `ids` that is a note now, newest first."""
-    notes = state.notes
-    out = []
-    for note_id in ids:
-        rec = notes.get(note_id)
-        got = rec.listed() if rec is not None else None
-        if got is not None:
-            out.append((got[0], note_id, got[1]))
+    out = [(got[0], note_id, got[1]) for note_id in ids if (got := state.listed(note_id)) is not None]
     out.sort(reverse=True)
     return out
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol, TypeVar
 
-from .fold import State
+from .fold import Revision, State
 from .listing import DEFAULT_LIMIT, MAX_LIMIT, NO_FILTERS, Filters, bounded, list_notes
 from .model import Note, Stamp
 from .textindex import Dumped, SubstringIndex
@@ -458,16 +458,14 @@ def _ranked(
         group.append(number)
     # A min-heap of the best so far, (score, revision, id): revisions are unique. A note's view is made for the
     # page alone (its revision is read from its record).
-    kept: list[tuple[float, tuple[int, int, str, int, int], str]] = []
-    records = state.notes
+    kept: list[tuple[float, Revision, str]] = []
     for bound in sorted(groups, reverse=True):
         if len(kept) == limit and bound < kept[0][0]:
             break
         for number in groups[bound]:
             key = keys[number]
             found = note_id(key)
-            rec = records.get(found)
-            listed = rec.listed() if rec is not None else None
+            listed = state.listed(found)
             if listed is None:
                 continue
             revision = listed[0]
@@ -543,16 +541,14 @@ def _admitted(state: State, keys: Iterable[str], filters: Filters) -> list[str]:
     """Of the notes `keys`, those `filters` admit: read (views made and kept) only when a filter looks at more than
     the trash (a common word's matches are most of the notebook)."""
     if replace(filters, trashed=False) == NO_FILTERS:
-        records, trashed = state.notes, filters.trashed
-        return [key for key in keys if (rec := records.get(key)) and (listed := rec.listed()) and listed[1] == trashed]
+        return [key for key in keys if (listed := state.listed(key)) is not None and listed[1] == filters.trashed]
     return [n.id for n in (state.note(key) for key in keys) if n is not None and filters.admit(n)]
 
 
 def _newest(state: State, keys: Iterable[str], limit: int) -> list[Note]:
     """The `limit` most recently changed of the notes `keys`, newest first: only theirs are read (`NoteRecord.listed`
     orders the rest without making their views; a common word is in thousands of titles)."""
-    records = state.notes
-    dated = ((listed[0], key) for key in keys if (rec := records.get(key)) and (listed := rec.listed()))
+    dated = ((listed[0], key) for key in keys if (listed := state.listed(key)) is not None)
     return _notes(state, (key for _, key in heapq.nlargest(limit, dated)))
 
 
@@ -828,7 +824,7 @@ def _probes(index: _Texts, terms: list[str]) -> list[tuple[str, set[str]]]:
 
 def _near_candidates(
     state: State, index: _Texts, terms: list[str], filters: Filters
-) -> list[tuple[int, float, tuple[int, int, str, int, int], str]]:
+) -> list[tuple[int, float, Revision, str]]:
     """(terms matched, relevance, revision, id) of each note holding a probe that passes `filters`. A question's
     common words hold most of the notebook: without filters no note's view is made (`NoteRecord.listed`)."""
     probes = _probes(index, terms)
@@ -837,18 +833,16 @@ def _near_candidates(
         keys |= holding
     words = [probe for probe, _ in probes]
     scored = []
-    records, plain = state.notes, filters == NO_FILTERS
+    plain = filters == NO_FILTERS
     for key in keys:
-        rec = records.get(key)
-        if rec is None:
-            continue
+        revision: Revision
         if plain:
-            listed = rec.listed()
+            listed = state.listed(key)
             if listed is None or listed[1]:
                 continue
             revision = listed[0]
         else:
-            note = rec.note()
+            note = state.note(key)
             if note is None or not filters.admit(note):
                 continue
             revision = note.revision

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.fold import Revision
 from ..core.model import Note
 from ..storage.files import private_dir, write_whole
 from .model import Embedder, Unavailable, question_text
@@ -133,7 +134,7 @@ class _Rows:
         self.numbers["replacing"][row] = self.numbers["mark"][row] = self.digests[row] = 0
         self.nodes[row] = self.projects[row] = None
 
-    def newer(self, row: int) -> tuple[int, tuple[int, int, str, int, int]]:
+    def newer(self, row: int) -> tuple[int, Revision]:
         """(created, revision) of the row's note: which of two notes is newer (made in the same ms: the one written
         last)."""
         n = self.numbers
