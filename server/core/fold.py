@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .model import PLACEHOLDER, Entity, Note, Op, PayloadGone, Refs, Relation, Stamp, Version
+from .model import PLACEHOLDER, Entity, Facets, Note, Op, PayloadGone, Refs, Relation, Stamp, Version
 
 _LEGACY: Any = object()  # an obs.add without `since` (written before incarnations were recorded)
 _NOTE_OPS = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
@@ -230,6 +230,46 @@ class NoteRecord:
         if view is False:
             view = self.note(keep=False)
         return (view.revision, view.trashed) if isinstance(view, Note) else None
+
+    def facets(self) -> Note | Facets | None:
+        """What a filter looks at: the kept view, or else the same values read from the deciding ops' rows (a
+        record with a purge makes its view for the moment: its rules are the view's); None: no note."""
+        view = self.view
+        if view is not False:
+            return view if isinstance(view, Note) else None
+        fields, refs = self.fields, self._refs
+        if self.purge is not None or fields is None:
+            return self.note(keep=False)
+        trashed = self.trash is not None and self.trash[1]
+        if type(fields) is int and fields == self.ops:  # written once (the usual note): read from its row alone
+            seen = refs.facets(fields)
+            if seen is not None:
+                return seen._replace(trashed=True) if trashed and seen.kind else seen if seen.kind else None
+        deciding = fields if isinstance(fields, dict) else dict.fromkeys(refs.field_names(fields), fields)
+        if not deciding:
+            return None
+        made: dict[int, Op] = {}
+
+        def op(entry: Entry) -> Op:
+            key = entry if type(entry) is int else ~id(entry)
+            found = made.get(key)
+            if found is None:
+                found = made[key] = refs.op(entry)
+            return found
+
+        values = {name: op(deciding[name]).field(name) for name in ("kind", "project", "tags") if name in deciding}
+        entries = self.entries()
+        first, last = op(entries[0]), op(entries[-1])
+        return Facets(
+            kind=values.get("kind", "fact"),
+            project=values.get("project"),
+            tags=tuple(values.get("tags", ())),
+            trashed=trashed,
+            created_by=first.by,
+            created_on=first.node,
+            updated_by=last.by,
+            updated_on=last.node,
+        )
 
     def note(self, *, keep: bool = True) -> Note | None:
         """The note as its fields' deciding ops say (None: no note, such as one purged). The view is kept for the next
@@ -534,6 +574,11 @@ class State:
         """The note's revision and whether it is in the trash, without making its view (`NoteRecord.listed`)."""
         rec = self.notes.get(note_id)
         return rec.listed() if rec is not None else None
+
+    def facets(self, note_id: str) -> Note | Facets | None:
+        """What a filter looks at in the note, without making its view (`NoteRecord.facets`)."""
+        rec = self.notes.get(note_id)
+        return rec.facets() if rec is not None else None
 
     def iter_notes(self) -> Iterator[Note]:
         """Every note, each view made for the moment unless one is kept: a pass over the whole notebook keeps no

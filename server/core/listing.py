@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from .fold import Revision, State
-from .model import Note
+from .model import Facets, Note
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
@@ -29,7 +29,7 @@ class Filters:
     node: str | None = None
     trashed: bool = False  # True: only the trash; False: only live notes
 
-    def admit(self, note: Note) -> bool:
+    def admit(self, note: Note | Facets) -> bool:
         return (
             note.trashed == self.trashed
             and (self.kind is None or note.kind == self.kind)
@@ -66,8 +66,8 @@ def bounded(notes: Iterable[Note], limit: int | None) -> list[Note]:
 def list_notes(
     state: State, filters: Filters = NO_FILTERS, *, limit: int | None = None, offset: int = 0
 ) -> tuple[list[Note], int]:
-    """Notes passing `filters`, most recently updated first; returns (page, total). The usual list makes the views
-    of its page alone; a filtered one reads every note's view (and keeps it, for the next such list)."""
+    """Notes passing `filters`, most recently updated first; returns (page, total). Either list makes the views of its
+    page alone: a filtered one reads what its filters look at from each note's record (`State.facets`)."""
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     recent = _recent(state)
     if replace(filters, trashed=False) == NO_FILTERS:  # the usual list: the page is at the front
@@ -86,8 +86,18 @@ def list_notes(
             if len(page) == cap:
                 break
     else:
-        notes = [n for n in map(state.note, _in_order(recent)) if n is not None and filters.admit(n)]
-        total, page = len(notes), notes[offset : offset + cap]
+        last = recent.filtered
+        if last is not None and last[:2] == (filters, state.notes_version):
+            ids = last[2]
+        else:
+            trashed, facets = filters.trashed, state.facets
+            ids = [
+                note_id
+                for note_id in _in_order(recent)
+                if recent.current[note_id] == trashed and (seen := facets(note_id)) is not None and filters.admit(seen)
+            ]
+            recent.filtered = (filters, state.notes_version, ids)
+        total, page = len(ids), [n for n in map(state.note, ids[offset : offset + cap]) if n is not None]
     return (bounded(page, limit) if limit is None else page), total
 
 
@@ -110,6 +120,9 @@ class Recent:
     counts: dict[bool, int]  # trashed -> how many notes
     head: Revision | None  # the revision of the note listed first
     stale: int = 0
+    # The last filtered list's notes in order, with its filters and the notebook's version then: its next page, or the
+    # same list polled again, reads no note while nothing changed (a filtered list is a pass over the notebook).
+    filtered: tuple[Filters, int, list[str]] | None = None
 
 
 @dataclass

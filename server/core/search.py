@@ -538,11 +538,11 @@ def _notes(state: State, keys: Iterable[str]) -> list[Note]:
 
 
 def _admitted(state: State, keys: Iterable[str], filters: Filters) -> list[str]:
-    """Of the notes `keys`, those `filters` admit: read (views made and kept) only when a filter looks at more than
-    the trash (a common word's matches are most of the notebook)."""
+    """Of the notes `keys`, those `filters` admit, without making their views (a common word's matches are most of
+    the notebook): the trash flag from the record, what other filters look at from its deciding ops."""
     if replace(filters, trashed=False) == NO_FILTERS:
         return [key for key in keys if (listed := state.listed(key)) is not None and listed[1] == filters.trashed]
-    return [n.id for n in (state.note(key) for key in keys) if n is not None and filters.admit(n)]
+    return [key for key in keys if (seen := state.facets(key)) is not None and filters.admit(seen)]
 
 
 def _newest(state: State, keys: Iterable[str], limit: int) -> list[Note]:
@@ -801,7 +801,7 @@ def _near_scored(state: State, index: _Texts, terms: list[str], filters: Filters
         if admit is None:
             ranked += [(key, c + 1) for key in heapq.nlargest(need, level)]
         else:
-            kept = [key for key in level if (note := state.note(key)) is not None and admit(note)]
+            kept = [key for key in level if (seen := state.facets(key)) is not None and admit(seen)]
             ranked += [(key, c + 1) for key in heapq.nlargest(need, kept)]
         if len(ranked) >= pool:
             break
@@ -826,7 +826,7 @@ def _near_candidates(
     state: State, index: _Texts, terms: list[str], filters: Filters
 ) -> list[tuple[int, float, Revision, str]]:
     """(terms matched, relevance, revision, id) of each note holding a probe that passes `filters`. A question's
-    common words hold most of the notebook: without filters no note's view is made (`NoteRecord.listed`)."""
+    common words hold most of the notebook: no note's view is made (`NoteRecord.listed`, `NoteRecord.facets`)."""
     probes = _probes(index, terms)
     keys: set[str] = set()
     for _, holding in probes:
@@ -835,19 +835,16 @@ def _near_candidates(
     scored = []
     plain = filters == NO_FILTERS
     for key in keys:
-        revision: Revision
+        listed = state.listed(key)
+        if listed is None:
+            continue
         if plain:
-            listed = state.listed(key)
-            if listed is None or listed[1]:
+            if listed[1]:
                 continue
-            revision = listed[0]
-        else:
-            note = state.note(key)
-            if note is None or not filters.admit(note):
-                continue
-            revision = note.revision
+        elif (seen := state.facets(key)) is None or not filters.admit(seen):
+            continue
         relevance, matched = _score(index.text(key) or "", words)
-        scored.append((matched, relevance, revision, key))
+        scored.append((matched, relevance, listed[0], key))
     return scored
 
 
