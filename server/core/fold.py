@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ Entry = Op | int  # an op, or (once it has one) its row in a journal (`Refs`)
 Revision = tuple[int, int, str, int, int]  # a note's latest stamp as a plain tuple: it compares as the `Stamp` it is
 
 
+KEPT_VIEWS = 4096  # note views a State keeps (`State.note`): ~1.6 MB
 _MARK_STEP = 0x9E3779B97F4A7C15  # an odd 64-bit step per op: a history's count changes its mark whatever the digests
 _MARK_MOD = 1 << 64
 
@@ -381,6 +383,8 @@ class State:
     _relations: list[Relation] | None = None
     # The live entities' keys in graph order, kept until an entity is deleted or added anywhere but last.
     _entity_order: list[OccKey] | None = None
+    # The ids of the notes whose views are kept, oldest made first: at most KEPT_VIEWS (`note`).
+    _kept: dict[str, None] = field(default_factory=dict)
 
     def ops_key(self) -> bytes:
         """Which ops this state folded, as a digest: every node's positions held and the digest of each one's line,
@@ -566,9 +570,22 @@ class State:
     # -- notes --------------------------------------------------------------------------------------
 
     def note(self, note_id: str, *, keep: bool = True) -> Note | None:
-        """The note's view, kept for the next call unless `keep` is false (`NoteRecord.note`)."""
+        """The note's view, kept for the next call unless `keep` is false (`NoteRecord.note`). At most KEPT_VIEWS views
+        are kept: a reader paging through the whole notebook (a dashboard scrolled to the end, an export by pages)
+        would otherwise keep every note's view for good (~400 bytes a note); the oldest made go first."""
         rec = self.notes.get(note_id)
-        return rec.note(keep=keep) if rec is not None else None
+        if rec is None:
+            return None
+        if keep and rec.view is False:
+            kept = self._kept
+            kept.pop(note_id, None)
+            kept[note_id] = None
+            if len(kept) > KEPT_VIEWS:
+                for old in list(itertools.islice(kept, len(kept) - KEPT_VIEWS * 3 // 4)):
+                    del kept[old]
+                    if (gone := self.notes.get(old)) is not None:
+                        gone.view = False
+        return rec.note(keep=keep)
 
     def listed(self, note_id: str) -> tuple[Revision, bool] | None:
         """The note's revision and whether it is in the trash, without making its view (`NoteRecord.listed`)."""

@@ -7,6 +7,8 @@ Pure: imports only the standard library.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
@@ -70,34 +72,27 @@ def list_notes(
     page alone: a filtered one reads what its filters look at from each note's record (`State.facets`)."""
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     recent = _recent(state)
-    if replace(filters, trashed=False) == NO_FILTERS:  # the usual list: the page is at the front
+    plain = replace(filters, trashed=False) == NO_FILTERS
+    if recent.stale and (offset or not plain):  # a walk past the front: without stale entries it runs in C
+        _compact(recent)
+    if plain:  # the usual list: the page is at the front (or `offset` ids on, skipped without reading a note)
         total = recent.counts[filters.trashed]
-        page: list[Note] = []
-        skip = offset
-        for note_id in _in_order(recent) if cap else ():
-            if recent.current[note_id] != filters.trashed:
-                continue  # the other list's
-            if skip:
-                skip -= 1
-                continue
-            note = state.note(note_id)
-            if note is not None:  # it is: the order is up to date
-                page.append(note)
-            if len(page) == cap:
-                break
+        if recent.stale or recent.counts[not filters.trashed]:
+            ids = list(itertools.islice(_chosen(recent, filters.trashed), offset, offset + cap))
+        else:  # every entry is a note of this list, each once: the page is a slice
+            ids = recent.ids[offset : offset + cap]
     else:
         last = recent.filtered
         if last is not None and last[:2] == (filters, state.notes_version):
-            ids = last[2]
+            every = last[2]
         else:
-            trashed, facets = filters.trashed, state.facets
-            ids = [
-                note_id
-                for note_id in _in_order(recent)
-                if recent.current[note_id] == trashed and (seen := facets(note_id)) is not None and filters.admit(seen)
+            facets = state.facets
+            every = [
+                i for i in _chosen(recent, filters.trashed) if (seen := facets(i)) is not None and filters.admit(seen)
             ]
-            recent.filtered = (filters, state.notes_version, ids)
-        total, page = len(ids), [n for n in map(state.note, ids[offset : offset + cap]) if n is not None]
+            recent.filtered = (filters, state.notes_version, every)
+        total, ids = len(every), every[offset : offset + cap]
+    page = [note for note in map(state.note, ids) if note is not None]  # each is: the order is up to date
     return (bounded(page, limit) if limit is None else page), total
 
 
@@ -149,6 +144,22 @@ def _in_order(recent: Recent) -> Iterator[str]:
         if note_id not in seen and note_id in current:
             seen.add(note_id)
             yield note_id
+
+
+def _chosen(recent: Recent, trashed: bool) -> Iterator[str]:
+    """The ids of the notes in the trash (`trashed`) or out of it, newest first; without stale entries, walked in C
+    (paging to the end of 100k notes read every id before the page from the front in Python: ~80 ms a page)."""
+    current = recent.current
+    if recent.stale:
+        return (note_id for note_id in _in_order(recent) if current[note_id] == trashed)
+    flags = map(current.__getitem__, recent.ids)
+    return itertools.compress(recent.ids, flags if trashed else map(operator.not_, flags))
+
+
+def _compact(recent: Recent) -> None:
+    """Drop the stale entries: each note's id once, at its place."""
+    recent.ids = list(filter(recent.current.__contains__, dict.fromkeys(recent.ids)))
+    recent.stale = 0
 
 
 def _listed(state: State, ids: Iterable[str]) -> list[tuple[Revision, str, bool]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from hivenote.server.core import fold
 from hivenote.server.core.fold import State
 from hivenote.server.core.listing import NO_FILTERS, Filters, list_notes, note_counts
 from hivenote.server.core.model import Author, Journal, Op, decode_op, line_digest
@@ -326,3 +327,59 @@ def test_a_filtered_list_or_search_keeps_the_views_of_its_page_alone(monkeypatch
     page, total = list_notes(state, web, limit=3)
     assert [n.id for n in page] == ["NEW", admitted[0].id, admitted[1].id] and total == len(admitted)
     assert len(asked) >= len(admitted)
+
+
+def test_paging_through_the_whole_notebook_keeps_a_bounded_number_of_views(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page keeps its views for the next call; a reader paging through every note (a dashboard scrolled to the end,
+    an export by pages) kept every note's view for good (~40 MB at 100k notes). Now at most KEPT_VIEWS are kept, the
+    oldest made dropped first, and every page says what it said."""
+    monkeypatch.setattr(fold, "KEPT_VIEWS", 400, raising=False)
+    state = State()
+    rnd = random.Random(8)
+    for i in range(3000):
+        fields = dict(note_fields(rnd))
+        state.apply(Op("seed-0001", i + 1, i + 1, 0, "note.set", {"id": f"N{i:05}", "fields": fields}, Author()))
+    every = sorted(
+        (n for rec in state.notes.values() if (n := rec.note(keep=False)) is not None),
+        key=lambda n: n.revision,
+        reverse=True,
+    )
+    for offset in range(0, 3000, 100):
+        page, total = list_notes(state, limit=100, offset=offset)
+        assert (page, total) == (every[offset : offset + 100], 3000)
+        assert kept_views(state) <= 400
+    kept = {rec.id for rec in state.notes.values() if rec.view is not False}
+    assert len(kept) >= 300 and kept <= {n.id for n in every[-400:]}  # the pages read last
+    again = state.note(every[0].id)  # dropped long ago: made again, the same note
+    assert again == every[0] and state.notes[every[0].id].view is again
+
+
+def test_a_page_far_from_the_front_is_the_same_with_stale_entries_in_the_order() -> None:
+    """The list's order keeps an edited note's older entry until a rebuild (skipped as stale); a page far from the
+    front drops them first and skips to its place in C. Every page, of the notes and of the trash, is what sorting
+    every view says, whether the order has stale entries or not."""
+    state = State()
+    rnd = random.Random(9)
+    seq = 0
+
+    def apply(kind: str, data: dict[str, Any]) -> None:
+        nonlocal seq
+        seq += 1
+        state.apply(Op("seed-0001", seq, seq, 0, kind, data, Author()))
+
+    for i in range(900):
+        apply("note.set", {"id": f"N{i:04}", "fields": dict(note_fields(rnd))})
+    for round_ in range(3):
+        list_notes(state, limit=5)  # the order exists: what follows patches it
+        for i in rnd.sample(range(900), 60):
+            kind = rnd.choice(["note.set", "note.trash", "note.restore", "note.purge"])
+            apply(
+                kind,
+                {"id": f"N{i:04}", "fields": {"title": f"r{round_}"}} if kind == "note.set" else {"id": f"N{i:04}"},
+            )
+        every = [n for rec in state.notes.values() if (n := rec.note(keep=False)) is not None]
+        for trashed in (False, True):
+            expected = sorted((n for n in every if n.trashed == trashed), key=lambda n: n.revision, reverse=True)
+            for offset in (0, 7, 130, len(expected) - 3, len(expected) + 5):
+                page, total = list_notes(state, Filters(trashed=trashed), limit=50, offset=offset)
+                assert (page, total) == (expected[offset : offset + 50], len(expected)), (round_, trashed, offset)
