@@ -1,8 +1,9 @@
 """`hivenote serve`'s memory at a given notebook (RSS and PSS once start-up work is done) and the latency of searches
 made while it warms its search index (the first seconds after start, when an autostarted tray meets agents opening
 their first chats), and once more after the list, the status counts and a question in an agent's own words (what a
-dashboard and an agent's first chat add: "listed MB", and the list's time). Variants run interleaved, so a
-before/after comparison sees the same machine load.
+dashboard and an agent's first chat add: "listed MB", and the list's time), and after a project's list and every note
+paged through 200 at a time (a dashboard scrolled to the end, an export by pages: "paged MB", and the time of the
+two). Variants run interleaved, so a before/after comparison sees the same machine load.
 
     python bench/footprint_serve.py --notes 10000,100000 [--ops 1000000] [--runs 3]
         [--variant before=<PYTHONPATH>] [--variant after=<PYTHONPATH>] [--cold] [--elsewhere N]
@@ -158,14 +159,32 @@ def measure(data: Path, pythonpath: str | None) -> dict[str, float]:
         if day != [200, 200, 200]:
             raise RuntimeError(f"the list, status or question failed: {day}")
         settle(run.process.pid, limit=600)
+        listed_rss = rss_mb(run.process.pid)
+        # Then a dashboard's day with a big notebook: a project's list, and every note paged through (scrolled to
+        # the end, or an export by pages).
+        t = time.perf_counter()
+        filtered = get(f"{run.base}/api/notes?project=web&limit=50", token, timeout=120)[0]
+        paged, offset = 0, 0
+        while True:
+            code, body = get(f"{run.base}/api/notes?limit=200&offset={offset}", token, timeout=120)
+            if filtered != 200 or code != 200:
+                raise RuntimeError(f"a project's list or a page failed: {filtered}, {code}")
+            page = len(json.loads(body)["results"])
+            if not page:
+                break
+            paged, offset = paged + page, offset + page
+        pages_s = time.perf_counter() - t
+        settle(run.process.pid, limit=600)
         return {
             "up s": up,
             "warm max ms": max(warm) * 1e3,
             "warm p50 ms": statistics.median(warm) * 1e3,
             "RSS": rss,
             "PSS": pss,
-            "RSS listed": rss_mb(run.process.pid),
+            "RSS listed": listed_rss,
             "list ms": list_s * 1e3,
+            "RSS paged": rss_mb(run.process.pid),
+            "paged s": pages_s,
         }
     finally:
         run.stop()
@@ -191,7 +210,7 @@ def main() -> None:
     try:
         print(
             f"{'notebook':<16}{'variant':<12}{'RSS MB':>8}{'PSS MB':>8}{'up s':>7}{'warm p50':>10}{'warm max':>10}"
-            f"{'listed MB':>11}{'list ms':>9}"
+            f"{'listed MB':>11}{'list ms':>9}{'paged MB':>10}{'paged s':>9}"
         )
         for label, book in books.items():
             copies = {}
@@ -218,7 +237,7 @@ def main() -> None:
                 print(
                     f"{label:<16}{name:<12}{med['RSS']:>8.0f}{med['PSS']:>8.0f}{med['up s']:>7.2f}"
                     f"{med['warm p50 ms']:>10.1f}{med['warm max ms']:>10.1f}{med['RSS listed']:>11.0f}"
-                    f"{med['list ms']:>9.0f}",
+                    f"{med['list ms']:>9.0f}{med['RSS paged']:>10.0f}{med['paged s']:>9.1f}",
                     flush=True,
                 )
     finally:
