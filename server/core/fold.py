@@ -242,11 +242,10 @@ class NoteRecord:
         fields, refs = self.fields, self._refs
         if self.purge is not None or fields is None:
             return self.note(keep=False)
-        trashed = self.trash is not None and self.trash[1]
-        if type(fields) is int and fields == self.ops:  # written once (the usual note): read from its row alone
+        if type(fields) is int and fields == self.ops:  # written once (the usual note; so not in the trash): its row
             seen = refs.facets(fields)
             if seen is not None:
-                return seen._replace(trashed=True) if trashed and seen.kind else seen if seen.kind else None
+                return seen
         deciding = fields if isinstance(fields, dict) else dict.fromkeys(refs.field_names(fields), fields)
         if not deciding:
             return None
@@ -266,7 +265,7 @@ class NoteRecord:
             kind=values.get("kind", "fact"),
             project=values.get("project"),
             tags=tuple(values.get("tags", ())),
-            trashed=trashed,
+            trashed=self.trash is not None and self.trash[1],
             created_by=first.by,
             created_on=first.node,
             updated_by=last.by,

@@ -548,13 +548,13 @@ class Journal:
 
     def facets(self, row: int) -> Facets | None:
         """What a filter looks at in the note a `note.set` row writes alone (a note written once: not in the trash),
-        without making its op (a pass over the notebook); its `kind` is "" when it sets no field. None when the row
-        holds not every value it sets (released, or some let go of)."""
+        without making its op (a pass over the notebook). None when the row holds not every value it sets (released,
+        or some let go of) or sets no field: the caller reads the op."""
         entry = self.held[row]
-        if type(entry) is not tuple or self.kinds[row] != _SET_CODE:
+        names = self._names[self.names[row]]
+        if type(entry) is not tuple or self.kinds[row] != _SET_CODE or not names:
             return None
         values = entry[1]
-        names = self._names[self.names[row]] or ()
         k, p, t = _FACET_SLOTS.get(names) or _facet_slots(names)
         kind: Any = values[k] if k >= 0 else "fact"
         project: Any = values[p] if p >= 0 else None
@@ -563,7 +563,7 @@ class Journal:
             return None
         by, node = self._authors[self.bys[row]], self._nodes[self.nodes[row]]
         # `_make` is tuple's own constructor (a pass over 100k notes: the class's Python __new__ took 1.5 us a note)
-        return Facets._make((kind if names else "", project, tags, False, by, node, by, node))
+        return Facets._make((kind, project, tags, False, by, node, by, node))
 
     def release(self, row: int, note_id: str) -> None:
         """Let a note op's row keep its note id alone (`Op.release`): the fold needs nothing of its payload."""

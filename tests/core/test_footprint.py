@@ -243,12 +243,17 @@ def test_passes_over_the_whole_notebook_keep_no_view_and_a_page_keeps_its_own() 
     assert list_notes(state, NO_FILTERS, limit=20) == (page, total)
 
 
-def test_a_filtered_list_or_search_keeps_the_views_of_its_page_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("rows", [True, False], ids=["journal rows", "ops in memory"])
+def test_a_filtered_list_or_search_keeps_the_views_of_its_page_alone(
+    monkeypatch: pytest.MonkeyPatch, rows: bool
+) -> None:
     """A list or a search filtered by kind, project, tag, agent, person or machine (the dashboard's filters, an
     agent's `project=`) admitted each note by its view and kept every view it made: at 100k notes a project's list
     kept ~40 MB more. Now a filter reads what it looks at from the note's record, and the answers are the ones every
-    view gives, for notes written once, edited by another writer, in the trash, and purged then written again."""
+    view gives, for notes written once, edited by another writer, in the trash, and purged then written again; ops
+    read from a log (journal rows, as a server holds them) or made in memory."""
     state = State()
+    journal = Lines()
     rnd = random.Random(11)
     writers = [("alpha-0001", Author(agent="cursor", person="ana")), ("beta-0002", Author(agent="codex", person="bo"))]
     seqs = dict.fromkeys((node for node, _ in writers), 0)
@@ -261,7 +266,13 @@ def test_a_filtered_list_or_search_keeps_the_views_of_its_page_alone(monkeypatch
         wall += 1
         if data_since is not None:
             data["since"] = data_since
-        state.apply(Op(node, seqs[node], wall, 0, kind, data, by))
+        op = Op(node, seqs[node], wall, 0, kind, data, by)
+        if rows:
+            line = op.encode()[:-1]
+            op = decode_op(line)
+            journal.lines[wall] = line
+            journal.add(op, wall)
+        state.apply(op)
 
     for i in range(1200):
         apply("note.set", {"id": f"N{i:05}", "fields": dict(note_fields(rnd))})
