@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 
 from .fold import Revision, State
 from .model import Facets, Note
@@ -19,6 +19,7 @@ DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
 TOKEN_BUDGET = 1500  # default result size, in estimated model tokens of the one-line summaries
 REFRESH_RECENT = 1000  # list_notes brings its recency order up to date after at most this many changed notes
+KEPT_PATCHES = 32  # patches of the order kept for bringing a filtered list up to date (`Recent.patches`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,15 +83,16 @@ def list_notes(
         else:  # every entry is a note of this list, each once: the page is a slice
             ids = recent.ids[offset : offset + cap]
     else:
-        last = recent.filtered
-        if last is not None and last[:2] == (filters, state.notes_version):
-            every = last[2]
-        else:
-            facets = state.facets
-            every = [
-                i for i in _chosen(recent, filters.trashed) if (seen := facets(i)) is not None and filters.admit(seen)
-            ]
-            recent.filtered = (filters, state.notes_version, every)
+        facets, last, every = state.facets, recent.filtered, None
+
+        def admitted(note_id: str) -> bool:
+            return (seen := facets(note_id)) is not None and filters.admit(seen)
+
+        if last is not None and last[0] == filters:
+            every = last[2] if last[1] == recent.version else _patched(recent, last[1], last[2], admitted)
+        if every is None:
+            every = [note_id for note_id in _chosen(recent, filters.trashed) if admitted(note_id)]
+        recent.filtered = (filters, recent.version, every)
         total, ids = len(every), every[offset : offset + cap]
     page = [note for note in map(state.note, ids) if note is not None]  # each is: the order is up to date
     return (bounded(page, limit) if limit is None else page), total
@@ -116,8 +118,12 @@ class Recent:
     head: Revision | None  # the revision of the note listed first
     stale: int = 0
     # The last filtered list's notes in order, with its filters and the notebook's version then: its next page, or the
-    # same list polled again, reads no note while nothing changed (a filtered list is a pass over the notebook).
+    # same list polled again, reads no note while nothing changed (a filtered list is a pass over the notebook), and
+    # after a change only the notes it touched (`patches`).
     filtered: tuple[Filters, int, list[str]] | None = None
+    # The last patches of the order after writes: (version before, version after, the ids changed, those that are
+    # notes now, newest first), so a filtered list of an earlier version can be brought up to date.
+    patches: list[tuple[int, int, set[str], list[str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -156,6 +162,29 @@ def _chosen(recent: Recent, trashed: bool) -> Iterator[str]:
     return itertools.compress(recent.ids, flags if trashed else map(operator.not_, flags))
 
 
+def _patched(recent: Recent, since: int, ids: list[str], admitted: Callable[[str], bool]) -> list[str] | None:
+    """`ids`, a filtered list as of version `since`, brought up to date from the order's patches since then: the notes
+    they changed are read again (each patch's are newer than all before it), the others keep their place. None when
+    the patches kept do not reach back to `since`."""
+    chain: list[tuple[set[str], list[str]]] = []
+    version = recent.version
+    for start, end, changed, fresh in reversed(recent.patches):
+        if end != version:
+            return None
+        chain.append((changed, fresh))
+        version = start
+        if version == since:
+            break
+    if version != since:
+        return None
+    gone: set[str] = set()
+    front: list[str] = []
+    for changed, fresh in chain:  # the newest patch first
+        front += [note_id for note_id in fresh if note_id not in gone and admitted(note_id)]
+        gone |= changed
+    return front + [note_id for note_id in ids if note_id not in gone]
+
+
 def _compact(recent: Recent) -> None:
     """Drop the stale entries: each note's id once, at its place."""
     recent.ids = list(filter(recent.current.__contains__, dict.fromkeys(recent.ids)))
@@ -187,9 +216,12 @@ def _recent(state: State) -> Recent:
             for _, note_id, trashed in fresh:
                 current[note_id] = trashed
                 counts[trashed] += 1
+            ids = [note_id for _, note_id, _ in fresh]
             if fresh:
-                recent.ids[:0] = [note_id for _, note_id, _ in fresh]
+                recent.ids[:0] = ids
                 recent.head = fresh[0][0]
+            recent.patches.append((recent.version, state.notes_version, set(changed), ids))
+            del recent.patches[:-KEPT_PATCHES]
             recent.version = state.notes_version
             changed.clear()
             if recent.stale <= len(current):

@@ -8,11 +8,12 @@ import gc
 import random
 import sys
 from array import array
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from hivenote.server.core import fold
+from hivenote.server.core import fold, listing
 from hivenote.server.core.fold import State
 from hivenote.server.core.listing import NO_FILTERS, Filters, list_notes, note_counts
 from hivenote.server.core.model import Author, Journal, Op, decode_op, line_digest
@@ -333,11 +334,24 @@ def test_a_filtered_list_or_search_keeps_the_views_of_its_page_alone(
     monkeypatch.setattr(state, "facets", counted)
     assert list_notes(state, web, limit=10, offset=10) == (admitted[10:20], len(admitted))
     assert not asked
+    # A change: the next list reads the notes it touched alone (a dashboard's filtered list after an agent's write),
+    # over lists the filter skipped too (the order patched twice), and the whole notebook again only when the
+    # patches kept do not reach back to the list it has.
     apply("note.set", {"id": admitted[3].id, "fields": {"project": "shop-api"}})
+    list_notes(state, limit=1)
     apply("note.set", {"id": "NEW", "fields": {"title": "New web note", "project": "web"}})
-    page, total = list_notes(state, web, limit=3)
-    assert [n.id for n in page] == ["NEW", admitted[0].id, admitted[1].id] and total == len(admitted)
-    assert len(asked) >= len(admitted)
+    apply("note.trash", {"id": admitted[5].id})
+    page, total = list_notes(state, web, limit=4)
+    assert [n.id for n in page] == ["NEW", admitted[0].id, admitted[1].id, admitted[2].id]
+    assert total == len(admitted) - 1 and sorted(asked) == sorted(["NEW", admitted[3].id, admitted[5].id])
+    assert list_notes(state, replace(web, trashed=True), limit=1)[0][0].id == admitted[5].id
+    again = [n for rec in state.notes.values() if (n := rec.note(keep=False)) is not None and web.admit(n)]
+    assert list_notes(state, web, limit=200)[0] == sorted(again, key=lambda n: n.revision, reverse=True)[:200]
+    asked.clear()
+    for i in range(listing.KEPT_PATCHES + 1):
+        apply("note.set", {"id": f"MORE{i}", "fields": {"title": "More", "project": "shop-api"}})
+        list_notes(state, limit=1)
+    assert list_notes(state, web, limit=5)[1] == len(again) and len(asked) > len(again)
 
 
 def test_paging_through_the_whole_notebook_keeps_a_bounded_number_of_views(monkeypatch: pytest.MonkeyPatch) -> None:
