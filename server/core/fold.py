@@ -246,21 +246,13 @@ class NoteRecord:
             seen = refs.facets(fields)
             if seen is not None:
                 return seen
-        deciding = fields if isinstance(fields, dict) else dict.fromkeys(refs.field_names(fields), fields)
+        deciding = self.deciding_ops()
         if not deciding:
             return None
-        made: dict[int, Op] = {}
-
-        def op(entry: Entry) -> Op:
-            key = entry if type(entry) is int else ~id(entry)
-            found = made.get(key)
-            if found is None:
-                found = made[key] = refs.op(entry)
-            return found
-
-        values = {name: op(deciding[name]).field(name) for name in ("kind", "project", "tags") if name in deciding}
+        values = {name: deciding[name].field(name) for name in ("kind", "project", "tags") if name in deciding}
         entries = self.entries()
-        first, last = op(entries[0]), op(entries[-1])
+        first = refs.op(entries[0])
+        last = first if len(entries) == 1 else refs.op(entries[-1])
         return Facets(
             kind=values.get("kind", "fact"),
             project=values.get("project"),
