@@ -3,7 +3,8 @@ dashboard window opened and closed, a snippet copied, the server stopped and sta
 through the synced folder), round after round, with the tray's RSS and PSS after each round. The driver is
 tests/support/soak.py (tests/desktop/test_soak.py runs it for a few rounds); this prints the curve, the growth
 after the warm-up rounds, and what the soaked tray holds beyond a fresh tray started on the notebook the soak wrote
-(a soak writes ~23 notes a round, far more than a day of use, and the notebook's own memory grows with them).
+(a soak writes ~23 notes a round, far more than a day of use, and the notebook's own memory grows with them). The
+fresh tray runs the same warm-up rounds first, so the two are compared in the same state.
 
     python bench/bench_soak.py [--minutes 120 | --rounds N] [--warmup 3] [--agents 3] [--no-meaning] [--fresh 3]
         [--json FILE]
@@ -35,7 +36,10 @@ def main() -> None:
     parser.add_argument("--json", help="write the samples to this file")
     parser.add_argument("--no-meaning", action="store_true", help="meaning search off (settings.json)")
     parser.add_argument(
-        "--fresh", type=int, default=3, help="then rounds of a fresh tray on the same notebook, to compare against"
+        "--fresh",
+        type=int,
+        default=3,
+        help="then rounds of a fresh tray on the same notebook, after its own warm-up rounds, to compare against",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hivenote-soak-") as tmp:
@@ -46,7 +50,7 @@ def main() -> None:
             args.agents,
             args.pause,
             meaning=not args.no_meaning,
-            fresh_rounds=args.fresh,
+            fresh_rounds=args.warmup + args.fresh if args.fresh else 0,
         )
     result = growth(samples, args.warmup)
     print(json.dumps(result))

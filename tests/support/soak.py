@@ -223,10 +223,15 @@ FRESH = ("", "  (a fresh tray, same notebook)", "  (a fresh tray, meaning index 
 
 def growth(samples: list[dict[str, float]], warmup: int) -> dict[str, Any]:
     """RSS after the warm-up rounds, at the end (median of the last three rounds, against the first three after the
-    warm-up: single samples are noisy) and the largest seen; with a fresh tray's rounds, its RSS (their median) and
-    how much more the soaked tray held at its end; the same for the tray whose meaning index was built again."""
-    fresh = [s["rss"] for s in samples if s.get("fresh") == 1]
-    reindexed = [s["rss"] for s in samples if s.get("fresh") == 2]
+    warm-up: single samples are noisy) and the largest seen; with a fresh tray's rounds, its RSS (the median of its
+    rounds after the same warm-up, when it ran more rounds than that) and how much more the soaked tray held at its
+    end; the same for the tray whose meaning index was built again."""
+
+    def warm(phase: int) -> list[float]:
+        rss = [s["rss"] for s in samples if s.get("fresh") == phase]
+        return rss[warmup:] if len(rss) > warmup else rss
+
+    fresh, reindexed = warm(1), warm(2)
     kept = [s for s in samples if not s.get("fresh")][warmup:]
     out: dict[str, Any] = {"max": max((s["rss"] for s in samples), default=0)}
     if len(kept) < 2:
