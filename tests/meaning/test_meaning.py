@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from hivenote.server.core.fold import State
 from hivenote.server.core.hlc import wall_ms
 from hivenote.server.core.model import Op, decode_op
 from hivenote.server.core.search import SIMILAR, SOME_WORDS, _replacements, search_notes
+from hivenote.server.meaning import index as index_module
 from hivenote.server.meaning import open_index, why
 from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import Embedder, StaticModel, load_default
@@ -153,6 +155,34 @@ def test_the_cache_is_reused_and_rebuilt_when_the_model_changes(store: Store, mo
     assert json.loads(cache.read_bytes().split(b"\n")[1])["model"] == "model-b"
 
 
+def test_a_write_does_not_write_the_cache_file_again_until_a_while_has_passed(
+    store: Store, model: StaticModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole file was written again after every write (at 100k notes 100 MB a note written). Once warm it is
+    written at most every WRITE_EVERY_S; a note written meanwhile is embedded again at the next start."""
+    ids = fill(store)
+    cache = store.data_dir / "cache" / "meaning.bin"
+    index = warmed(store, Counting(model, "model-a"), cache)
+    written = cache.read_bytes()
+    notebook = Notebook(store, meaning=index)
+    notebook.update(ids["Do not deploy on Fridays"], body="Nobody is around to roll back, and the pager is quiet.")
+    while not index.refresh(store):
+        pass
+    assert cache.read_bytes() == written
+    restart = Counting(model, "model-a")
+    warmed(store, restart, cache)  # (and writes the file, with it)
+    assert restart.embedded == 2  # the note written since, alone
+    written = cache.read_bytes()
+    monkeypatch.setattr(index_module, "WRITE_EVERY_S", 0.0)
+    notebook.update(ids["Do not deploy on Fridays"], body="Nobody is around on Fridays to roll back.")
+    while not index.refresh(store):
+        pass
+    assert cache.read_bytes() != written
+    restart = Counting(model, "model-a")
+    warmed(store, restart, cache)
+    assert restart.embedded == 0
+
+
 def test_a_restart_reads_no_note_the_cache_file_has_as_it_is_and_a_write_only_that_note(
     tmp_path: Path, model: StaticModel
 ) -> None:
@@ -204,20 +234,37 @@ def test_after_the_store_folds_again_a_pass_looks_at_every_note_and_reads_none_w
     assert got is not None and expected is not None and set(expected) < set(got)
 
 
-def test_a_cache_file_of_before_the_marks_is_used_as_before_and_written_anew(store: Store, model: StaticModel) -> None:
-    """The upgrade: a file without the notes' marks and kept data still spares every embedding (each note is read and
-    its text compared, as before), and is written again with them."""
+def as_format_1(cache: Path, *, marks: bool) -> None:
+    """Rewrite the cache file as a Hivenote before int8 vectors wrote it: float32 vectors, then (with `marks`) the
+    notes' numbers; without them, as one before the marks wrote it."""
+    _, head, rest = cache.read_bytes().split(b"\n", 2)
+    header = json.loads(head)
+    n, dim = len(header["ids"]), header["dim"]
+    codes = np.frombuffer(rest, dtype=np.int8, count=n * dim).reshape(n, dim)
+    scales = np.frombuffer(rest, dtype="<f4", count=n, offset=n * dim)
+    vectors = (codes * scales[:, None]).astype("<f4").tobytes()
+    numbers = rest[n * (dim + 4) :]
+    if not marks:
+        header = {key: header[key] for key in ("model", "dim", "ids", "digests")}
+    cache.write_bytes(b"HNMEAN1\n" + json.dumps(header).encode() + b"\n" + vectors + (numbers if marks else b""))
+
+
+@pytest.mark.parametrize("marks", [True, False], ids=["with marks", "before the marks"])
+def test_a_cache_file_of_before_is_used_as_before_and_written_anew(
+    store: Store, model: StaticModel, marks: bool
+) -> None:
+    """The upgrades: a file of float32 vectors spares every embedding and gives the same scores, and is written again
+    as int8 vectors; one without the notes' marks and kept data too (each note is then read and its text compared,
+    as before)."""
     fill(store)
     cache = store.data_dir / "cache" / "meaning.bin"
-    warmed(store, Counting(model, "model-a"), cache)
-    magic, head, rest = cache.read_bytes().split(b"\n", 2)
-    header = json.loads(head)
-    vectors = len(header["ids"]) * header["dim"] * 4
-    old = {key: header[key] for key in ("model", "dim", "ids", "digests")}
-    cache.write_bytes(magic + b"\n" + json.dumps(old).encode() + b"\n" + rest[:vectors])
+    expected = warmed(store, Counting(model, "model-a"), cache).scores("crash reports")
+    as_format_1(cache, marks=marks)
     counting = Counting(model, "model-a")
-    warmed(store, counting, cache)
+    index = warmed(store, counting, cache)
     assert counting.embedded == 0
+    assert index.scores("crash reports") == expected
+    assert cache.read_bytes().startswith(b"HNMEAN2\n")
     assert "nodes" in json.loads(cache.read_bytes().split(b"\n", 2)[1])
 
 
