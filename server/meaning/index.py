@@ -96,7 +96,10 @@ class _Snapshot:
     mean: Matrix  # (dim,)
     replacing: Any  # rows of notes that say they replace something
     replacing_vectors: Matrix  # float32, unit rows
-    notes: _Rows  # (a copy) each row's project, and which of two notes is newer
+    # Of each row in `replacing`: its note's project, and (created, revision), which of two notes is newer. Of the
+    # rows a search asks about, `replaced` reads the index's own columns (a copy of them all in each snapshot was
+    # ~8 MB and as much allocated after every write at 100k notes).
+    replacing_notes: tuple[tuple[str | None, tuple[int, Revision]], ...]
     live: int  # rows in use
 
 
@@ -160,13 +163,6 @@ class _Rows:
         n = self.numbers
         node = self.nodes[row] or ""
         return n["created"][row], (n["wall"][row], n["counter"][row], node, n["seq"][row], n["stamp_digest"][row])
-
-    def copy(self) -> _Rows:
-        """A copy a reader can keep while the index goes on (a few bytes a note)."""
-        out = _Rows()
-        out.numbers = {name: array(column.typecode, column) for name, column in self.numbers.items()}
-        out.digests, out.nodes, out.projects = array("Q", self.digests), list(self.nodes), list(self.projects)
-        return out
 
 
 class _File:
@@ -482,7 +478,7 @@ class MeaningIndex:
                 np.zeros(dim, np.float32),
                 np.zeros(0, np.intp),
                 np.zeros((0, dim), np.float32),
-                _Rows(),
+                (),
                 0,
             )
             return
@@ -498,7 +494,7 @@ class MeaningIndex:
             mean.astype(np.float32),
             replacing,
             self._matrix[replacing] * self._scales[replacing][:, None],
-            self._rows.copy(),
+            tuple((self._rows.projects[j], self._rows.newer(j)) for j in replacing.tolist()),
             live,
         )
 
@@ -544,21 +540,23 @@ class MeaningIndex:
         snap = self._snapshot
         if snap is None or not len(snap.replacing):
             return {}
-        ids, notes, where = snap.ids, snap.notes, self._pos
-        projects = notes.projects
+        ids, where, rows = snap.ids, self._pos, self._rows
         out: dict[str, str] = {}
         candidates = snap.replacing.tolist()
         for note_id in note_ids:
-            # The index's own map, read without its lock (a copy in each snapshot was 5 MB and a few ms a write at
-            # 100k notes): a row the snapshot does not hold this note in is one the index has changed since.
+            # The index's own map and columns, read without its lock (a copy in each snapshot was 5 MB and a few ms a
+            # write at 100k notes): a row the snapshot does not hold this note in, or that the note left while its
+            # columns were read, is one the index has changed since.
             i = where.get(note_id)
             if i is None or i >= len(ids) or ids[i] != note_id:
                 continue
+            project, made = rows.projects[i], rows.newer(i)
+            if where.get(note_id) != i:
+                continue
             sims = (snap.replacing_vectors @ (snap.vectors[i] * snap.scales[i])).tolist()
             best, best_sim = -1, SAME_DECISION
-            made = notes.newer(i)
-            for j, sim in zip(candidates, sims, strict=True):
-                if j != i and sim >= best_sim and projects[j] == projects[i] and notes.newer(j) > made:
+            for j, sim, (other, newer) in zip(candidates, sims, snap.replacing_notes, strict=True):
+                if j != i and sim >= best_sim and other == project and newer > made:
                     best, best_sim = j, sim
             if best >= 0 and (new := snap.ids[best]) is not None:
                 out[note_id] = new
