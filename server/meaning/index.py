@@ -9,8 +9,9 @@ A note's vector mixes its whole text and its title (the title says what the note
 against the notebook's mean vector taken out (what every note shares says nothing about any one of them).
 
 Vectors are held (and saved) as one signed byte a component and a scale a row, not four-byte floats: a quarter of
-the memory (100k notes: 26 MB, not 102), and cosines within ~0.003 of the float vectors' (they rank the same notes).
-A question is scored a block of rows at a time, the block made float32 on the way (~1.5x the time of a float matrix).
+the memory (100k notes: 26 MB, not 102), and cosines within 0.001 of the float vectors' (only notes tied closer than
+that can swap places). A question is scored a block of rows at a time, the block made float32 on the way (~1.4x the
+time of a float matrix).
 """
 
 from __future__ import annotations
