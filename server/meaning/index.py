@@ -291,7 +291,7 @@ class MeaningIndex:
                 row = self._pos.get(note.id)
                 if row is not None and self._rows.digests[row] == digest:
                     # A change that leaves the text as it is (trash, restore): quantized again, the same row.
-                    vectors.append(self._matrix[row] * self._scales[row])
+                    vectors.append(self._vector(row))
                 elif (at := self._cached.rows.get(note.id)) is not None and self._cached.digests[at] == digest:
                     assert self._cached_rows is not None
                     file_scales = self._cached_scales  # None: a file of before, float32 vectors
@@ -312,9 +312,8 @@ class MeaningIndex:
                 for j, i in enumerate(fresh):
                     vectors[i] = mixed[j]
                 self._embedded = True
-            codes, scales = quantized(np.array(vectors, dtype=np.float32)) if entries else (None, None)
+            codes, scales = quantized(np.array(vectors, dtype=np.float32).reshape(len(entries), model.dim))
             for j, ((note, mark), digest) in enumerate(zip(entries, digests, strict=True)):
-                assert codes is not None and scales is not None
                 replacing = REPLACING.search(note.title) is not None or REPLACING.search(note.body) is not None
                 row = self._row(note.id)
                 self._matrix[row], self._scales[row] = codes[j], scales[j]
