@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hivenote.server.core.fold import State
 from hivenote.server.core.listing import TOKEN_BUDGET, Filters, estimated_tokens, list_notes
 from hivenote.server.core.model import Author, Op
-from hivenote.server.core.search import fold_text, note_index, search_notes
+from hivenote.server.core.search import fold_text, inflection_stem, note_index, search_notes
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 from tests.support import strategies
@@ -89,6 +89,37 @@ def test_a_question_s_own_words_do_not_decide_the_near_list(store: Store) -> Non
     assert result.hits == [] and [n.id for n in result.near] == [deploy]
     result = notebook.search("how do we, then?")  # "then" is in no note: a question's words are all there is
     assert result.hits == [] and {n.id for n in result.near} <= set(noise) and result.near
+
+
+def test_a_near_match_finds_the_other_forms_of_a_question_s_words(store: Store) -> None:
+    """The question says "deployed" and "services"; the note says "Deploys" and "service". Another note holding
+    those very forms once made the near list look for them alone, and the note about deploys was missed."""
+    notebook = Notebook(store)
+    other = notebook.remember(kind="fact", title="Docs site", body="Two services, deployed nightly.").note.id
+    flux = notebook.remember(kind="decision", title="Deploys switch to Flux", body="Each service has a chart.").note.id
+    result = notebook.search("how are services deployed to the cluster?")
+    assert result.hits == []
+    assert [n.id for n in result.near] == [flux, other]  # both hold two of the words; "deploy" is in flux's title
+
+
+def test_an_inflection_stem_is_a_prefix_of_every_form_and_leaves_other_terms_alone() -> None:
+    assert [inflection_stem(w) for w in ("deployed", "deploys", "deploying", "services", "replies", "nightly")] == [
+        "deploy",
+        "deploy",
+        "deploy",
+        "servic",
+        "repl",
+        "night",
+    ]
+    assert [inflection_stem(w) for w in ("uses", "need", "only", "daily", "status_codes", "http2s", "cluster")] == [
+        "uses",
+        "need",
+        "only",
+        "daily",
+        "status_codes",
+        "http2s",
+        "cluster",
+    ]
 
 
 def test_filters_narrow_search_and_list(store: Store) -> None:

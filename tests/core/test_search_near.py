@@ -9,19 +9,21 @@ from hypothesis import strategies as st
 from hivenote.server.core.fold import State
 from hivenote.server.core.listing import NO_FILTERS, Filters
 from hivenote.server.core.model import Author, Op
-from hivenote.server.core.search import _near_scored, _texts, note_text
+from hivenote.server.core.search import _near_scored, _texts, inflection_stem, note_text
 
-words = st.sampled_from(["alpha", "alphabet", "beta", "bet", "gamma", "gam", "delta", "ta", "café", "omega"])
-terms = st.sampled_from(["alpha", "alphas", "beta", "betamax", "gam", "delta", "cafe", "omega", "zeta", "ta"])
+words = st.sampled_from(["alpha", "alphas", "alphabet", "beta", "bet", "gamma", "gam", "delta", "ta", "café", "omega"])
+terms = st.sampled_from(
+    ["alpha", "alphas", "alphabets", "beta", "betamax", "gam", "delta", "deltaed", "cafe", "omega", "zeta", "ta"]
+)
 
 
 def reference(state: State, query: list[str], filters: Filters, pool: int) -> dict[str, float]:
-    """Per term, the term or its longest prefix of three letters or more some note holds; a note's count is how many
-    of those it holds; the `pool` best by count, then id (greater first), of the notes the filters let through (all
-    of them, the trash too, with no filter), each with its count over the number of terms."""
+    """Per term, its inflection stem or the stem's longest prefix of three letters or more some note holds; a note's
+    count is how many of those it holds; the `pool` best by count, then id (greater first), of the notes the filters
+    let through (all of them, the trash too, with no filter), each with its count over the number of terms."""
     texts = {note.id: note_text(note) for note in state.iter_notes()}
     probes = []
-    for term in query:
+    for term in map(inflection_stem, query):
         held = [term[:end] for end in range(len(term), 2, -1) if any(term[:end] in t for t in texts.values())]
         if held:
             probes.append(held[0])
