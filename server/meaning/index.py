@@ -564,6 +564,14 @@ class MeaningIndex:
 
     # -- the cache file --------------------------------------------------------------------------------
 
+    def save(self) -> None:
+        """Write the cache file now if the index is warm and changed since it was written (a server stopping: the
+        notes written since the last write, up to WRITE_EVERY_S of them, would otherwise be embedded again at the next
+        start). Waits for a `refresh` under way to end."""
+        with self._lock:
+            if self.model is not None and self._warm.is_set() and self._dirty_cache:
+                self._write_cache(self.model.model_id)
+
     def _read_cache(self, model_id: str) -> tuple[_File, Any, Matrix | None]:
         """The file's notes, its int8 vectors (mapped) and their scales, or nothing when it is missing, damaged, of
         another format (an older Hivenote's) or of another model."""

@@ -165,6 +165,17 @@ def _save_index(saved: SearchCache, catch_up: int = 0) -> None:
         log.exception("saving the search index failed")
 
 
+def _save_meaning(services: Services) -> None:
+    """The meaning index's cache file with the notes embedded since it was last written, for the next start."""
+    save = getattr(services.notebook.meaning, "save", None)
+    if save is None:
+        return
+    try:
+        save()
+    except Exception:  # derived data: the next start embeds those notes again
+        log.exception("saving the meaning index failed")
+
+
 def _settle_memory(collector: _Collector | None = None) -> None:
     """Once start-up work is done: collect its garbage, then freeze what is left (the folded notebook lives as long
     as the server, and a full collector pass over it is a latency spike on whichever request meets it), let the
@@ -268,6 +279,7 @@ def create_app(
                 withdraw(settings.data_dir)
                 tasks.cancel_scope.cancel()
                 _save_index(saved_index, COLD_INDEX)  # with what was written since it was warm, for the next start
+                _save_meaning(services)
                 # What `_settle_memory` froze is this server's: once it stops (the tray's Stop, a restart) it must be
                 # collectable again, or every start leaves the last server's cycles behind for good.
                 gc.unfreeze()

@@ -183,6 +183,30 @@ def test_a_write_does_not_write_the_cache_file_again_until_a_while_has_passed(
     assert restart.embedded == 0
 
 
+def test_a_server_that_stops_writes_the_notes_embedded_since_the_cache_file_was_last_written(
+    tmp_path: Path, model: StaticModel
+) -> None:
+    """Between two writes of the cache file (WRITE_EVERY_S) a stopping server lost the notes embedded since: every
+    stop, a tray's Stop or a restart, left them to be embedded again at the next start."""
+    data = tmp_path / "data"
+    with serve(data) as running:
+        index = running.notebook.meaning
+        assert isinstance(index, MeaningIndex) and index.cache is not None
+        notebook = Notebook(running.store, meaning=index)
+        fill(running.store)
+        while not index.refresh(running.store):  # warm: the file is written, then not again for a while
+            pass
+        written = index.cache.read_bytes()
+        notebook.remember(kind="fact", title="Standup moved to 9:45", body="The whole team, on the video call.")
+        while not index.refresh(running.store):
+            pass
+        assert index.cache.read_bytes() == written
+    with Store(data) as store:
+        restart = Counting(model, model.model_id)
+        warmed(store, restart, data / "cache" / "meaning.bin")
+    assert restart.embedded == 0
+
+
 def test_a_restart_reads_no_note_the_cache_file_has_as_it_is_and_a_write_only_that_note(
     tmp_path: Path, model: StaticModel
 ) -> None:
