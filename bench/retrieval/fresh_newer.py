@@ -6,8 +6,6 @@ with no `replaces` link unless run.py adds them; the newer notes are written aft
 run.py asks these on their own notebook: notes.py's notes, then the older notes below, then the newer ones (so the
 figures of questions.py's categories stay those of notes.py alone)."""
 
-# ruff: noqa: E501
-
 from __future__ import annotations
 
 from bench.retrieval.notes import N
@@ -158,5 +156,7 @@ _PAIRS: list[tuple[str | None, str, str, str, str, str, str, str]] = [
 ]
 
 OLDER: list[N] = [N(old, project, "decision", title, body) for project, old, title, body, *_ in _PAIRS]
-NEWER: list[N] = [N(new, project, "decision", title, body, (), old) for project, old, _, _, new, title, body, _ in _PAIRS]
+NEWER: list[N] = [
+    N(new, project, "decision", title, body, (), old) for project, old, _, _, new, title, body, _ in _PAIRS
+]
 FRESH_NEWER: list[Q] = [Q("fresh newer", question, (new,), old) for _, old, _, _, new, _, _, question in _PAIRS]

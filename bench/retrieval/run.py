@@ -113,9 +113,7 @@ def cell(rank: Ranker, cat: str, qs: list[Q], top5: dict[str, bool] | None = Non
 class Book:
     """The notes written through a real Notebook into a store on disk, oldest first."""
 
-    def __init__(
-        self, links: bool, meaning: bool, index: MeaningIndex | None = None, notes: list[N] = NOTES
-    ) -> None:
+    def __init__(self, links: bool, meaning: bool, index: MeaningIndex | None = None, notes: list[N] = NOTES) -> None:
         self.dir = tempfile.TemporaryDirectory()
         self.store = Store(Path(self.dir.name))
         self.store.__enter__()

@@ -55,10 +55,20 @@ CANDIDATES = 30  # meaning matches handed to the fusion
 SAME_DECISION = 0.6  # cosine at which a newer note that says it replaces something is taken to replace an older one
 MAGIC = b"HNMEAN2\n"  # int8 vectors and a float32 scale a row
 MAGIC_1 = b"HNMEAN1\n"  # before: float32 vectors (read, so an upgrade embeds nothing again; written as MAGIC)
-# Words by which a newer note says it takes an older one's place ("moves from Celery to Dramatiq", "instead of").
+# Words by which a newer note says it changes what an older one said: it takes its place ("replaces", "instead
+# of", "in favour of"), moves ("switch", "migrate", "moves from"), ends it ("no longer", "dropped", "retired",
+# "deprecated", "phased out"), starts anew ("adopted", "from now on", "going forward", "takes over") or sets a new
+# value ("raised to", "cut to", "shifted to", "is now"). A note saying them is taken to replace an older note of its
+# project only when the two mean nearly the same (SAME_DECISION).
 REPLACING = re.compile(
-    r"\b(?:replac|supersed|instead of|no longer|move[sd]? (?:from|to|away|back)|moving (?:from|to|away)"
-    r"|switch|migrat|stop(?:ped)? using|deprecat|now (?:go|use)|raised to|shortened to|becomes)",
+    r"\b(?:replac|supersed|instead of|in place of|rather than|in favou?r of"
+    r"|switch|migrat|mov(?:e[sd]?|ing) (?:from|to|away|back|over)|port(?:s|ed)? to"
+    r"|no longer|not any ?more|stop(?:s|ped)? using|drop(?:s|ped|ping)?\b|retir(?:e|ed|es|ing)\b|deprecat|abandon"
+    r"|sunset|phas(?:e|ed|es|ing) out|ditch|decommission"
+    r"|adopt|from now on|going forward|takes? over|took over|becomes|became"
+    r"|chang(?:e|ed|es|ing) (?:to|from)|updat(?:e|ed|es|ing) to|upgrad|downgrad|revert"
+    r"|(?:rais|lower|increas|decreas|reduc|cut|extend|shorten|bump|shift)(?:e|ed|es|s|ing)? to"
+    r"|is now|are now|now (?:go|use|run|live|happen|come|sit))",
     re.IGNORECASE,
 )
 

@@ -376,6 +376,34 @@ def _newer_first_without_a_link(store: Store, model: StaticModel) -> None:
     assert search_notes(store.state, "argo").replaced_by == {}  # words only: no guess without a link
 
 
+@pytest.mark.parametrize(
+    ("older", "newer", "query"),
+    [
+        ("Web unit tests run on Jest", "Web unit tests: dropped Jest for Vitest", "jest"),
+        ("Uptime is checked by Pingdom", "Uptime is checked by Better Stack from now on", "uptime"),
+        ("Product pages are cached for 10 minutes", "Product page cache time cut to 60 seconds", "product"),
+        ("Support tickets are tracked in Zendesk", "Support tickets: Zendesk retired, tracked in Linear", "tickets"),
+        ("The newsletter is sent every Monday", "Going forward, the newsletter is sent every Friday", "newsletter"),
+        ("Seller payouts run monthly", "Seller payouts updated to weekly", "payouts"),
+        ("Dependabot opens dependency update PRs", "Adopted Renovate over Dependabot for dependency PRs", "dependabot"),
+    ],
+)
+def test_a_newer_note_that_says_it_changes_an_older_one_in_other_words_comes_first(
+    store: Store, model: StaticModel, older: str, newer: str, query: str
+) -> None:
+    """A change said in other words than "replaces" or "moves from" ("dropped X for Y", "cut to", "going forward",
+    "adopted") left the older note first (3 of 14 such pairs in bench/retrieval/fresh_newer.py)."""
+    notebook = Notebook(store)
+    old = notebook.remember(kind="decision", title=older, project="shop").note
+    notebook.remember(kind="fact", title=f"{older} (the docs say so too)", project="blog")
+    new = notebook.remember(kind="decision", title=newer, project="shop").note
+    notebook.meaning = warmed(store, model)
+    found = notebook.search(query)
+    assert found.replaced_by.get(old.id) == new.id
+    listed = [n.id for n in (*found.hits, *found.near)]
+    assert listed.index(new.id) < listed.index(old.id)
+
+
 def test_a_server_with_the_setting_off_searches_by_words_only_and_doctor_says_why(tmp_path: Path) -> None:
     with serve(tmp_path / "off", meaning=False) as off:
         assert off.notebook.meaning is None
