@@ -810,9 +810,10 @@ def _near_scored(state: State, index: _Texts, terms: list[str], filters: Filters
 
 # English inflections a question's word may carry that the note's word does not ("deployed" for "deploys",
 # "services" for "service", "retrained" for "retraining"): a partial match looks for the word without it, and the
-# substring index then finds every form. Measured on bench/retrieval (run.py): superseded decisions found newer
-# first 16 -> 18 of 18, one shared word 28 -> 29 of 33, nothing lost; Snowball's English stemmer did the same there
-# and its package imports 35 languages (2.3 MB).
+# substring index then finds every form. Measured on bench/retrieval (run.py), with meaning search: superseded
+# decisions newer first 16 -> 18 of 18, one shared word 28 -> 29 of 33, nothing lost; words only: newer first 9 -> 11,
+# one shared word 23 -> 22. Snowball's English stemmer did the same with meaning search, and its package imports 35
+# languages (2.3 MB).
 _INFLECTIONS = ("ies", "ing", "es", "ed", "s", "ly")
 STEM_MIN = 4  # letters an inflection leaves at least: "uses", "need" and "only" stay whole
 
