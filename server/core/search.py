@@ -91,8 +91,9 @@ class Meaning(Protocol):
         """Notes close in meaning to the query with a score (a cosine, about -1..1); None while not ready."""
         ...
 
-    def replaced(self, note_ids: list[str]) -> dict[str, str]:
-        """Of these notes, those a newer note replaces without naming them: old id -> new id."""
+    def replaced(self, note_ids: list[str], named: Callable[[str, str], bool] | None = None) -> dict[str, str]:
+        """Of these notes, those a newer note replaces without naming them: old id -> new id. `named(old, new)`
+        says whether the two notes' titles name a thing no other note names (`_named_alone`)."""
         ...
 
 
@@ -619,7 +620,7 @@ def _newer_first(
         return hits, near, {}
     links = {old: new for old, new in _replacements(state).items() if old in listed}
     if meaning is not None and len(links) < len(listed):
-        for old, new in meaning.replaced([i for i in listed if i not in links]).items():
+        for old, new in meaning.replaced([i for i in listed if i not in links], _named_alone(state)).items():
             links.setdefault(old, new)
     replaced_by: dict[str, str] = {}
     for old, new in links.items():
@@ -657,6 +658,22 @@ def _newer_first(
         if old in seen and new in seen:
             reasons.setdefault(new, f"replaces {old}")
     return hits, near, {old: new for old, new in replaced_by.items() if old in seen}
+
+
+def _named_alone(state: State) -> Callable[[str, str], bool]:
+    """Whether two notes' titles share a word that no other note holds ("Dropped Jest for Vitest" and "Web unit tests
+    run on Jest" in a notebook where no other note says "jest"): they name a thing only they name. The index's count
+    is an upper bound (it counts every word holding the word), so a word it counts in more than two notes may be
+    rare still, never the other way round."""
+    index = _texts(state)
+
+    def named(old: str, new: str) -> bool:
+        a, b = state.note(old), state.note(new)
+        if a is None or b is None:
+            return False
+        return any(index.count_estimate(word) <= 2 for word in words(a.title) & words(b.title))
+
+    return named
 
 
 @dataclass

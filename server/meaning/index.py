@@ -53,6 +53,10 @@ TITLE_WEIGHT = 0.3
 CENTRE_PRIOR = 30  # notes' worth of a zero mean the notebook's mean is shrunk towards
 CANDIDATES = 30  # meaning matches handed to the fusion
 SAME_DECISION = 0.6  # cosine at which a newer note that says it replaces something is taken to replace an older one
+# The same when the two notes' titles name a thing no other note names ("Dropped Jest for Vitest" and "Web unit tests
+# run on Jest"): product names weigh much in a static model's vector, and two notes naming different ones for the same
+# job often meant less alike than SAME_DECISION (0.37 there).
+NAMED_DECISION = SAME_DECISION / 2
 MAGIC = b"HNMEAN2\n"  # int8 vectors and a float32 scale a row
 MAGIC_1 = b"HNMEAN1\n"  # before: float32 vectors (read, so an upgrade embeds nothing again; written as MAGIC)
 # Words by which a newer note says it changes what an older one said: it takes its place ("replaces", "instead
@@ -543,10 +547,11 @@ class MeaningIndex:
         top = np.argpartition(-centred, k - 1)[:k] if k < len(centred) else np.arange(len(centred))
         return {note_id: float(centred[i]) for i in top.tolist() if (note_id := snap.ids[i]) is not None}
 
-    def replaced(self, note_ids: list[str]) -> dict[str, str]:
+    def replaced(self, note_ids: list[str], named: Callable[[str, str], bool] | None = None) -> dict[str, str]:
         """Of `note_ids`, those a newer note of the same project takes the place of without saying which note it
-        replaces (it says in words that it replaces or moves away from something, and means nearly the same):
-        old id -> new id."""
+        replaces (it says in words that it changes something, and means nearly the same: SAME_DECISION, or
+        NAMED_DECISION when `named(old id, new id)`, their titles naming what no other note names): old id -> new
+        id."""
         snap = self._snapshot
         if snap is None or not len(snap.replacing):
             return {}
@@ -564,9 +569,11 @@ class MeaningIndex:
             if where.get(note_id) != i:
                 continue
             sims = (snap.replacing_vectors @ (snap.vectors[i] * snap.scales[i])).tolist()
-            best, best_sim = -1, SAME_DECISION
+            best, best_sim = -1, NAMED_DECISION
             for j, sim, (other, newer) in zip(candidates, sims, snap.replacing_notes, strict=True):
-                if j != i and sim >= best_sim and other == project and newer > made:
+                if j == i or sim < best_sim or other != project or newer <= made:
+                    continue
+                if sim >= SAME_DECISION or (named is not None and (new := ids[j]) is not None and named(note_id, new)):
                     best, best_sim = j, sim
             if best >= 0 and (new := snap.ids[best]) is not None:
                 out[note_id] = new

@@ -404,6 +404,25 @@ def test_a_newer_note_that_says_it_changes_an_older_one_in_other_words_comes_fir
     assert listed.index(new.id) < listed.index(old.id)
 
 
+@pytest.mark.parametrize("third", [False, True], ids=["named-by-them-alone", "named-by-a-third-note"])
+def test_a_change_naming_what_only_the_older_note_names_replaces_it_though_they_mean_less_alike(
+    store: Store, model: StaticModel, third: bool
+) -> None:
+    """To a static model "Dropped Jest for Vitest" means little like "Web unit tests run on Jest" (the names weigh
+    most); that both titles name Jest and no other note does says they are about one thing. A third note naming Jest
+    takes that away, and then the likeness alone decides (too little here)."""
+    notebook = Notebook(store)
+    old = notebook.remember(kind="decision", title="Web unit tests run on Jest", project="web").note
+    if third:
+        notebook.remember(kind="fact", title="Snapshot files of Jest are committed", project="web")
+    new = notebook.remember(kind="decision", title="Dropped Jest for Vitest in the dashboard", project="web").note
+    notebook.meaning = warmed(store, model)
+    found = notebook.search("jest")
+    assert found.replaced_by == ({} if third else {old.id: new.id})
+    hits = [n.id for n in found.hits]
+    assert hits.index(new.id) < hits.index(old.id)  # the newer first either way: recency among equals
+
+
 def test_a_server_with_the_setting_off_searches_by_words_only_and_doctor_says_why(tmp_path: Path) -> None:
     with serve(tmp_path / "off", meaning=False) as off:
         assert off.notebook.meaning is None
