@@ -664,14 +664,18 @@ def _named_alone(state: State) -> Callable[[str, str], bool]:
     """Whether two notes' titles share a word that no other note holds ("Dropped Jest for Vitest" and "Web unit tests
     run on Jest" in a notebook where no other note says "jest"): they name a thing only they name. The index's count
     is an upper bound (it counts every word holding the word), so a word it counts in more than two notes may be
-    rare still, never the other way round."""
-    index = _texts(state)
+    rare still, never the other way round. The index is looked up at the first call: most searches make none."""
+    index: _Texts | None = None
 
     def named(old: str, new: str) -> bool:
+        nonlocal index
         a, b = state.note(old), state.note(new)
         if a is None or b is None:
             return False
-        return any(index.count_estimate(word) <= 2 for word in words(a.title) & words(b.title))
+        shared = words(a.title) & words(b.title)
+        if shared and index is None:
+            index = _texts(state)
+        return index is not None and any(index.count_estimate(word) <= 2 for word in shared)
 
     return named
 
