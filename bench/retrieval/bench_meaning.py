@@ -2,7 +2,9 @@
 latency with meaning on, for typed words (exact matches: the lexical path) and for questions no note matches
 word for word (the near list: lexical partial matches fused with the meaning index). Prints a plain table.
 
-Run: python bench/retrieval/bench_meaning.py [note counts...]   (default: 10000 100000). Not a test.
+Run: python bench/retrieval/bench_meaning.py [--changing SHARE] [note counts...]   (default: 10000 100000). Not a
+test. With --changing, that share of the notes (0.15: about as many as in bench/retrieval's notebook) end with words
+saying they change something, which the index compares with the notes a search lists ("replaces" without a link).
 """
 
 from __future__ import annotations
@@ -17,14 +19,35 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, so tests.support imports
 
+from hivenote.server.core.model import Author, Op
 from hivenote.server.core.search import refresh_note_index
 from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import load_default
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
-from tests.support.notes import WORDS, write_log
+from tests.support.notes import WORDS, note_fields, write_log
 
 QUESTIONS = 40
+CHANGES = [
+    "Replaces the older setup.",
+    "We no longer do it the old way.",
+    "Dropped the previous tool.",
+    "Moves from X.",
+]
+
+
+def write_changing_log(data: Path, n: int, share: float) -> None:
+    """write_log's notes, `share` of them ending with words that say they change something."""
+    rnd = random.Random(1)
+    (data / "log").mkdir(parents=True, exist_ok=True)
+    by = Author(agent="cursor", client="cursor-vscode 1.7")
+    with open(data / "log" / "seed-0001.jsonl", "wb") as fh:
+        for i in range(1, n + 1):
+            fields = dict(note_fields(rnd))
+            if rnd.random() < share:
+                fields["body"] = f"{fields['body']} {rnd.choice(CHANGES)}"
+            data_ = {"id": f"01SEED{i:020d}", "fields": fields}
+            fh.write(Op("seed-0001", i, 1_760_000_000_000 + i * 1000, 0, "note.set", data_, by).encode())
 
 
 def rss_mb() -> float:
@@ -50,11 +73,14 @@ def timed(ask: Callable[[str], object], queries: list[str]) -> list[float]:
     return out
 
 
-def run(n: int) -> dict[str, float]:
+def run(n: int, changing: float = 0.0) -> dict[str, float]:
     rnd = random.Random(5)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
-        write_log(data, n)
+        if changing:
+            write_changing_log(data, n, changing)
+        else:
+            write_log(data, n)
         with Store(data, readonly=True) as store:
             with store.reading() as state:
                 refresh_note_index(state)
@@ -78,6 +104,12 @@ def run(n: int) -> dict[str, float]:
             while not again.refresh(store):
                 pass
             cached = time.perf_counter() - t
+            publish = []
+            for _ in range(5):  # what the index does after each write, for searches to see it
+                t = time.perf_counter()
+                with index._lock:
+                    index._publish()
+                publish.append((time.perf_counter() - t) * 1000)
             return {
                 "notes": n,
                 "build s": build,
@@ -90,12 +122,15 @@ def run(n: int) -> dict[str, float]:
                 "question p50 ms (on)": statistics.median(timed(meaning.search, questions)),
                 "question p99 ms (on)": pct(timed(meaning.search, questions), 0.99),
                 "of it, scores() p50 ms": statistics.median(timed(index.scores, questions)),
+                "publish p50 ms": statistics.median(publish),
             }
 
 
 def main() -> None:
-    counts = [int(a) for a in sys.argv[1:]] or [10_000, 100_000]
-    rows = [run(n) for n in counts]
+    args = sys.argv[1:]
+    changing = float(args.pop(args.index("--changing") + 1)) if "--changing" in args else 0.0
+    counts = [int(a) for a in args if a != "--changing"] or [10_000, 100_000]
+    rows = [run(n, changing) for n in counts]
     for key in rows[0]:
         print(f"{key:24s}" + "".join(f"{row[key]:>12.1f}" for row in rows))
 
