@@ -203,19 +203,24 @@ def test_beside_its_vector_the_index_keeps_no_object_a_note(store: Store, model:
     assert kept / 3000 < 350, f"{kept / 3000:.0f} bytes a note"
 
 
-def test_a_publish_after_a_write_copies_no_column_of_the_notes(store: Store, model: StaticModel) -> None:
-    """After every write the index publishes a snapshot for searches; it copied every note's columns (revision,
-    digest, node, project: ~8 MB at 100k notes, kept until the next write). It copies the row-to-id map and which
-    rows are alive (~9 bytes a note), and the columns of the few notes that say they replace something."""
+def publish_peak(store: Store, model: StaticModel) -> int:
+    """The most memory an index warm on `store` allocates at once to publish a snapshot (as after every write)."""
     index = MeaningIndex(None, lambda: model)
     while not index.refresh(store):
         pass
     tracemalloc.start()
     try:
         index._publish()
-        _, peak = tracemalloc.get_traced_memory()
+        return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def test_a_publish_after_a_write_copies_no_column_of_the_notes(store: Store, model: StaticModel) -> None:
+    """After every write the index publishes a snapshot for searches; it copied every note's columns (revision,
+    digest, node, project: ~8 MB at 100k notes, kept until the next write). It copies the row-to-id map and which
+    rows are alive (~9 bytes a note)."""
+    peak = publish_peak(store, model)
     assert peak < 3000 * 16, f"{peak / 3000:.0f} bytes a note"
 
 
@@ -242,15 +247,7 @@ def test_a_publish_copies_nothing_of_the_notes_that_say_they_change_something(
     now its row and two numbers (its project's number, when it was made) beside the row-to-id map every snapshot
     has (~20 bytes a note here)."""
     with changing(tmp_path, 3000) as store:
-        index = MeaningIndex(None, lambda: model)
-        while not index.refresh(store):
-            pass
-        tracemalloc.start()
-        try:
-            index._publish()
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+        peak = publish_peak(store, model)
     assert peak < 3000 * 32, f"{peak / 3000:.0f} bytes a note"
 
 
