@@ -26,7 +26,7 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +115,22 @@ class _Snapshot:
     replacing_codes: Any  # of each row in `replacing`: its project's number (`_Rows.code`), int32
     replacing_created: Any  # and when its note was made (ms), int64: which of two notes may be the newer
     live: int  # rows in use
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # worked out once, when asked
+
+    def by_project(self) -> dict[int, tuple[Any, Any]]:
+        """The replacing rows of each project's number, oldest first, with when each one's note was made: a note is
+        compared with its own project's newer rows alone. Worked out at the first search that asks after a write
+        (two searches at once may both work it out, to the same answer)."""
+        import numpy as np  # hivenote[meaning]
+
+        groups: dict[int, tuple[Any, Any]] | None = self.memo.get("by_project")
+        if groups is None:
+            order = np.lexsort((self.replacing_created, self.replacing_codes))
+            codes, rows, created = self.replacing_codes[order], self.replacing[order], self.replacing_created[order]
+            cuts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), len(codes)]
+            groups = {int(codes[a]): (rows[a:b], created[a:b]) for a, b in itertools.pairwise(cuts) if b > a}
+            self.memo["by_project"] = groups
+        return groups
 
 
 # What the index keeps of each note beside its vector, in the cache file after the vectors: numbers in one block of
@@ -565,10 +581,10 @@ class MeaningIndex:
         NAMED_DECISION when `named(old id, new id)`, their titles naming what no other note names, asked of the
         NAMED_TRIES most alike): old id -> new id.
 
-        The notes asked about are scored against the replacing rows a block at a time, all at once, and the
-        project and age are compared there too; Python looks only at the pairs left. A notebook where one note in
-        seven says such words has 15k of them at 100k notes: a loop over each for each note asked was ~8 ms a
-        search, and a float copy of their vectors in each snapshot 15 MB and ~50 ms a write."""
+        The notes asked about are scored against their project's newer replacing rows (`_Snapshot.by_project`) a
+        block at a time, all at once; Python looks only at the most alike. A notebook where one note in seven says
+        such words has 15k of them at 100k notes: a loop over each for each note asked was ~8 ms a search, and a
+        float copy of their vectors in each snapshot 15 MB and ~50 ms a write."""
         import numpy as np  # hivenote[meaning]
 
         snap = self._snapshot
@@ -584,29 +600,38 @@ class MeaningIndex:
             return {}
         rows = np.array([i for _, i, _, _ in asked], dtype=np.intp)
         mine = (snap.vectors[rows].astype(np.float32) * snap.scales[rows][:, None]).T  # (dim, asked)
-        codes = np.array([code for _, _, code, _ in asked], dtype=np.int32)
         created = np.array([made[0] for _, _, _, made in asked], dtype=np.int64)
-        # Of each block, the most alike rows left for each note asked (a pair is looked at in Python only then).
-        kept_sims, kept_rows = [], []
-        for start in range(0, len(snap.replacing), SCORE_ROWS):
-            block = snap.replacing[start : start + SCORE_ROWS]
-            sims = snap.vectors[block].astype(np.float32) @ mine
-            sims *= snap.scales[block][:, None]
-            keep = sims >= NAMED_DECISION
-            keep &= snap.replacing_codes[start : start + len(block), None] == codes
-            keep &= snap.replacing_created[start : start + len(block), None] >= created
-            sims[~keep] = -np.inf
-            top = np.argpartition(-sims, min(LOOKED_AT, len(block)) - 1, axis=0)[:LOOKED_AT]
-            kept_sims.append(np.take_along_axis(sims, top, axis=0))
-            kept_rows.append(block[top])
-        all_sims, all_rows = np.concatenate(kept_sims), np.concatenate(kept_rows)
+        by_code: dict[int, list[int]] = {}
+        for k, (_, _, code, _) in enumerate(asked):
+            by_code.setdefault(code, []).append(k)
+        # Of each block of a project's newer rows, the most alike left for each note asked of the project (a pair
+        # is looked at in Python only then).
+        found: list[list[tuple[float, int]]] = [[] for _ in asked]
+        groups = snap.by_project()
+        for code, ks in by_code.items():
+            if (group := groups.get(code)) is None:
+                continue
+            rows_of, created_of = group
+            ages = created[ks]
+            mine_here = mine[:, ks]
+            for start in range(int(np.searchsorted(created_of, ages.min())), len(rows_of), SCORE_ROWS):
+                block = rows_of[start : start + SCORE_ROWS]
+                sims = snap.vectors[block].astype(np.float32) @ mine_here
+                sims *= snap.scales[block][:, None]
+                keep = sims >= NAMED_DECISION
+                keep &= created_of[start : start + len(block), None] >= ages
+                sims[~keep] = -np.inf
+                top = np.argpartition(-sims, min(LOOKED_AT, len(block)) - 1, axis=0)[:LOOKED_AT]
+                for column, k in enumerate(ks):
+                    found[k] += [
+                        (sim, int(block[at]))
+                        for at in top[:, column].tolist()
+                        if (sim := float(sims[at, column])) >= NAMED_DECISION
+                    ]
         out: dict[str, str] = {}
         for k, (old, i, code, made) in enumerate(asked):
             tries = NAMED_TRIES
-            for at in np.argsort(-all_sims[:, k], kind="stable")[:LOOKED_AT].tolist():
-                sim, j = float(all_sims[at, k]), int(all_rows[at, k])
-                if sim < NAMED_DECISION:  # -inf: nothing more passed the filters
-                    break
+            for sim, j in sorted(found[k], reverse=True)[:LOOKED_AT]:
                 if j == i or (new := snap.ids[j]) is None:
                     continue
                 if (theirs := self._code_and_age(snap, new, j)) is None or theirs[0] != code or theirs[1] <= made:
