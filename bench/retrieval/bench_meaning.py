@@ -2,9 +2,13 @@
 latency with meaning on, for typed words (exact matches: the lexical path) and for questions no note matches
 word for word (the near list: lexical partial matches fused with the meaning index). Prints a plain table.
 
-Run: python bench/retrieval/bench_meaning.py [--changing SHARE] [note counts...]   (default: 10000 100000). Not a
-test. With --changing, that share of the notes (0.15: about as many as in bench/retrieval's notebook) end with words
-saying they change something, which the index compares with the notes a search lists ("replaces" without a link).
+Run: python bench/retrieval/bench_meaning.py [--changing SHARE | --english] [note counts...]   (default: 10000
+100000). Not a test. The notes are random words over a fixed vocabulary (tests/support/notes.py), which no real
+notebook is: with --changing, that share of them (0.15: about as many as in bench/retrieval's notebook) end with
+words saying they change something, which the index compares with the notes a search lists ("replaces" without a
+link); with --english, each note is the title and body of a note of bench/retrieval's notebook and the body of
+another, plus a few random words (English, with its common words and their many notes), and the questions are that
+notebook's own (zero, one shared word, superseded).
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, so tests.support imports
 
+from bench.retrieval.notes import NOTES
+from bench.retrieval.questions import QUESTIONS as QUESTIONS_ASKED
 from hivenote.server.core.model import Author, Op
 from hivenote.server.core.search import refresh_note_index
 from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import load_default
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
-from tests.support.notes import WORDS, note_fields, write_log
+from tests.support.notes import VOCAB, WORDS, note_fields, write_log
 
 QUESTIONS = 40
 CHANGES = [
@@ -73,11 +79,32 @@ def timed(ask: Callable[[str], object], queries: list[str]) -> list[float]:
     return out
 
 
-def run(n: int, changing: float = 0.0) -> dict[str, float]:
+def write_english_log(data: Path, n: int) -> None:
+    """Notes made of bench/retrieval's notes: one's title and body and another's body, and a few random words."""
+    rnd = random.Random(2)
+    (data / "log").mkdir(parents=True, exist_ok=True)
+    by = Author(agent="cursor", client="cursor-vscode 1.7")
+    with open(data / "log" / "seed-0001.jsonl", "wb") as fh:
+        for i in range(1, n + 1):
+            one, other = rnd.choice(NOTES), rnd.choice(NOTES)
+            fields = {
+                "kind": one.kind,
+                "title": f"{one.title} {rnd.choice(VOCAB)}",
+                "body": f"{one.body} {other.body} {' '.join(rnd.choices(VOCAB, k=3))}",
+                "tags": list(one.tags),
+                "project": one.project,
+            }
+            data_ = {"id": f"01SEED{i:020d}", "fields": fields}
+            fh.write(Op("seed-0001", i, 1_760_000_000_000 + i * 1000, 0, "note.set", data_, by).encode())
+
+
+def run(n: int, changing: float = 0.0, english: bool = False) -> dict[str, float]:
     rnd = random.Random(5)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
-        if changing:
+        if english:
+            write_english_log(data, n)
+        elif changing:
             write_changing_log(data, n, changing)
         else:
             write_log(data, n)
@@ -96,6 +123,9 @@ def run(n: int, changing: float = 0.0) -> dict[str, float]:
             by_index = rss_mb() - loaded
             words = [rnd.choice(WORDS) for _ in range(200)]
             questions = [f"how do we {' '.join(rnd.choices(WORDS, k=4))} here?" for _ in range(QUESTIONS)]
+            if english:
+                words = [rnd.choice(sorted({w for n in NOTES for w in n.title.split()})) for _ in range(200)]
+                questions = [q.text for q in QUESTIONS_ASKED if q.category in ("zero", "one", "newer")]
             lexical = Notebook(store)
             meaning = Notebook(store, meaning=index)
             timed(meaning.search, questions[:5])  # warm caches
@@ -129,8 +159,8 @@ def run(n: int, changing: float = 0.0) -> dict[str, float]:
 def main() -> None:
     args = sys.argv[1:]
     changing = float(args.pop(args.index("--changing") + 1)) if "--changing" in args else 0.0
-    counts = [int(a) for a in args if a != "--changing"] or [10_000, 100_000]
-    rows = [run(n, changing) for n in counts]
+    counts = [int(a) for a in args if not a.startswith("--")] or [10_000, 100_000]
+    rows = [run(n, changing, "--english" in args) for n in counts]
     for key in rows[0]:
         print(f"{key:24s}" + "".join(f"{row[key]:>12.1f}" for row in rows))
 
