@@ -62,5 +62,6 @@ def test_a_question_lists_each_word_s_notes_once_and_ranks_none(tmp_path: Path, 
     names = [name for name, _ in calls]
     assert "docs_with_token" not in names, "nothing holds every word: no note is ranked"
     assert names.count("count_estimate") == 1, "the exact pass stops at the word no note holds"
-    listed = sum(len(found) for name, found in calls if name == "candidates")
+    assert "candidates" not in names, "the near pool counts the index's numbers of notes, not their ids"
+    listed = sum(len(found) for name, found in calls if name == "candidate_numbers")
     assert 3 <= len(probes) <= 4 and listed == sum(len(index.candidates(probe)) for probe in probes)
