@@ -65,7 +65,8 @@ MAGIC_1 = b"HNMEAN1\n"  # before: float32 vectors (read, so an upgrade embeds no
 # of", "in favour of"), moves ("switch", "migrate", "moves from"), ends it ("no longer", "dropped", "retired",
 # "deprecated", "phased out"), starts anew ("adopted", "from now on", "going forward", "takes over") or sets a new
 # value ("raised to", "cut to", "shifted to", "is now"). A note saying them is taken to replace an older note of its
-# project only when the two mean nearly the same (SAME_DECISION).
+# project only when the two mean nearly the same (SAME_DECISION). Matched in the lowercased text: IGNORECASE made
+# each note ~23 us instead of ~6 (100k notes embedded, 1.7 s).
 REPLACING = re.compile(
     r"\b(?:replac|supersed|instead of|in place of|rather than|in favou?r of"
     r"|switch|migrat|mov(?:e[sd]?|ing) (?:from|to|away|back|over)|port(?:s|ed)? to"
@@ -74,8 +75,7 @@ REPLACING = re.compile(
     r"|adopt|from now on|going forward|takes? over|took over|becomes|became"
     r"|chang(?:e|ed|es|ing) (?:to|from)|updat(?:e|ed|es|ing) to|upgrad|downgrad|revert"
     r"|(?:rais|lower|increas|decreas|reduc|cut|extend|shorten|bump|shift)(?:e|ed|es|s|ing)? to"
-    r"|is now|are now|now (?:go|use|run|live|happen|come|sit))",
-    re.IGNORECASE,
+    r"|is now|are now|now (?:go|use|run|live|happen|come|sit))"
 )
 
 
@@ -352,7 +352,7 @@ class MeaningIndex:
                 self._embedded = True
             codes, scales = quantized(np.array(vectors, dtype=np.float32).reshape(len(entries), model.dim))
             for j, ((note, mark), digest) in enumerate(zip(entries, digests, strict=True)):
-                replacing = REPLACING.search(note.title) is not None or REPLACING.search(note.body) is not None
+                replacing = any(REPLACING.search(text.lower()) for text in (note.title, note.body))
                 row = self._row(note.id)
                 self._matrix[row], self._scales[row] = codes[j], scales[j]
                 self._alive[row] = True
