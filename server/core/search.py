@@ -922,8 +922,8 @@ def _scored_levels(
     scored = []
     plain = filters == NO_FILTERS
     for c in range(len(levels) - 1, -1, -1):
-        for number in levels[c] - levels[c + 1] if c + 1 < len(levels) else levels[c]:
-            key = key_of(number)
+        for held in levels[c] - levels[c + 1] if c + 1 < len(levels) else levels[c]:
+            key = key_of(held)
             listed = state.listed(key)
             if listed is None:
                 continue
@@ -932,7 +932,7 @@ def _scored_levels(
                     continue
             elif (seen := state.facets(key)) is None or not filters.admit(seen):
                 continue
-            relevance, matched = _score(text_of(number), words)
+            relevance, matched = _score(text_of(held), words)
             scored.append((matched, relevance, listed[0], key))
         if len(scored) >= NEAR_LIMIT:
             break

@@ -26,11 +26,31 @@ terms = st.sampled_from(
 )
 
 
-def reference(state: State, query: list[str], filters: Filters, pool: int) -> dict[str, float]:
-    """Per term, its inflection stem or the stem's longest prefix of three letters or more some note holds; a note's
-    count is how many of those it holds; the `pool` best by count, then id (greater first), of the notes the filters
-    let through (all of them, the trash too, with no filter), each with its count over the number of terms."""
-    texts = {note.id: note_text(note) for note in state.iter_notes()}
+Notes = list[tuple[list[str], list[str], str | None, bool]]
+notebooks = st.lists(
+    st.tuples(
+        st.lists(words, max_size=3), st.lists(words, max_size=5), st.sampled_from(["a", "b", None]), st.booleans()
+    ),
+    min_size=1,
+    max_size=30,
+)
+queries = st.lists(terms, min_size=1, max_size=6)
+some_filters = st.sampled_from([NO_FILTERS, Filters(project="a"), Filters(trashed=True)])
+
+
+def folded(notes: Notes) -> State:
+    """The notes (title words, body words, project, trashed) as a notebook."""
+    state = State()
+    for i, (title, body, project, trashed) in enumerate(notes, start=1):
+        fields = {"kind": "fact", "title": " ".join(title) or "t", "body": " ".join(body), "project": project}
+        state.apply(Op("n-0001", 2 * i, 2 * i, 0, "note.set", {"id": f"N{i:03}", "fields": fields}, Author()))
+        if trashed:
+            state.apply(Op("n-0001", 2 * i + 1, 2 * i + 1, 0, "note.trash", {"id": f"N{i:03}"}, Author()))
+    return state
+
+
+def probes_of(texts: dict[str, str], query: list[str]) -> list[str]:
+    """Per term, its inflection stem or the stem's longest prefix of three letters or more some note holds."""
     probes = []
     for term in map(inflection_stem, query):
         held = [term[:end] for end in range(len(term), 2, -1) if any(term[:end] in t for t in texts.values())]
@@ -38,6 +58,15 @@ def reference(state: State, query: list[str], filters: Filters, pool: int) -> di
             probes.append(held[0])
         elif len(term) < 3 and any(term in t for t in texts.values()):
             probes.append(term)
+    return probes
+
+
+def reference(state: State, query: list[str], filters: Filters, pool: int) -> dict[str, float]:
+    """Per term, its inflection stem or the stem's longest prefix of three letters or more some note holds; a note's
+    count is how many of those it holds; the `pool` best by count, then id (greater first), of the notes the filters
+    let through (all of them, the trash too, with no filter), each with its count over the number of terms."""
+    texts = {note.id: note_text(note) for note in state.iter_notes()}
+    probes = probes_of(texts, query)
     counts = {}
     for note in state.iter_notes():
         if filters == NO_FILTERS or filters.admit(note):
@@ -49,27 +78,11 @@ def reference(state: State, query: list[str], filters: Filters, pool: int) -> di
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.lists(words, max_size=3), st.lists(words, max_size=5), st.sampled_from(["a", "b", None]), st.booleans()
-        ),
-        min_size=1,
-        max_size=30,
-    ),
-    st.lists(terms, min_size=1, max_size=6),
-    st.sampled_from([NO_FILTERS, Filters(project="a"), Filters(trashed=True)]),
-    st.integers(1, 8),
-)
+@given(notebooks, queries, some_filters, st.integers(1, 8))
 def test_the_near_pool_is_the_notes_holding_most_words(
-    notes: list[tuple[list[str], list[str], str | None, bool]], query: list[str], filters: Filters, pool: int
+    notes: Notes, query: list[str], filters: Filters, pool: int
 ) -> None:
-    state = State()
-    for i, (title, body, project, trashed) in enumerate(notes, start=1):
-        fields = {"kind": "fact", "title": " ".join(title) or "t", "body": " ".join(body), "project": project}
-        state.apply(Op("n-0001", 2 * i, 2 * i, 0, "note.set", {"id": f"N{i:03}", "fields": fields}, Author()))
-        if trashed:
-            state.apply(Op("n-0001", 2 * i + 1, 2 * i + 1, 0, "note.trash", {"id": f"N{i:03}"}, Author()))
+    state = folded(notes)
     assert _near_scored(state, _texts(state), query, filters, pool) == reference(state, query, filters, pool)
 
 
@@ -77,13 +90,7 @@ def near_reference(state: State, query: list[str], filters: Filters) -> list[str
     """The probes as above; every note holding one that the filters let through (not the trash, with no filter) is
     scored (probes held, then relevance, then revision), and the NEAR_LIMIT best listed."""
     texts = {note.id: note_text(note) for note in state.iter_notes()}
-    probes = []
-    for term in map(inflection_stem, query):
-        held = [term[:end] for end in range(len(term), 2, -1) if any(term[:end] in t for t in texts.values())]
-        if held:
-            probes.append(held[0])
-        elif len(term) < 3 and any(term in t for t in texts.values()):
-            probes.append(term)
+    probes = probes_of(texts, query)
     scored = []
     for note in state.iter_notes():
         admitted = not note.trashed if filters == NO_FILTERS else filters.admit(note)
@@ -94,28 +101,13 @@ def near_reference(state: State, query: list[str], filters: Filters) -> list[str
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.lists(words, max_size=3), st.lists(words, max_size=5), st.sampled_from(["a", "b", None]), st.booleans()
-        ),
-        min_size=1,
-        max_size=30,
-    ),
-    st.lists(terms, min_size=1, max_size=6),
-    st.sampled_from([NO_FILTERS, Filters(project="a"), Filters(trashed=True)]),
-)
+@given(notebooks, queries, some_filters)
 def test_the_near_list_of_words_alone_is_the_notes_holding_most_words_best_scored(
-    notes: list[tuple[list[str], list[str], str | None, bool]], query: list[str], filters: Filters
+    notes: Notes, query: list[str], filters: Filters
 ) -> None:
     """Scored a level at a time from the notes holding the most probes down, until NEAR_LIMIT are scored: every note
     holding one was scored before (at 100k notes of English a question's common words hold most of them)."""
-    state = State()
-    for i, (title, body, project, trashed) in enumerate(notes, start=1):
-        fields = {"kind": "fact", "title": " ".join(title) or "t", "body": " ".join(body), "project": project}
-        state.apply(Op("n-0001", 2 * i, 2 * i, 0, "note.set", {"id": f"N{i:03}", "fields": fields}, Author()))
-        if trashed:
-            state.apply(Op("n-0001", 2 * i + 1, 2 * i + 1, 0, "note.trash", {"id": f"N{i:03}"}, Author()))
+    state = folded(notes)
     scored = _near_candidates(state, _texts(state), query, filters)
     got = [note_id for *_, note_id in sorted(scored, reverse=True)[:NEAR_LIMIT]]
     assert got == near_reference(state, query, filters)
