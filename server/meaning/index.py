@@ -20,7 +20,6 @@ import hashlib
 import itertools
 import json
 import logging
-import re
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.fold import Revision
 from ..core.model import Note
+from ..core.search import says_a_change
 from ..storage.files import private_dir, write_whole
 from .model import Embedder, Unavailable, question_text
 
@@ -61,22 +61,6 @@ NAMED_TRIES = 8  # notes between the two likenesses asked whether their titles n
 LOOKED_AT = 2 * NAMED_TRIES  # most alike replacing notes, of each note asked, looked at one by one
 MAGIC = b"HNMEAN2\n"  # int8 vectors and a float32 scale a row
 MAGIC_1 = b"HNMEAN1\n"  # before: float32 vectors (read, so an upgrade embeds nothing again; written as MAGIC)
-# Words by which a newer note says it changes what an older one said: it takes its place ("replaces", "instead
-# of", "in favour of"), moves ("switch", "migrate", "moves from"), ends it ("no longer", "dropped", "retired",
-# "deprecated", "phased out"), starts anew ("adopted", "from now on", "going forward", "takes over") or sets a new
-# value ("raised to", "cut to", "shifted to", "is now"). A note saying them is taken to replace an older note of its
-# project only when the two mean nearly the same (SAME_DECISION). Matched in the lowercased text: IGNORECASE made
-# each note ~23 us instead of ~6 (100k notes embedded, 1.7 s).
-REPLACING = re.compile(
-    r"\b(?:replac|supersed|instead of|in place of|rather than|in favou?r of"
-    r"|switch|migrat|mov(?:e[sd]?|ing) (?:from|to|away|back|over)|port(?:s|ed)? to"
-    r"|no longer|not any ?more|stop(?:s|ped)? using|drop(?:s|ped|ping)?\b|retir(?:e|ed|es|ing)\b|deprecat|abandon"
-    r"|sunset|phas(?:e|ed|es|ing) out|ditch|decommission"
-    r"|adopt|from now on|going forward|takes? over|took over|becomes|became"
-    r"|chang(?:e|ed|es|ing) (?:to|from)|updat(?:e|ed|es|ing) to|upgrad|downgrad|revert"
-    r"|(?:rais|lower|increas|decreas|reduc|cut|extend|shorten|bump|shift)(?:e|ed|es|s|ing)? to"
-    r"|is now|are now|now (?:go|use|run|live|happen|come|sit))"
-)
 
 
 def note_texts(note: Note) -> tuple[str, str]:
@@ -352,7 +336,7 @@ class MeaningIndex:
                 self._embedded = True
             codes, scales = quantized(np.array(vectors, dtype=np.float32).reshape(len(entries), model.dim))
             for j, ((note, mark), digest) in enumerate(zip(entries, digests, strict=True)):
-                replacing = any(REPLACING.search(text.lower()) for text in (note.title, note.body))
+                replacing = says_a_change(note)
                 row = self._row(note.id)
                 self._matrix[row], self._scales[row] = codes[j], scales[j]
                 self._alive[row] = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -120,6 +121,23 @@ def test_an_inflection_stem_is_a_prefix_of_every_form_and_leaves_other_terms_alo
         "http2s",
         "cluster",
     ]
+
+
+@pytest.mark.parametrize("third", [False, True], ids=["named-by-them-alone", "named-by-a-third-note"])
+def test_words_alone_take_a_change_naming_what_only_the_older_note_names_to_replace_it(
+    store: Store, third: bool
+) -> None:
+    """Without a meaning index or a link, a newer note of the same project that says a change ("dropped") and whose
+    title shares a word with the older note's that no other note holds is listed first, marked as replacing it."""
+    notebook = Notebook(store)
+    old = notebook.remember(kind="decision", title="Web unit tests run on Jest", project="web").note
+    if third:
+        notebook.remember(kind="fact", title="Snapshot files of Jest are committed", project="web")
+    new = notebook.remember(kind="decision", title="Dropped Jest for Vitest in the dashboard", project="web").note
+    found = notebook.search("jest")
+    assert found.replaced_by == ({} if third else {old.id: new.id})
+    hits = [n.id for n in found.hits]
+    assert hits.index(new.id) < hits.index(old.id)
 
 
 def test_filters_narrow_search_and_list(store: Store) -> None:
