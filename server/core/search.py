@@ -137,6 +137,9 @@ def _title_entry(code: bytes, number: int) -> bytes:
     return code + bytes((number >> 21, number >> 14 & 0x7F, number >> 7 & 0x7F, number & 0x7F))
 
 
+_ENTRY = 6  # bytes of a title-word entry: the 2-byte code, then the 4-byte number
+
+
 def _entry_number(digits: bytes) -> int:
     return digits[0] << 21 | digits[1] << 14 | digits[2] << 7 | digits[3]
 
@@ -689,6 +692,15 @@ def says_a_change(note: Note) -> bool:
     return any(REPLACING.search(text.lower()) for text in (note.title, note.body))
 
 
+def _in_two_notes_at_most(state: State, index: _Texts, word: str) -> bool:
+    """Whether at most two notes hold `word` (`count_estimate`, a scan of the index's vocabulary), asked only when the
+    duplicate hint's postings do not already show it in more than two titles (a look-up: titles repeat their words,
+    and a typed search by words alone asks this of every title word of the notes it lists). Those postings may count
+    a retitled note twice: a word then seems commoner than it is, never rarer."""
+    titles = note_index(state).title_words.get(word)
+    return (titles is None or len(titles) <= 2 * _ENTRY) and index.count_estimate(word) <= 2
+
+
 def _named_alone(state: State) -> Callable[[str, str], bool]:
     """Whether two notes' titles share a word that no other note holds ("Dropped Jest for Vitest" and "Web unit tests
     run on Jest" in a notebook where no other note says "jest"): they name a thing only they name. The index's count
@@ -704,7 +716,7 @@ def _named_alone(state: State) -> Callable[[str, str], bool]:
         shared = words(a.title) & words(b.title)
         if shared and index is None:
             index = _texts(state)
-        return index is not None and any(index.count_estimate(word) <= 2 for word in shared)
+        return index is not None and any(_in_two_notes_at_most(state, index, word) for word in shared)
 
     return named
 
@@ -724,7 +736,7 @@ def _named_changes(state: State, note_ids: list[str]) -> dict[str, str]:
         for word in words(note.title):
             if index is None:
                 index = _texts(state)
-            if index.count_estimate(word) > 2:
+            if not _in_two_notes_at_most(state, index, word):
                 continue
             for other in index.candidates(word) - {old}:
                 new = state.note(other)
