@@ -18,7 +18,7 @@ import string
 import unicodedata
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol, TypeVar
 
@@ -673,8 +673,8 @@ def _newer_first(
 # "deprecated", "phased out"), starts anew ("adopted", "from now on", "going forward", "takes over") or sets a new
 # value ("raised to", "cut to", "shifted to", "is now"). A note saying them is taken to replace an older note of its
 # project only when the two mean nearly the same (meaning search's SAME_DECISION) or their titles name a thing no
-# other note names (`_named_alone`). Matched in the lowercased text: IGNORECASE made
-# each note ~23 us instead of ~6 (100k notes embedded, 1.7 s).
+# other note names (`_named_alone`). Matched in the lowercased text: IGNORECASE made each note ~23 us instead of ~6
+# (100k notes embedded, 1.7 s).
 REPLACING = re.compile(
     r"\b(?:replac|supersed|instead of|in place of|rather than|in favou?r of"
     r"|switch|migrat|mov(?:e[sd]?|ing) (?:from|to|away|back|over)|port(?:s|ed)? to"
@@ -867,12 +867,10 @@ def _near(state: State, index: _Texts, terms: list[str], filters: Filters) -> li
 
 def _near_scored(state: State, index: _Texts, terms: list[str], filters: Filters, pool: int) -> dict[str, float]:
     """The `pool` notes holding most of the query's terms (or their longest matching prefixes), with the share of
-    the terms each holds (0..1); ties go to the greater id. Counted with set operations over the probes' notes,
-    rarest first, never note by note: `levels[c]` holds the notes found in more than c of them. Once the notes
-    already found in more probes than are left fill the pool, no note first seen in a commoner probe can enter it,
-    and those probes are only intersected with the notes found so far (a question's common words each hold
-    thousands of notes). With the index, the notes are its numbers until a level is ranked: a common word's notes
-    as ids were most of a question's lexical work (~6 ms of ~10 at 100k notes of English)."""
+    the terms each holds (0..1); ties go to the greater id. Counted with set operations, never note by note
+    (`_by_count`: a question's common words each hold thousands of notes). With the index, the notes are its
+    numbers until a count is ranked: a common word's notes as ids were most of a question's lexical work (~6 ms of
+    ~10 at 100k notes of English)."""
     if isinstance(index, SubstringIndex):
         return _pooled(state, _probed(index.candidate_numbers, terms), len(terms), filters, pool, index.key_at)
     return _pooled(state, _probed(index.candidates, terms), len(terms), filters, pool, _same)
@@ -887,9 +885,28 @@ def _pooled(
     key_of: Callable[[_Key], str],
 ) -> dict[str, float]:
     """`_near_scored` over the probes' notes as keys or numbers (`key_of` gives a note's id)."""
+    admit = None if filters == NO_FILTERS else filters.admit
+    ranked: list[tuple[str, int]] = []
+    for c, exactly in _by_count(probes, None if admit is not None else pool):
+        level = map(key_of, exactly)
+        need = pool - len(ranked)
+        if admit is None:
+            ranked += [(key, c) for key in heapq.nlargest(need, level)]
+        else:
+            kept = [key for key in level if (seen := state.facets(key)) is not None and admit(seen)]
+            ranked += [(key, c) for key in heapq.nlargest(need, kept)]
+        if len(ranked) >= pool:
+            break
+    return {key: count / terms for key, count in ranked}
+
+
+def _by_count(probes: list[tuple[str, set[_Key]]], pool: int | None) -> Iterator[tuple[int, set[_Key]]]:
+    """(count, the notes found in exactly that many of the probes), most first. Counted with set operations over the
+    probes' notes, rarest first: `levels[c]` holds the notes found in more than c of them. With a `pool`, once the
+    notes already found in more probes than are left fill it, no note first seen in a commoner probe can enter it,
+    and those probes are only intersected with the notes found so far (such notes are then left out)."""
     found = sorted((notes for _, notes in probes), key=len)
     levels: list[set[_Key]] = []
-    admit = None if filters == NO_FILTERS else filters.admit
     for i, notes in enumerate(found):
         for c in range(len(levels) - 1, -1, -1):
             both = levels[c] & notes
@@ -903,20 +920,10 @@ def _pooled(
         left = len(found) - i - 1
         if not levels:
             levels.append(set(notes))
-        elif admit is not None or len(levels) <= left + 1 or len(levels[left + 1]) < pool:
+        elif pool is None or len(levels) <= left + 1 or len(levels[left + 1]) < pool:
             levels[0] |= notes
-    ranked: list[tuple[str, int]] = []
     for c in range(len(levels) - 1, -1, -1):
-        level = map(key_of, levels[c] - levels[c + 1] if c + 1 < len(levels) else levels[c])
-        need = pool - len(ranked)
-        if admit is None:
-            ranked += [(key, c + 1) for key in heapq.nlargest(need, level)]
-        else:
-            kept = [key for key in level if (seen := state.facets(key)) is not None and admit(seen)]
-            ranked += [(key, c + 1) for key in heapq.nlargest(need, kept)]
-        if len(ranked) >= pool:
-            break
-    return {key: count / terms for key, count in ranked}
+        yield c + 1, levels[c] - levels[c + 1] if c + 1 < len(levels) else levels[c]
 
 
 # English inflections a question's word may carry that the note's word does not ("deployed" for "deploys",
@@ -981,23 +988,11 @@ def _scored_levels(
     text_of: Callable[[_Key], str],
 ) -> list[tuple[int, float, Revision, str]]:
     """`_near_candidates` over the probes' notes as keys or numbers."""
-    levels: list[set[_Key]] = []  # levels[c]: the notes found in more than c probes
-    for _, notes in sorted(probes, key=lambda probe: len(probe[1])):
-        for c in range(len(levels) - 1, -1, -1):
-            if both := levels[c] & notes:
-                if c + 1 == len(levels):
-                    levels.append(both)
-                else:
-                    levels[c + 1] |= both
-        if levels:
-            levels[0] |= notes
-        else:
-            levels.append(set(notes))
     words = [probe for probe, _ in probes]
     scored = []
     plain = filters == NO_FILTERS
-    for c in range(len(levels) - 1, -1, -1):
-        for held in levels[c] - levels[c + 1] if c + 1 < len(levels) else levels[c]:
+    for _, exactly in _by_count(probes, None):
+        for held in exactly:
             key = key_of(held)
             listed = state.listed(key)
             if listed is None:
@@ -1077,7 +1072,7 @@ def similar_notes(
                 entries = derived.title_words.get(word)
                 if entries is None:
                     continue
-                if len(entries) > 6 * COMMON_TITLE_WORD and entries.count(code) > COMMON_TITLE_WORD:
+                if len(entries) > _ENTRY * COMMON_TITLE_WORD and entries.count(code) > COMMON_TITLE_WORD:
                     common += 1
                 else:
                     listed += entries_of.findall(entries)
