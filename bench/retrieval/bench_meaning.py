@@ -18,8 +18,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, so tests.support imports
 
@@ -42,18 +43,24 @@ CHANGES = [
 ]
 
 
-def write_changing_log(data: Path, n: int, share: float) -> None:
-    """write_log's notes, `share` of them ending with words that say they change something."""
-    rnd = random.Random(1)
+def write_notes(data: Path, notes: Iterable[dict[str, Any]]) -> None:
+    """A log of these notes' fields, one op each (written directly, as write_log does)."""
     (data / "log").mkdir(parents=True, exist_ok=True)
     by = Author(agent="cursor", client="cursor-vscode 1.7")
     with open(data / "log" / "seed-0001.jsonl", "wb") as fh:
-        for i in range(1, n + 1):
-            fields = dict(note_fields(rnd))
-            if rnd.random() < share:
-                fields["body"] = f"{fields['body']} {rnd.choice(CHANGES)}"
+        for i, fields in enumerate(notes, start=1):
             data_ = {"id": f"01SEED{i:020d}", "fields": fields}
             fh.write(Op("seed-0001", i, 1_760_000_000_000 + i * 1000, 0, "note.set", data_, by).encode())
+
+
+def changing_notes(n: int, share: float) -> Iterator[dict[str, Any]]:
+    """write_log's notes, `share` of them ending with words that say they change something."""
+    rnd = random.Random(1)
+    for _ in range(n):
+        fields = dict(note_fields(rnd))
+        if rnd.random() < share:
+            fields["body"] = f"{fields['body']} {rnd.choice(CHANGES)}"
+        yield fields
 
 
 def rss_mb() -> float:
@@ -79,23 +86,18 @@ def timed(ask: Callable[[str], object], queries: list[str]) -> list[float]:
     return out
 
 
-def write_english_log(data: Path, n: int) -> None:
+def english_notes(n: int) -> Iterator[dict[str, Any]]:
     """Notes made of bench/retrieval's notes: one's title and body and another's body, and a few random words."""
     rnd = random.Random(2)
-    (data / "log").mkdir(parents=True, exist_ok=True)
-    by = Author(agent="cursor", client="cursor-vscode 1.7")
-    with open(data / "log" / "seed-0001.jsonl", "wb") as fh:
-        for i in range(1, n + 1):
-            one, other = rnd.choice(NOTES), rnd.choice(NOTES)
-            fields = {
-                "kind": one.kind,
-                "title": f"{one.title} {rnd.choice(VOCAB)}",
-                "body": f"{one.body} {other.body} {' '.join(rnd.choices(VOCAB, k=3))}",
-                "tags": list(one.tags),
-                "project": one.project,
-            }
-            data_ = {"id": f"01SEED{i:020d}", "fields": fields}
-            fh.write(Op("seed-0001", i, 1_760_000_000_000 + i * 1000, 0, "note.set", data_, by).encode())
+    for _ in range(n):
+        one, other = rnd.choice(NOTES), rnd.choice(NOTES)
+        yield {
+            "kind": one.kind,
+            "title": f"{one.title} {rnd.choice(VOCAB)}",
+            "body": f"{one.body} {other.body} {' '.join(rnd.choices(VOCAB, k=3))}",
+            "tags": list(one.tags),
+            "project": one.project,
+        }
 
 
 def run(n: int, changing: float = 0.0, english: bool = False) -> dict[str, float]:
@@ -103,9 +105,9 @@ def run(n: int, changing: float = 0.0, english: bool = False) -> dict[str, float
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         if english:
-            write_english_log(data, n)
+            write_notes(data, english_notes(n))
         elif changing:
-            write_changing_log(data, n, changing)
+            write_notes(data, changing_notes(n, changing))
         else:
             write_log(data, n)
         with Store(data, readonly=True) as store:
