@@ -20,6 +20,7 @@ from typing import Any
 
 from hivenote.server.core.errors import HivenoteError
 from hivenote.server.heap import tune_heap
+from hivenote.server.logs import configure_logging
 
 from . import clipboard, problems
 from .autostart import Autostart, autostart, launcher_command
@@ -366,6 +367,7 @@ def run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
     this account may read but not write is served read-only (the supervisor says why in the tray); one it cannot make
     or read ends it with the storage exit code and a message (a dialog when started from a menu)."""
     tune_heap()  # before any thread starts (hivenote.server.heap says why)
+    configure_logging()  # before the MCP SDK's server sets it its way (hivenote.server.logs says why)
     try:
         return _run_tray(data_dir, flags, err)
     except OSError as exc:

@@ -25,10 +25,12 @@ if TYPE_CHECKING:
 
 def cmd_serve(ctx: Context) -> int:
     from ..heap import tune_heap
+    from ..logs import configure_logging
     from ..web.app import create_app  # the server's dependencies load only for the commands that need them
     from ..web.serve import ServerThread, bind, run_until_stopped
 
     tune_heap()  # before any thread starts (heap.py says why)
+    configure_logging()  # before the MCP SDK's server sets it its way (logs.py says why)
     a = ctx.args
     settings = load_settings(
         {"host": a.host, "port": a.port, "auth": False if a.no_auth else None}, data_dir=ctx.data_dir

@@ -67,7 +67,8 @@ def _error(exc: HivenoteError) -> CallToolResult:
 
 def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
     """The `/mcp` server: six brain_* tools and the instructions every client receives on connect."""
-    # log_level: MCPServer configures root logging itself; INFO would log every HTTP request.
+    # log_level: MCPServer calls logging.basicConfig itself (a no-op once the root logger has a handler, as
+    # `hivenote serve` and the tray give it: server/logs.py); at INFO it would log every HTTP request.
     mcp = MCPServer("hivenote", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @mcp.tool(
