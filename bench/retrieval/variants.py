@@ -1,6 +1,7 @@
 """Variants of the meaning index, each tried alone against the shipped one on the evaluation set: R@5 / MRR per
-category through the shipped search (words, then meaning), as run.py measures it. Not a test; the README's rows of
-variants come from it. None is shipped: none lifts the zero-overlap questions, and most lower another category.
+category through the shipped search (words, then meaning), as run.py measures it. Not a test; the rows of
+variants in docs/BENCHMARKS.md come from it. None is shipped: none lifts the zero-overlap questions, and most lower
+another category.
 
 Run: python bench/retrieval/variants.py [name ...]   (default: all)
 
