@@ -694,9 +694,8 @@ def says_a_change(note: Note) -> bool:
 
 def _in_two_notes_at_most(state: State, index: _Texts, word: str) -> bool:
     """Whether at most two notes hold `word` (`count_estimate`, a scan of the index's vocabulary), asked only when the
-    duplicate hint's postings do not already show it in more than two titles (a look-up: titles repeat their words,
-    and a typed search by words alone asks this of every title word of the notes it lists). Those postings may count
-    a retitled note twice: a word then seems commoner than it is, never rarer."""
+    duplicate hint's postings do not already show it in more than two titles (a look-up: titles repeat their words).
+    Those postings may count a retitled note twice: a word then seems commoner than it is, never rarer."""
     titles = note_index(state).title_words.get(word)
     return (titles is None or len(titles) <= 2 * _ENTRY) and index.count_estimate(word) <= 2
 
