@@ -749,7 +749,7 @@ def _named_changes(state: State, note_ids: list[str]) -> dict[str, str]:
             others = {_entry_number(entries[at + 2 : at + _ENTRY]) for at in (0, _ENTRY)} - {number}
             for other in others:
                 found = texts.numbered(other)  # None: an entry left by a note since gone
-                new = state.note(found[0]) if found is not None else None
+                new = state.note(found[0], keep=False) if found is not None else None  # not listed: no view kept
                 if (
                     new is not None
                     and not new.trashed
