@@ -29,25 +29,58 @@ def libfaketime() -> str:
     return str(libraries[0])
 
 
+def skewed(ahead: str) -> dict[str, str]:
+    """The environment of a process whose wall clock is `ahead` (libfaketime: time(), gettimeofday,
+    clock_gettime(CLOCK_REALTIME)). Only the wall clock: a machine whose clock is wrong still counts seconds right
+    (CLOCK_MONOTONIC). With the monotonic clock faked too, a timed wait never ended (the kernel waited for a deadline a
+    day ahead): the server's main thread, waiting 0.05 s at a time for its server thread to start, hung whenever it
+    got there first, and SIGTERM could not stop it."""
+    return {
+        **os.environ,
+        "LD_PRELOAD": libfaketime(),
+        "FAKETIME": ahead,
+        "FAKETIME_DONT_RESET": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+
+
 @dataclass
 class SkewedNode(Node):
-    """`hivenote serve` with its whole clock a day ahead (libfaketime: time(), clock_gettime, ...)."""
+    """`hivenote serve` with its wall clock a day ahead (`skewed`)."""
 
     ahead: str = ""
 
     def start(self) -> None:
         if not self.ahead:
             return super().start()
-        env = {**os.environ, "LD_PRELOAD": libfaketime(), "FAKETIME": self.ahead, "FAKETIME_DONT_RESET": "1"}
         assert self.process is None, "already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.token  # noqa: B018 - created before the server starts
         argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(self.data_dir), "serve"]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [*argv, "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+                [*argv, "--port", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=skewed(self.ahead),
             )
         return None
+
+
+def test_a_skewed_process_has_its_wall_clock_ahead_and_its_timed_waits_end() -> None:
+    """The harness itself: a thread joined for 0.05 s (as `hivenote serve` waits for its server to start) returns."""
+    probe = (
+        "import threading, time\n"
+        "t = threading.Thread(target=threading.Event().wait, args=(5,)); t.start()\n"
+        "began = time.monotonic(); t.join(0.05); print(time.monotonic() - began, time.time())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=skewed("+1d"), capture_output=True, encoding="utf-8", timeout=30, check=False
+    )
+    waited, wall = (float(x) for x in done.stdout.split())
+    assert waited < 1.0
+    assert wall - time.time() > DAY_MS / 1000 - 120
 
 
 def transport(node: Node, name: str) -> dict[str, Any] | None:
