@@ -749,11 +749,14 @@ def _named_changes(state: State, note_ids: list[str]) -> dict[str, str]:
             others = {_entry_number(entries[at + 2 : at + _ENTRY]) for at in (0, _ENTRY)} - {number}
             for other in others:
                 found = texts.numbered(other)  # None: an entry left by a note since gone
-                new = state.note(found[0], keep=False) if found is not None else None  # not listed: no view kept
+                if found is None or (record := state.notes.get(found[0])) is None:
+                    continue
+                seen = record.facets()  # no view made: most fail here
+                if seen is None or seen.trashed or seen.project != note.project:
+                    continue
+                new = state.note(record.id, keep=False)  # not listed: no view kept
                 if (
                     new is not None
-                    and not new.trashed
-                    and new.project == note.project
                     and (new.created, new.revision) > (note.created, note.revision)
                     and (best is None or (new.created, new.revision) > (best.created, best.revision))
                     and word in words(new.title)
