@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -36,7 +37,7 @@ def test_the_server_logs_its_info_lines_and_the_sdk_does_not_take_over(tmp_path:
         encoding="utf-8",
         timeout=120,
         check=False,
-        env={"HIVENOTE_MEANING": "false", "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "HIVENOTE_MEANING": "false"},
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['StreamHandler']"  # ours, not the SDK's RichHandler
