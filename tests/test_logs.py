@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 # Run apart: the test runner's own handlers on the root logger would make configure_logging step aside.
 SCRIPT = textwrap.dedent(
     """
@@ -30,6 +32,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.system  # a Hivenote process (the server built in a child Python)
 def test_the_server_logs_its_info_lines_and_the_sdk_does_not_take_over(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path)],
