@@ -16,6 +16,7 @@ class Hub:
     files: dict[str, bytes]  # "<repo>/resolve/<revision>/<name>" -> bytes
     cut_after: dict[str, int] = field(default_factory=dict)  # a path's body ends after this many bytes (once)
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header) of each GET
+    gate: threading.Event | None = None  # when given: a body's first MB is sent, the rest once it is set
     url: str = ""
 
 
@@ -45,6 +46,11 @@ def hub(files: dict[str, bytes]) -> Iterator[Hub]:
                 self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
             self.end_headers()
             cut = state.cut_after.pop(path, None)
+            if state.gate is not None and cut is None:
+                self.wfile.write(body[: 1 << 20])
+                self.wfile.flush()
+                state.gate.wait(60)
+                body = body[1 << 20 :]
             self.wfile.write(body if cut is None else body[:cut])
             if cut is not None:
                 self.wfile.flush()
