@@ -261,6 +261,7 @@ def cmd_reindex(ctx: Context) -> int:
     if url is not None:
         return _follow_server(ctx, url, bar)
     from ..core.search import refresh_note_index
+    from ..meaning import sources
 
     with ctx.store(write=False) as store:
         with store.reading() as state:
@@ -271,9 +272,9 @@ def cmd_reindex(ctx: Context) -> int:
             pass
         sentence = index.sentence
         assert sentence is not None and index.loader is not None
-        if index.loader.settings.download and meaning.sources.locate(settings.model_dir) is None:
-            ctx.err.write(f"downloading {meaning.sources.NAME} from {meaning.sources.HUB} (once)\n")
-            meaning.sources.download(lambda done, total: bar.show("downloading", done / 1e6, total / 1e6, "MB"))
+        if index.loader.settings.download and sources.locate(settings.model_dir) is None:
+            ctx.err.write(f"downloading {sources.NAME} from {sources.HUB} (once)\n")
+            sources.download(lambda done, total: bar.show("downloading", done / 1e6, total / 1e6, "MB"))
             bar.end()
         sentence.refresh(store, 0)  # loads the model, takes what the cache file has, queues the rest
         if sentence.problem is not None:

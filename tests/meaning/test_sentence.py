@@ -8,12 +8,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import numpy as np
 import pytest
 
@@ -24,9 +27,11 @@ from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import Embedder, Unavailable, load_default
 from hivenote.server.meaning.sentence import SentenceModel, load_sentence
 from hivenote.server.notebook import Notebook
+from hivenote.server.storage.identity import lock_holder
 from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
 from tests.support.hub import hub
-from tests.support.live import serve
+from tests.support.live import INITIALIZED, free_port, initialize, serve
 from tests.support.wait import wait_until
 
 NOTES = [
@@ -368,3 +373,71 @@ def test_reindex_follows_a_running_server_until_its_index_is_built(tmp_path: Pat
         assert meanings.sentence.warm  # reindex returned once the server said so
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"by the sentence model ({len(NOTES)} notes)"
+
+
+def test_a_stdio_session_with_the_sentence_model_answering_writes_only_json_rpc_lines(tmp_path: Path) -> None:
+    """`hivenote stdio` starts the server; once the sentence model answers, a question is asked over the session.
+    Nothing but JSON-RPC lines may reach the client's stdout (the model's package prints when imported: it never is;
+    onnxruntime logs nothing there)."""
+    data = tmp_path / "data"
+    with Store(data) as store:
+        ids = fill(store)
+    port = free_port()
+    command = [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data), "stdio", "--port", str(port)]
+    client = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    lines: queue.Queue[bytes] = queue.Queue()
+    assert client.stdout is not None
+    out = client.stdout
+
+    def read() -> None:
+        for line in iter(out.readline, b""):
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def send(message: dict[str, object]) -> None:
+        assert client.stdin is not None
+        client.stdin.write(json.dumps(message).encode() + b"\n")
+        client.stdin.flush()
+
+    def answer() -> dict[str, object]:
+        got: dict[str, object] = json.loads(lines.get(timeout=60))
+        return got
+
+    try:
+        send(initialize("claude-ai"))
+        assert answer()["id"] == 1
+        send(INITIALIZED)
+        token = Tokens(data / "tokens.json").default()
+
+        def answering() -> object:
+            status = httpx2.get(f"http://127.0.0.1:{port}/api/status", headers={"Authorization": f"Bearer {token}"})
+            return status.json()["meaning"]["answering"] == "sentence"
+
+        wait_until(answering, 120, "the server started by `hivenote stdio` answers by the sentence model")
+        question = "where do we see why the phone application keeps dying?"
+        asked = {"name": "brain_search", "arguments": {"query": question}}
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": asked})
+        result = answer()
+        assert result["id"] == 2, result
+        text = result["result"]["content"][0]["text"]  # type: ignore[index]
+        assert NOTES[0][1] in text and "similar meaning" in text, text
+        assert ids[NOTES[0][1]] in text
+        assert client.stdin is not None
+        client.stdin.close()
+        client.wait(30)
+        reader.join(30)
+        rest = []
+        while not lines.empty():
+            rest.append(lines.get())
+        assert all(json.loads(line)["jsonrpc"] == "2.0" for line in rest), rest
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait(30)
+        out.close()
+        pid = lock_holder(data)
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+            wait_until(lambda: lock_holder(data) is None, 30, "the server stops")
