@@ -78,6 +78,7 @@ def _session(path: Path) -> Any:
     options.intra_op_num_threads = 1  # a core is left to the server
     options.inter_op_num_threads = 1
     options.enable_cpu_mem_arena = False  # the arena kept every batch's peak for good
+    options.enable_mem_pattern = False  # planned for one shape; batches differ in length, and it kept their peaks
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")

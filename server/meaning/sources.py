@@ -20,7 +20,7 @@ import importlib.util
 import logging
 import os
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -237,10 +237,19 @@ def download(progress: Progress | None = None, *, timeout: float = 30.0) -> Sour
                     f"{url} sent {have:,} bytes with sha256 {digest}, not {NAME}'s pinned {pinned.sha256}: refused "
                     "and deleted (a wrong mirror or a changed file); nothing of it is used"
                 )
-            os.replace(part, target)
+            write_whole(
+                target, _blocks(part), durable=False, mode=0o644
+            )  # the checked bytes, the one way files are made
+            part.unlink()
             done += pinned.size
     log.info("the sentence model %s was downloaded from %s and checked against its pinned sha256", NAME, HUB)
     return from_folder(folder, "download")
+
+
+def _blocks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        while block := fh.read(size):
+            yield block
 
 
 def save_derived(path: Path, data: bytes) -> None:
