@@ -1,7 +1,7 @@
 """Peer-to-peer sync: real `hivenote serve` processes pulling from each other over `/sync` (gossip, convergence
 across a kill, a lost own shard back as a copy under a new node id, a compaction replacing every copy), the puller
-in this process against real servers and a hostile peer (incremental transfer, compaction, a restarted shard, impersonation, cut-off ranges, peers down),
-bad input on `/sync`, and the peers file and shared token."""
+in this process against real servers and a hostile peer (incremental transfer, compaction, a restarted shard,
+impersonation, cut-off ranges, peers down), bad input on `/sync`, and the peers file and shared token."""
 
 from __future__ import annotations
 
