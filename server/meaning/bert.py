@@ -31,7 +31,7 @@ EPSILON = 1e-12
 _TYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
 
 
-def weights_of(data: bytes) -> dict[str, Any]:
+def weights_of(data: bytes | bytearray) -> dict[str, Any]:
     """Every tensor of a safetensors file's bytes (an 8-byte little-endian header length, a JSON header giving each
     tensor's dtype, shape and byte range, then the bytes) as numpy arrays over those bytes."""
     import numpy as np
@@ -49,6 +49,16 @@ def weights_of(data: bytes) -> dict[str, Any]:
             raise ValueError(f"tensor {name} is not readable ({entry['dtype']}, bytes {begin}-{end})")
         out[name.removeprefix("bert.")] = np.frombuffer(body[begin:end], dtype=dtype).reshape(entry["shape"])
     return out
+
+
+def _int8(scaled: Any) -> Any:
+    """`scaled` (a float array of its own, changed in place) rounded and clipped to int8: one float copy at a time
+    (the word table's is 47 MB)."""
+    import numpy as np
+
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, -127, 127, out=scaled)
+    return scaled.astype(np.int8)
 
 
 def build_graph(weights: dict[str, Any], quantize: bool) -> bytes:
@@ -83,7 +93,7 @@ def build_graph(weights: dict[str, Any], quantize: bool) -> bytes:
             return node("Add", [node("MatMul", [x, const("w", matrix)]), bias])
         # Symmetric int8 per output column; activations quantized per call (uint8, dynamic range).
         scale = np.maximum(np.abs(matrix).max(axis=0), 1e-12) / 127.0
-        codes = np.clip(np.rint(matrix / scale), -127, 127).astype(np.int8)
+        codes = _int8(matrix / scale)
         xq, xscale, xzero = (name("xq"), name("xscale"), name("xzero"))
         nodes.append(helper.make_node("DynamicQuantizeLinear", [x], [xq, xscale, xzero]))
         product = node("MatMulInteger", [xq, const("wq", codes), xzero, const("wzero", np.int8(0))])
@@ -106,7 +116,9 @@ def build_graph(weights: dict[str, Any], quantize: bool) -> bytes:
     table = w("embeddings.word_embeddings.weight")
     if quantize:  # int8 rows and a scale a row: 12 MB, not 47
         scales = np.maximum(np.abs(table).max(axis=1), 1e-12) / 127.0
-        codes = np.clip(np.rint(table / scales[:, None]), -127, 127).astype(np.int8)
+        codes = np.empty(table.shape, dtype=np.int8)
+        for start in range(0, len(table), 4096):  # a block at a time: a float copy of the whole table is 47 MB
+            codes[start : start + 4096] = _int8(table[start : start + 4096] / scales[start : start + 4096, None])
         rows = node("Cast", [node("Gather", [const("words", codes), ids])], to=TensorProto.FLOAT)
         words = node(
             "Mul",

@@ -118,7 +118,7 @@ def load_sentence(source: sources.Source) -> SentenceModel:
     tokenizer_file = folder / sources.TOKENIZER.name
     try:
         if not tokenizer_file.is_file():
-            sources.save_derived(tokenizer_file, source.read(sources.TOKENIZER))
+            sources.save_derived(tokenizer_file, bytes(source.read(sources.TOKENIZER)))
         else:
             sources.check(sources.TOKENIZER, tokenizer_file)
         if not graph.is_file():

@@ -49,6 +49,7 @@ WEIGHTS = Pinned("model.safetensors", 90_868_376, "53aa51172d142c89d9012cce15ae4
 TOKENIZER = Pinned("tokenizer.json", 466_247, "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037")
 FILES = (WEIGHTS, TOKENIZER)
 DOWNLOAD_BYTES = sum(f.size for f in FILES)
+Blob = bytes | bytearray  # a file's bytes as read (a package's zip member is decompressed into a bytearray)
 
 
 class DownloadFailed(Unavailable):
@@ -78,7 +79,7 @@ def download_allowed(setting: bool) -> tuple[bool, str]:
     return True, ""
 
 
-def sha256_of(data: bytes) -> str:
+def sha256_of(data: Blob) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
@@ -106,15 +107,30 @@ class Source:
     tokenizer, and a sentence for status."""
 
     where: str  # "package all_minilm_l6_v2", "folder /x", "download"
-    read: Callable[[Pinned], bytes]  # a pinned file's bytes, checked
+    read: Callable[[Pinned], Blob]  # a pinned file's bytes, checked
 
     def describe(self) -> str:
         return {"download": f"downloaded from the Hugging Face Hub ({REPO})"}.get(self.where, self.where)
 
 
-def _checked(pinned: Pinned, data: bytes, origin: str) -> bytes:
+def _checked(pinned: Pinned, data: Blob, origin: str) -> Blob:
     if len(data) != pinned.size or sha256_of(data) != pinned.sha256:
         raise Unavailable(f"{origin}'s {pinned.name} is not {NAME}'s pinned file (size or sha256 differ): refused")
+    return data
+
+
+def _unzipped(archive: Path, pinned: Pinned) -> Blob:
+    """A member of the archive, decompressed a block at a time into one buffer of its pinned size (`ZipFile.read`
+    held the compressed bytes beside the decompressed ones: 170 MB at once for the weights)."""
+    with zipfile.ZipFile(archive) as zf:
+        if zf.getinfo(pinned.name).file_size != pinned.size:
+            raise Unavailable(f"{archive}'s {pinned.name} is not {NAME}'s pinned file (its size differs): refused")
+        data = bytearray(pinned.size)
+        with zf.open(pinned.name) as member, memoryview(data) as view:
+            got = 0
+            while got < len(data) and (block := member.read(min(1 << 20, len(data) - got))):
+                view[got : got + len(block)] = block
+                got += len(block)
     return data
 
 
@@ -137,9 +153,8 @@ def from_package() -> Source | None:
         archive, folder = root / "model.zip", root / "model"
         if archive.is_file():
 
-            def read_zip(pinned: Pinned, archive: Path = archive, name: str = name) -> bytes:
-                with zipfile.ZipFile(archive) as zf:
-                    return _checked(pinned, zf.read(pinned.name), f"the {name} package")
+            def read_zip(pinned: Pinned, archive: Path = archive, name: str = name) -> Blob:
+                return _checked(pinned, _unzipped(archive, pinned), f"the {name} package")
 
             return Source(f"package {name}", read_zip)
         if (folder / WEIGHTS.name).is_file():
@@ -148,7 +163,7 @@ def from_package() -> Source | None:
 
 
 def from_folder(folder: Path, where: str | None = None) -> Source:
-    def read(pinned: Pinned) -> bytes:
+    def read(pinned: Pinned) -> Blob:
         path = folder / pinned.name
         try:
             data = path.read_bytes()

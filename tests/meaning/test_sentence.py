@@ -57,7 +57,8 @@ def model(package: sources.Source) -> SentenceModel:
 
 def hub_files(package: sources.Source) -> dict[str, bytes]:
     return {
-        f"{sources.REPO}/resolve/{sources.REVISION}/{pinned.name}": package.read(pinned) for pinned in sources.FILES
+        f"{sources.REPO}/resolve/{sources.REVISION}/{pinned.name}": bytes(package.read(pinned))
+        for pinned in sources.FILES
     }
 
 
