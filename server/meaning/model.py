@@ -51,7 +51,11 @@ _DTYPES = {"F16": "<f2", "F32": "<f4"}  # safetensors dtypes the table may have
 
 
 class Embedder(Protocol):
-    """What the meaning index needs of a model: a stable name (the cache is rebuilt when it changes), unit vectors."""
+    """What the meaning index needs of a model: a stable name (the cache is rebuilt when it changes), unit vectors.
+    A model may also say how the index reads it (attributes the index asks with `getattr`, the static model's way
+    when absent): `title_weight` (the title embedded again and mixed in), `centre` (the notebook's mean taken out),
+    `strip_question` (question words left out of a query), `same_decision` and `named_decision` (the cosines at
+    which a note that says a change replaces another, on the model's scale)."""
 
     @property
     def model_id(self) -> str: ...

@@ -44,6 +44,7 @@ class SentenceModel:
     dim: int = HIDDEN
     title_weight: float = 0.0  # the title is in the text it reads; a second pass for it costs as much again
     centre: bool = False  # the notebook's mean is not taken out (it changed nothing here, and cost one-word questions)
+    strip_question: bool = True  # a question is read without its question words, as by the static model
     same_decision: float = SAME_DECISION
     named_decision: float = NAMED_DECISION
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
