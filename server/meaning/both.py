@@ -154,15 +154,16 @@ class Meanings:
             pass
 
     def start(self, store: Store) -> None:
-        """Build the sentence index in a thread of its own until `stop`."""
-        if self.sentence is None or self._thread is not None:
+        """Build the sentence index in a thread of its own until `stop`. Once stopped, never again: a server that
+        stops while its warm-up finishes a step (the step returns after the stop) must not start a thread that
+        nobody stops (onnxruntime in a thread still running at exit aborted the tray: "terminate called")."""
+        if self.sentence is None or self._thread is not None or self._stop.is_set():
             return
-        self._stop.clear()
         self._thread = threading.Thread(target=self._work, args=(store,), name="hivenote-sentence", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """End the worker (it finishes the batch under way) and write the sentence index's cache file."""
+        """End the worker (it finishes the batch under way), for good."""
         thread, self._thread = self._thread, None
         self._stop.set()
         if thread is not None:

