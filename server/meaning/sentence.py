@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 MAX_TOKENS = 256
 EMBED_BATCH = 16  # texts per run: as fast as 64 on short notes, and its working memory a quarter (docs/BENCHMARKS.md)
+RUN_TOKENS = 2048  # padded word pieces per run at most (16 notes of 128, or 8 of the longest, 256)
 GRAPH = f"encoder-int8-v{GRAPH_VERSION}.onnx"
 # The cosines at which a newer note that says it replaces something is taken to replace an older one, on this model's
 # scale (the static model's are in index.py): measured on bench/retrieval's superseded pairs.
@@ -48,6 +49,7 @@ class SentenceModel:
     same_decision: float = SAME_DECISION
     named_decision: float = NAMED_DECISION
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _options: Any = field(default=None, repr=False)  # onnxruntime.RunOptions for the next run (`release`)
 
     def embed(self, texts: list[str]) -> Matrix:
         import numpy as np
@@ -56,19 +58,41 @@ class SentenceModel:
         if not texts:
             return out
         encoded = self.tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
+        lengths = [max(1, len(e.ids)) for e in encoded]
         with self._lock:  # one run at a time: the session has one thread, and two would each take a core
-            for start in range(0, len(order), EMBED_BATCH):
-                rows = order[start : start + EMBED_BATCH]
-                longest = max(1, max(len(encoded[i].ids) for i in rows))
+            for rows in batches(lengths):
+                longest = max(lengths[i] for i in rows)
                 ids = np.zeros((len(rows), longest), dtype=np.int64)
                 mask = np.zeros((len(rows), longest), dtype=np.int64)
                 for j, i in enumerate(rows):
                     got = encoded[i].ids
                     ids[j, : len(got)] = got
                     mask[j, : len(got)] = 1
-                out[rows] = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+                out[rows] = self.session.run(None, {"input_ids": ids, "attention_mask": mask}, self._options)[0]
+                self._options = None
         return out
+
+    def release(self) -> None:
+        """Hand back the memory onnxruntime's arena keeps (the largest batch's working memory) at the end of the next
+        run: the index calls this when a pass leaves nothing to embed; a question then needs little of it."""
+        import onnxruntime as ort
+
+        options = ort.RunOptions()
+        options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        self._options = options
+
+
+def batches(lengths: list[int]) -> list[list[int]]:
+    """The texts' indexes in runs of similar length (padding costs as much as a token): at most EMBED_BATCH texts,
+    and at most RUN_TOKENS padded tokens a run, which bounds the arena's working memory."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    runs: list[list[int]] = []
+    for i in order:
+        if runs and len(runs[-1]) < EMBED_BATCH and lengths[i] * (len(runs[-1]) + 1) <= RUN_TOKENS:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
 
 
 def _session(path: Path) -> Any:
@@ -78,12 +102,16 @@ def _session(path: Path) -> Any:
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1  # a core is left to the server
     options.inter_op_num_threads = 1
-    options.enable_cpu_mem_arena = False  # the arena kept every batch's peak for good
-    options.enable_mem_pattern = False  # planned for one shape; batches differ in length, and it kept their peaks
+    # The arena on: without it every activation was a block of its own, and with the mmap threshold the server sets
+    # (heap.py) each one a mapping: 14 notes a second, two thirds of it in the kernel, against 54 (docs/BENCHMARKS.md).
+    # Its size is bounded by RUN_TOKENS and handed back by `release`.
+    options.enable_cpu_mem_arena = True
+    options.enable_mem_pattern = False  # planned for one shape; batches differ in length
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    provider = ("CPUExecutionProvider", {"arena_extend_strategy": "kSameAsRequested"})  # no doubling past the need
+    return ort.InferenceSession(str(path), options, providers=[provider])
 
 
 def missing() -> list[str]:
