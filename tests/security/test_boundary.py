@@ -11,6 +11,7 @@ from tests.support.live import fetch, serve
 from tests.support.privileges import as_nobody
 
 CLIENT = "hivenote-dashboard/0.1.0"
+SYSTEM_PYTHON = "/usr/bin/python3"  # not a venv under /root, which another account cannot enter
 PROXY_HEADERS = {
     "X-Forwarded-For": "127.0.0.1",
     "X-Forwarded-Proto": "https",
@@ -40,6 +41,44 @@ def test_another_account_gets_no_token_by_claiming_to_be_forwarded_from_loopback
             running.url + "/api/session", {"X-Hivenote-Client": CLIENT, "X-Forwarded-For": "203.0.113.9"}
         )
         assert status == 200 and body["token"] == running.token
+
+
+# Run as the other account by the system's own Python (standard library only): connects from an address of its
+# choosing, bound to the server's own port, so that its socket and the server's accepted one have the same two ports.
+_SAME_PORTS_ATTACK = r"""
+import socket, sys
+port, tries = int(sys.argv[1]), int(sys.argv[2])
+head = (
+    f"GET /api/session HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Hivenote-Client: hivenote-dashboard/0.1.0\r\n"
+    "Sec-Fetch-Site: same-origin\r\nConnection: close\r\n\r\n"
+).encode()
+for attempt in range(tries):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((f"127.0.0.{2 + attempt % 250}", port))
+        s.settimeout(10)
+        s.connect(("127.0.0.1", port))
+        s.sendall(head)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    sys.stdout.write(answer.decode("latin-1").split("\r\n")[0] + "\n")
+    if b'"token"' in answer:
+        sys.stdout.write(answer.decode("latin-1") + "\n")
+        break
+"""
+
+
+def test_another_account_gets_no_token_by_connecting_from_the_servers_own_port(tmp_path: Path) -> None:
+    """Issue 33 item 1: the session matched its caller in /proc/net/tcp by the two ports alone. Another account that
+    binds its client socket to 127.0.0.X:<server port> and connects to 127.0.0.1:<server port> made the server's own
+    accepted socket (the owner's) match too, and got the owner's token within a few tries."""
+    with serve(tmp_path / "data") as running:
+        port = running.url.rsplit(":", 1)[1]
+        command = [*as_nobody(), SYSTEM_PYTHON, "-I", "-c", _SAME_PORTS_ATTACK, port, "200"]
+        answers = subprocess.run(command, capture_output=True, encoding="utf-8", timeout=120, check=True).stdout
+        assert running.token not in answers, f"another account got the owner's token:\n{answers[-600:]}"
+        assert answers.count("HTTP/1.1") == 200  # every try was answered, none with the token
 
 
 def test_no_proxy_header_changes_the_peer_on_any_route(tmp_path: Path) -> None:
