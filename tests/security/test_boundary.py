@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.support.live import fetch, serve
+from tests.support.live import fetch, serve, sign_in_code, signed_in
 from tests.support.privileges import as_nobody
 
 CLIENT = "hivenote-dashboard/0.1.0"
@@ -20,10 +20,12 @@ PROXY_HEADERS = {
 }
 
 
-def _curl_as_nobody(url: str, headers: dict[str, str]) -> dict[str, object]:
+def _curl_as_nobody(url: str, headers: dict[str, str], data: str | None = None) -> dict[str, object]:
     command = [*as_nobody(), "curl", "-s", "--max-time", "20"]
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
+    if data is not None:
+        command += ["--data-binary", data]
     answer = subprocess.run([*command, url], capture_output=True, encoding="utf-8", timeout=30, check=True).stdout
     parsed: dict[str, object] = json.loads(answer)
     return parsed
@@ -31,16 +33,30 @@ def _curl_as_nobody(url: str, headers: dict[str, str]) -> dict[str, object]:
 
 def test_another_account_gets_no_token_by_claiming_to_be_forwarded_from_loopback(tmp_path: Path) -> None:
     """Issue 14 item 1: uvicorn trusted X-Forwarded-For from loopback, so the session's same-account check looked
-    for a connection from port 0, found none and handed the owner's token to `nobody`."""
+    for a connection from port 0, found none and handed the owner's token to `nobody`. Since issue 33 nothing looks at
+    the caller's address at all: the session wants a one-time code, whatever any header claims."""
     with serve(tmp_path / "data") as running:
-        answer = _curl_as_nobody(running.url + "/api/session", {"X-Hivenote-Client": CLIENT, **PROXY_HEADERS})
-        assert "token" not in answer, "another account got the owner's token"
-        assert answer["error"]["code"] == "forbidden"  # type: ignore[index]
-        # A proxy header does not change who this account is either: it still may, whatever the header claims.
-        status, _, body = fetch(
-            running.url + "/api/session", {"X-Hivenote-Client": CLIENT, "X-Forwarded-For": "203.0.113.9"}
-        )
-        assert status == 200 and body["token"] == running.token
+        dashboard = {"X-Hivenote-Client": CLIENT, "Content-Type": "application/json", **PROXY_HEADERS}
+        for data in (None, '{"code": "guessed"}'):
+            answer = _curl_as_nobody(running.url + "/api/session", dashboard, data)
+            assert running.token not in json.dumps(answer) and "error" in answer, answer
+        # A proxy header does not change what this account's code gets either.
+        headers = {"X-Hivenote-Client": CLIENT, "Content-Type": "application/json", "X-Forwarded-For": "203.0.113.9"}
+        code = json.dumps({"code": sign_in_code(running.url, running.token)}).encode()
+        status, answered, body = fetch(running.url + "/api/session", headers, code)
+        assert (status, body) == (200, {"person": ""}) and "set-cookie" in answered
+
+
+def test_no_proxy_header_changes_who_the_caller_is_on_any_route(tmp_path: Path) -> None:
+    """Who a caller is comes from what it holds (a token, the dashboard's cookie), never from where it says it is:
+    no header naming loopback opens anything, and none naming another host closes anything."""
+    with serve(tmp_path / "data") as running:
+        cookie = signed_in(running, CLIENT)
+        for name, value in {**PROXY_HEADERS, "X-Forwarded-For": "192.0.2.77", "Forwarded": "for=192.0.2.77"}.items():
+            assert fetch(running.url + "/api/notes", {name: value})[0] == 401, name
+            status, _, body = fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT, name: value}, b"{}")
+            assert status in (400, 403) and "person" not in body, (name, body)
+            assert fetch(running.url + "/api/notes", {**cookie, name: value})[0] == 200, name
 
 
 # Run as the other account by the system's own Python (standard library only): connects from an address of its
@@ -81,16 +97,6 @@ def test_another_account_gets_no_token_by_connecting_from_the_servers_own_port(t
         assert answers.count("HTTP/1.1") == 200  # every try was answered, none with the token
 
 
-def test_no_proxy_header_changes_the_peer_on_any_route(tmp_path: Path) -> None:
-    """The peer address the routes see is the socket's: the session answers this machine only, so a header naming
-    another host must not change what it sees (nor the URL scheme)."""
-    with serve(tmp_path / "data") as running:
-        headers = {"Authorization": f"Bearer {running.token}", "X-Hivenote-Client": CLIENT}
-        for name, value in {**PROXY_HEADERS, "X-Forwarded-For": "192.0.2.77", "Forwarded": "for=192.0.2.77"}.items():
-            status, _, body = fetch(running.url + "/api/session", {**headers, name: value})
-            assert (status, body.get("token")) == (200, running.token), name
-
-
 def test_every_uvicorn_server_ignores_proxy_headers() -> None:
     """serve, the tray's embedded server and every test server build uvicorn's config in one place."""
     from hivenote.server.web.serve import uvicorn_config
@@ -128,13 +134,14 @@ def test_a_damaged_token_file_shuts_every_door_with_a_reason_and_is_never_replac
     token and saved it over the file, every person's token gone."""
     with serve(tmp_path / "data") as running:
         running.tokens.add("ana")
+        cookie = signed_in(running, CLIENT)
         path = tmp_path / "data" / "tokens.json"
         path.write_bytes(b'{"default": "hn_')  # a cut file
         for _ in range(3):
             status, _, body = fetch(running.url + "/api/status", {"Authorization": f"Bearer {running.token}"})
             assert status == 503 and "tokens.json" in body["error"]["message"], (status, body)
-            status, _, body = fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT})
-            assert "token" not in body and "tokens.json" in body["error"]["message"], (status, body)
+            status, _, body = fetch(running.url + "/api/notes", cookie)  # the cookie is checked with the token
+            assert status == 503 and "tokens.json" in body["error"]["message"], (status, body)
         assert path.read_bytes() == b'{"default": "hn_'
 
 
