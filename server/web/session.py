@@ -18,13 +18,13 @@ import hashlib
 import hmac
 import secrets
 import threading
-import time
 from collections.abc import Callable, Mapping
 
+from ..core.hlc import wall_ms
 from ..tokens import Tokens
 from .rest_schema import CLIENT_HEADER
 
-CODE_LIFETIME_S = 120.0  # a code is used within a second or two by the window or browser it was made for
+CODE_LIFETIME_S = 120  # a code is used within a second or two by the window or browser it was made for
 COOKIE_LIFETIME_S = 7 * 24 * 3600
 MAX_CODES = 32  # outstanding at once; the oldest goes first
 COOKIE_PATHS = ("/api", "/desktop")  # what the cookie opens: the dashboard's backend, never /mcp or /sync
@@ -59,43 +59,43 @@ def from_the_dashboard(headers: Mapping[str, str]) -> bool:
 class SignIn:
     """One server's codes (in memory only: each is good once, for CODE_LIFETIME_S) and its cookies' checks."""
 
-    def __init__(self, tokens: Tokens, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, tokens: Tokens, now_ms: Callable[[], int] = wall_ms) -> None:
         self.tokens = tokens
-        self.clock = clock
-        self._codes: dict[str, float] = {}  # sha256 of the code -> when it expires
+        self.now_ms = now_ms
+        self._codes: dict[str, int] = {}  # sha256 of the code -> when it expires (ms)
         self._lock = threading.Lock()
 
     def code(self) -> str:
         code = secrets.token_urlsafe(32)
-        now = self.clock()
+        now = self.now_ms()
         with self._lock:
             self._forget_expired(now)
             while len(self._codes) >= MAX_CODES:
                 del self._codes[next(iter(self._codes))]
-            self._codes[_digest(code)] = now + CODE_LIFETIME_S
+            self._codes[_digest(code)] = now + CODE_LIFETIME_S * 1000
         return code
 
     def redeem(self, code: str) -> bool:
         """True once for a code this server made in the last CODE_LIFETIME_S; it is spent either way."""
         with self._lock:
             expires = self._codes.pop(_digest(code), None)
-        return expires is not None and self.clock() < expires
+        return expires is not None and self.now_ms() < expires
 
-    def _forget_expired(self, now: float) -> None:
+    def _forget_expired(self, now: int) -> None:
         for digest in [d for d, expires in self._codes.items() if expires <= now]:
             del self._codes[digest]
 
     def cookie(self) -> str:
         """A new cookie value: when it was issued, and the owner token's HMAC over that. Raises HivenoteError
         while tokens.json is damaged."""
-        issued = str(int(self.clock()))
+        issued = str(self.now_ms() // 1000)
         return f"{issued}.{self._mac(issued)}"
 
     def cookie_valid(self, value: str) -> bool:
         issued, _, mac = value.partition(".")
         if not issued.isdigit() or not mac:
             return False
-        age = self.clock() - int(issued)
+        age = self.now_ms() // 1000 - int(issued)
         return -60 <= age < COOKIE_LIFETIME_S and hmac.compare_digest(mac, self._mac(issued))
 
     def _mac(self, issued: str) -> str:
