@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.request
 from pathlib import Path
 
-from tests.support.live import fetch, serve, sign_in_code, signed_in
+from tests.support.live import exchange, fetch, serve, sign_in_code, signed_in
 from tests.support.privileges import as_nobody
 
 CLIENT = "hivenote-dashboard/0.1.0"
@@ -20,8 +21,10 @@ PROXY_HEADERS = {
 }
 
 
-def _curl_as_nobody(url: str, headers: dict[str, str], data: str | None = None) -> dict[str, object]:
-    command = [*as_nobody(), "curl", "-s", "--max-time", "20"]
+def _curl_as_nobody(
+    url: str, headers: dict[str, str], data: str | None = None, method: str | None = None
+) -> dict[str, object]:
+    command = [*as_nobody(), "curl", "-s", "--max-time", "20", *(["-X", method] if method else [])]
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
     if data is not None:
@@ -95,6 +98,33 @@ def test_another_account_gets_no_token_by_connecting_from_the_servers_own_port(t
         answers = subprocess.run(command, capture_output=True, encoding="utf-8", timeout=120, check=True).stdout
         assert running.token not in answers, f"another account got the owner's token:\n{answers[-600:]}"
         assert answers.count("HTTP/1.1") == 200  # every try was answered, none with the token
+
+
+def test_with_auth_off_another_account_cannot_widen_who_reaches_the_server(tmp_path: Path) -> None:
+    """Issue 33 item 7: with --no-auth every account on the machine was the owner. It could add a Host name of its
+    own to allowed_hosts (after a restart, a DNS-rebinding page of its choosing reads and writes the notebook), make
+    a token that still opens the server once auth is back on, or a sign-in code. Those need the owner's token now."""
+    with serve(tmp_path / "data", auth=False) as running:
+        json_body = {"Content-Type": "application/json"}
+        attempts = (
+            ("PUT", "/api/settings", '{"allowed_hosts": ["rebind.attacker.test"]}'),
+            ("PUT", "/api/settings", '{"host": "localhost", "port": 7799}'),
+            ("POST", "/api/tokens", '{"name": "eve"}'),
+            ("POST", "/api/session/code", ""),
+        )
+        for method, path, data in attempts:
+            answer = _curl_as_nobody(running.url + path, json_body, data, method)
+            assert answer.get("error", {}).get("code") == "forbidden", (path, data, answer)  # type: ignore[union-attr]
+            assert "hivenote token show" in answer["error"]["message"]  # type: ignore[index]
+        assert not (tmp_path / "data" / "settings.json").exists()
+        assert running.tokens.people() == []
+        # What widens nothing still changes without a token (auth is off), and the owner's token changes the rest.
+        assert "error" not in _curl_as_nobody(running.url + "/api/settings", json_body, '{"port": 7799}', "PUT")
+        owner = {**json_body, "Authorization": f"Bearer {running.token}"}
+        widened = urllib.request.Request(
+            running.url + "/api/settings", b'{"allowed_hosts": ["notes.example.test"]}', owner, method="PUT"
+        )
+        assert exchange(widened)[0] == 200
 
 
 def test_every_uvicorn_server_ignores_proxy_headers() -> None:
