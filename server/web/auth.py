@@ -114,12 +114,14 @@ class Guard:
         if path.startswith("/.well-known/"):
             await reply(send, 404, "not_found", "Not found: Hivenote uses bearer tokens, not OAuth.")
             return
-        if self.settings.auth and path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
+        person: str | None = None
+        if path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
             scheme, _, presented = headers.get("authorization", "").partition(" ")
             cookie = None
             if not presented and path.startswith(COOKIE_PATHS):
                 cookie = read_cookie(headers.get("cookie", ""), cookie_name(_port(scope, headers)))
-            if cookie is not None and not from_the_dashboard(headers):
+            dashboard = from_the_dashboard(headers)
+            if cookie is not None and not dashboard and self.settings.auth:
                 # A cookie is ambient: the browser attaches it to whatever a page on any port of this host asks.
                 await reply(
                     send,
@@ -129,15 +131,22 @@ class Guard:
                     "send `Authorization: Bearer <token>` (`hivenote token show`).",
                 )
                 return
+            state = scope.setdefault("state", {})
             try:
                 if cookie is not None:
-                    person = "" if self.sign_in.cookie_valid(cookie) else None
-                    scope.setdefault("state", {})["signed_in_by"] = "cookie"
+                    person = "" if dashboard and self.sign_in.cookie_valid(cookie) else None
+                    state["signed_in_by"] = "cookie"
                 else:
                     person = self.tokens.owner(presented.strip()) if scheme.lower() == "bearer" and presented else None
             except HivenoteError as exc:  # tokens.json damaged: nobody can be checked, so nobody gets in
-                await reply(send, 503, "unavailable", f"This Hivenote cannot check tokens right now: {exc}")
-                return
+                if self.settings.auth:
+                    await reply(send, 503, "unavailable", f"This Hivenote cannot check tokens right now: {exc}")
+                    return
+                person = None
+            # Whether the caller showed the owner's credential: with auth off everyone may call, but what widens who
+            # can reach this server (Host names, tokens, sign-in codes, the log's folder) still needs it.
+            state["owner_proven"] = person == ""
+        if self.settings.auth and path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
             if person is None:
                 await reply(
                     send,

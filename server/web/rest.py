@@ -395,6 +395,20 @@ def import_file(c: Call) -> object:
 
 # -- settings and tokens --------------------------------------------------------------------------------------------
 
+WIDENING_SETTINGS = frozenset({"host", "allowed_hosts"})  # who can reach this server (log_dir, S3: not over REST)
+OWNER_TOKEN_NEEDED = (
+    "Auth is off (--no-auth): every account on this machine may use the notebook, but {what} needs the owner's token "
+    "(`Authorization: Bearer $(hivenote token show)`), or this account's own `hivenote` command."
+)
+
+
+def _owner_proven(c: Call, what: str) -> None:
+    """With auth on, the guard let only credentials in and owner_only rows let only the owner's; with auth off it
+    lets everyone in, so what would widen who can reach the server (or outlive --no-auth) asks for the owner's
+    credential (a bearer token or the dashboard's cookie) all the same."""
+    if not getattr(c.request.state, "owner_proven", False):
+        raise Forbidden(OWNER_TOKEN_NEEDED.format(what=what))
+
 
 @endpoint("GET", "/api/settings", "The running settings and what each means", ref("Settings"), store=False)
 def get_settings(c: Call) -> object:
@@ -420,6 +434,8 @@ def put_settings(c: Call) -> object:
     given ones whose value differs from the running server's."""
     running = c.services.settings
     path = running.settings_path
+    if widening := sorted(WIDENING_SETTINGS & set(c.body)):
+        _owner_proven(c, f"changing {' and '.join(widening)} (who can reach this server)")
     saved, upcoming = save_settings(running.data_dir, c.body)  # InvalidInput etc.: the file is left as it was
     changed = [name for name in c.body if getattr(upcoming, name) != getattr(running, name)]
     return {"saved": saved, "file": str(path), "restart_required": changed}
@@ -441,6 +457,7 @@ def list_tokens(c: Call) -> object:
 )
 def add_token(c: Call) -> object:
     """The token is shown in this answer only; Hivenote keeps its digest. Notes written with it carry the name."""
+    _owner_proven(c, "making a token (it would open this server once auth is back on)")
     name = c.body["name"]
     token = c.services.tokens.add(name)
     return {"name": name, "token": token, "note": "Shown once: copy it now. Hivenote keeps only its digest."}
@@ -477,6 +494,7 @@ def session_code(c: Call) -> object:
     would outlive it."""
     if getattr(c.request.state, "signed_in_by", "") == "cookie":
         raise Forbidden("A one-time code is made with the owner's token only (`Authorization: Bearer`).")
+    _owner_proven(c, "a sign-in code")
     return {"code": c.services.sign_in.code(), "expires_in": CODE_LIFETIME_S}
 
 
@@ -500,10 +518,10 @@ def session(c: Call) -> object:
     if not from_the_dashboard(c.request.headers) or not c.services.sign_in.redeem(c.body["code"]):
         raise Forbidden(SESSION_REFUSED)
     response = JSONResponse({"person": ""})
-    if c.services.settings.auth:
-        server = c.request.scope.get("server") or ("", c.services.settings.port)
-        name = cookie_name(int(server[1] or c.services.settings.port))
-        response.headers["Set-Cookie"] = cookie_header(name, c.services.sign_in.cookie(), COOKIE_LIFETIME_S)
+    # With auth off too: there the cookie is what shows the owner's dashboard may widen who reaches the server.
+    server = c.request.scope.get("server") or ("", c.services.settings.port)
+    name = cookie_name(int(server[1] or c.services.settings.port))
+    response.headers["Set-Cookie"] = cookie_header(name, c.services.sign_in.cookie(), COOKIE_LIFETIME_S)
     return response
 
 

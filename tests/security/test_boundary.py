@@ -125,6 +125,12 @@ def test_with_auth_off_another_account_cannot_widen_who_reaches_the_server(tmp_p
             running.url + "/api/settings", b'{"allowed_hosts": ["notes.example.test"]}', owner, method="PUT"
         )
         assert exchange(widened)[0] == 200
+        # So does the owner's dashboard, signed in by the tray with a code (made with the token).
+        dashboard = {**signed_in(running, CLIENT), **json_body}
+        cleared = urllib.request.Request(
+            running.url + "/api/settings", b'{"allowed_hosts": null}', dashboard, method="PUT"
+        )
+        assert exchange(cleared)[0] == 200
 
 
 def test_every_uvicorn_server_ignores_proxy_headers() -> None:
