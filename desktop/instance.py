@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import os
 import queue
 import secrets
@@ -35,6 +36,8 @@ from hivenote.server.storage.files import private_dir
 from hivenote.server.storage.identity import make_data_dir
 
 from .problems import cannot_write
+
+log = logging.getLogger(__name__)
 
 ANSWER_WAIT_S = 10.0  # the client's deadline for the whole exchange (connect, challenge, answer)
 HANDSHAKE_S = 5.0  # the listener's deadline for a connection to prove the key and say its message
@@ -170,7 +173,10 @@ class Instance:
         """Messages one at a time, in the order they came, apart from the connections (showing the dashboard may
         first start the server, which takes a while)."""
         while (message := self._messages.get()) is not None:
-            on_message(message)
+            try:
+                on_message(message)
+            except Exception:  # one message's failure must not leave the next launch unheard
+                log.exception("the tray could not act on %r from another launch", message)
 
     def send(self, message: str) -> None:
         """Ask the running instance to do something ("show"); raises InstanceUnreachable if it cannot be asked."""
