@@ -63,6 +63,7 @@ class DesktopApp:
         self.clients = tuple((s.client, s.title) for s in all_snippets(url="http://127.0.0.1", token=None))
         self._refresh_lock = threading.Lock()
         self._storage_problem = ""  # the last one told, so a notification comes once per change
+        self._told_download = False  # the sentence model's download is told once per run of the tray
         self.tray_missing = False  # no panel showed tray icons at start: the window stands in for the menu
 
     def _routes(self) -> list[Any]:
@@ -89,6 +90,13 @@ class DesktopApp:
                 else:
                     self.tell("Hivenote saves notes again.")
                 self._storage_problem = status.storage_problem
+            # The one network request Hivenote makes on its own is said where the person looks, once.
+            if status.running and status.meaning.startswith("downloading") and not self._told_download:
+                self.tell(
+                    "Hivenote is downloading its search model (all-MiniLM-L6-v2, 91 MB, once) from huggingface.co. "
+                    "Search works meanwhile; the model_download setting turns this off."
+                )
+                self._told_download = True
 
     def _tick(self) -> None:
         while not self.quitting.wait(TICK_S):

@@ -62,6 +62,7 @@ class Status:
     storage_problem: str = ""  # why notes cannot be saved right now (disk full, log folder gone, ...)
     port_busy: bool = False  # the error is "port in use": the menu offers another port, and it is tried again
     elsewhere: str = ""  # the URL of another Hivenote that holds this data dir (`hivenote serve`): use that one
+    meaning: str = ""  # the sentence model's progress while it downloads or indexes ("" once it answers, or off)
 
     @property
     def warning(self) -> bool:
@@ -83,11 +84,29 @@ class Status:
         sync = f" · sync problem: {self.sync_problems[0]}" if self.sync_problems else ""
         if self.storage_problem:
             sync = f" · cannot save notes: {self.storage_problem}{sync}"
+        if self.meaning:
+            sync = f"{sync} · {self.meaning}"
         if not self.agents:
             return f"Hivenote — running{shared} · no agents online{sync}"
         names = ", ".join(dict.fromkeys(a.name for a in self.agents))
         count = len(self.agents)
         return f"Hivenote — running{shared} · {count} agent{'s' if count != 1 else ''} online: {names}{sync}"
+
+
+def meaning_progress(index: object) -> str:
+    """The sentence model's download or indexing progress for the tooltip, while search does not ask it yet."""
+    status = getattr(index, "status", None)
+    if status is None:
+        return ""
+    sentence = status().get("sentence") or {}
+    phase = sentence.get("phase")
+    if phase == "downloading":
+        done, total = sentence.get("downloaded", 0), sentence.get("download_bytes", 0) or 1
+        return f"downloading the meaning model: {done * 100 // total}%"
+    if phase == "indexing":
+        notes, pending = int(sentence.get("notes", 0)), int(sentence.get("pending", 0))
+        return f"indexing by meaning: {notes:,} of {notes + pending:,} notes"
+    return ""
 
 
 def agents_online(tracker: AgentTracker, owner: str) -> tuple[AgentOnline, ...]:
@@ -131,6 +150,7 @@ class Supervisor:
         self._settings: Settings | None = None
         self._share_urls: tuple[str, ...] = ()  # looked up once per start (it may ask the resolver)
         self._sync: SyncStatus | None = None  # the running server's sync transports
+        self._meaning: object = None  # the running server's meaning indexes (their progress, for the tooltip)
         self._server: ServerThread | None = None
         self._store: Store | None = None
         self._lock = threading.Lock()
@@ -205,6 +225,7 @@ class Supervisor:
                 share_urls=self._share_urls,
                 sync_problems=tuple(sync),
                 storage_problem=problem.message if problem is not None else "",
+                meaning=meaning_progress(self._meaning),
             )
         return status
 
@@ -335,6 +356,7 @@ class Supervisor:
         self._retry_at, self._port_busy, self._elsewhere = None, False, ""
         self._share_urls = tuple(settings.share_urls)
         self._sync = app.state.services.sync
+        self._meaning = app.state.services.notebook.meaning
         self._set("running")
 
     def _open_store(self, settings: Settings) -> Store:

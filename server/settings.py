@@ -81,6 +81,8 @@ class Settings:
     auth: bool = True
     graph_extras: bool = False
     meaning: bool = True  # meaning search, where its optional dependency is installed (hivenote[meaning])
+    model_dir: str = ""  # "" = the sentence model from its package, or downloaded; else a folder holding its files
+    model_download: bool = True  # fetch the sentence model from the Hugging Face Hub once when it is not here
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = 1 << 20
     max_import_bytes: int = 64 << 20
@@ -132,6 +134,8 @@ class Settings:
             raise InvalidInput(f"max_body_bytes must be at least {128 << 10} (a note alone may be 64 KiB)")
         if self.max_import_bytes < self.max_body_bytes:
             raise InvalidInput("max_import_bytes must be at least max_body_bytes")
+        if self.model_dir and not Path(self.model_dir).expanduser().is_absolute():
+            raise InvalidInput(f"model_dir must be an absolute path (got {self.model_dir!r})")
         if self.log_dir and not Path(self.log_dir).expanduser().is_absolute():
             raise InvalidInput(f"log_dir must be an absolute path (got {self.log_dir!r})")
         if not self.auth and not self.loopback:
@@ -148,6 +152,8 @@ SETTINGS_HELP = {
     "auth": "require a bearer token (only loopback may turn it off)",
     "graph_extras": "offer limit/offset/namesOnly on the MCP graph tools (off keeps the official tool list)",
     "meaning": "search by meaning too (needs the optional hivenote[meaning] packages; off: words only)",
+    "model_dir": "a folder holding the sentence model's files (a copy of sentence-transformers/all-MiniLM-L6-v2)",
+    "model_download": "download the sentence model (~91 MB) from the Hugging Face Hub once when it is not installed",
     "allowed_hosts": "extra Host names accepted when listening beyond loopback (e.g. a Tailscale name)",
     "max_body_bytes": "largest request body accepted (413 beyond)",
     "max_import_bytes": "largest file accepted by the import endpoint",

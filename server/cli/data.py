@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,23 @@ def cmd_compact(ctx: Context) -> int:
     return 0
 
 
+def _served_meaning(url: str, data_dir: Path) -> dict[str, Any] | None:
+    """The running server's meaning status (which model answers, the sentence index's progress), or None."""
+    import httpx2
+
+    from ..tokens import Tokens
+
+    try:
+        answer = httpx2.get(
+            f"{url}/api/status", headers={"Authorization": f"Bearer {Tokens(data_dir / 'tokens.json').default()}"}
+        )
+        answer.raise_for_status()
+        served: dict[str, Any] = answer.json()["meaning"]
+    except (httpx2.HTTPError, KeyError, ValueError):
+        return None
+    return served
+
+
 def cmd_doctor(ctx: Context) -> int:
     holder = lock_holder(ctx.data_dir)
     with ctx.store(write=False) as store:
@@ -158,6 +176,8 @@ def cmd_doctor(ctx: Context) -> int:
     token_set = (ctx.data_dir / "tokens.json").is_file()
     url = running_server(ctx.data_dir)
     meaning_on, meaning_why = meaning.why(settings.meaning)
+    sentence = meaning.sentence_here(settings.model_dir, settings.model_download) if meaning_on else ""
+    serving = _served_meaning(url, ctx.data_dir) if meaning_on and url else None
     report = {
         "data_dir": str(ctx.data_dir),
         "node": node,
@@ -170,7 +190,7 @@ def cmd_doctor(ctx: Context) -> int:
         "clock_skew_ms": skew,
         "own_clock_behind_log_ms": lead,
         "forks": forks,
-        "meaning": {"on": meaning_on, "why": meaning_why},
+        "meaning": {"on": meaning_on, "why": meaning_why, "sentence_model": sentence, "server": serving},
         "shards": {
             name: {
                 "ops": h.ops,
@@ -192,6 +212,8 @@ def cmd_doctor(ctx: Context) -> int:
         f"token: {'set (hivenote token show)' if token_set else 'not created yet (made on first use)'}",
         f"notes: {counts['notes']} live, {counts['trashed']} in the trash; graph: {counts['entities']} entities",
         f"meaning search: {meaning_why}",
+        *([f"sentence model: {sentence}"] if sentence else []),
+        *([f"search by meaning now: {serving['summary']}"] if serving else []),
     ]
     for name, h in health.items():
         state = "ok" if not (h.bad or h.unknown) else f"{h.bad} unreadable, {h.unknown} from a newer version"
@@ -221,3 +243,96 @@ def cmd_doctor(ctx: Context) -> int:
         lines += more
     ctx.emit(report, "\n".join(lines))
     return 0
+
+
+REINDEX_POLL_S = 0.5  # how often `reindex` asks a running server how far its index is
+
+
+def cmd_reindex(ctx: Context) -> int:
+    """Build the derived indexes in the foreground with a progress bar, and exit when they cover the notebook: the
+    running server's (followed through /api/status), or, with none running, here (their cache files are what the
+    server and `hivenote search` start from)."""
+    settings = load_settings(data_dir=ctx.data_dir)
+    on, why = meaning.why(settings.meaning)
+    if not on:
+        raise InvalidInput(f"meaning search is {why}")
+    bar = Progress(ctx.err)
+    url = running_server(ctx.data_dir)
+    if url is not None:
+        return _follow_server(ctx, url, bar)
+    from ..core.search import refresh_note_index
+    from ..meaning import sources
+
+    with ctx.store(write=False) as store:
+        with store.reading() as state:
+            refresh_note_index(state)
+        index = meaning.open_index(ctx.data_dir, True, meaning.model_settings(settings))
+        assert index is not None
+        while not index.static.refresh(store):
+            pass
+        sentence = index.sentence
+        assert sentence is not None and index.loader is not None
+        if index.loader.settings.download and sources.locate(settings.model_dir) is None:
+            ctx.err.write(f"downloading {sources.NAME} from {sources.HUB} (once)\n")
+            sources.download(lambda done, total: bar.show("downloading", done / 1e6, total / 1e6, "MB"))
+            bar.end()
+        sentence.refresh(store, 0)  # loads the model, takes what the cache file has, queues the rest
+        if sentence.problem is not None:
+            raise InvalidInput(f"the sentence model cannot run here: {sentence.problem}")
+        total = sentence.indexed + sentence.pending
+        while not sentence.refresh(store):
+            bar.show("indexing", sentence.indexed, total, "notes")
+        bar.show("indexing", total, total, "notes")
+        bar.end()
+        index.save()
+    ctx.emit({"notes": total, "model": sentence.status()["model"]}, f"Indexed {total:,} notes by meaning.")
+    return 0
+
+
+def _follow_server(ctx: Context, url: str, bar: Progress) -> int:
+    while True:
+        served = _served_meaning(url, ctx.data_dir)
+        if served is None:
+            raise InvalidInput(f"the server at {url} did not answer its status; is it still running?")
+        sentence = served.get("sentence") or {}
+        phase = sentence.get("phase")
+        if phase == "ready":
+            bar.end()
+            ctx.emit({"notes": sentence.get("notes"), "model": sentence.get("model")}, str(served["summary"]))
+            return 0
+        if phase == "off" or not sentence:
+            bar.end()
+            raise InvalidInput(f"the server searches {served['summary']}")
+        if phase == "downloading":
+            bar.show("downloading", sentence["downloaded"] / 1e6, sentence["download_bytes"] / 1e6, "MB")
+        else:
+            notes = int(sentence.get("notes", 0))
+            bar.show("indexing", notes, notes + int(sentence.get("pending", 0)), "notes")
+        time.sleep(REINDEX_POLL_S)  # the server's own pace: this only shows it
+
+
+class Progress:
+    """A progress bar on standard error: redrawn in place on a terminal, a line at each tenth elsewhere."""
+
+    WIDTH = 30
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.tty = bool(getattr(out, "isatty", lambda: False)())
+        self.shown = -1
+
+    def show(self, what: str, done: float, total: float, unit: str) -> None:
+        share = done / total if total else 1.0
+        tenth = int(share * 10)
+        if not self.tty and tenth == self.shown:
+            return
+        self.shown = tenth
+        filled = int(share * self.WIDTH)
+        line = f"{what} [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done:,.0f} / {total:,.0f} {unit}"
+        self.out.write(f"\r{line}" if self.tty else f"{line}\n")
+        self.out.flush()
+
+    def end(self) -> None:
+        if self.tty and self.shown >= 0:
+            self.out.write("\n")
+        self.shown = -1

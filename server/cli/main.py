@@ -101,6 +101,7 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
 
     add("compact", "shrink this machine's log shard (drops old history)", data.cmd_compact)
     add("doctor", "check the data dir, the log and the clock", data.cmd_doctor)
+    add("reindex", "build the search-by-meaning indexes now, with a progress bar", data.cmd_reindex)
 
     p = add("serve", "run the Hivenote server headless (MCP, REST)", serving.cmd_serve)
     p.add_argument("--host", help="address to listen on (default 127.0.0.1; beyond loopback needs a token)")

@@ -15,6 +15,7 @@ from ..core.listing import Filters
 from ..core.model import Note
 from ..graph import Graph, graph_json
 from ..meaning import open_index
+from ..meaning.both import ModelSettings
 from ..notebook import UNSET, Notebook
 from ..render import ago, annotation, note_line, note_text
 from ..settings import load_settings
@@ -67,9 +68,11 @@ def cmd_remember(ctx: Context) -> int:
 def cmd_search(ctx: Context) -> int:
     a = ctx.args
     with ctx.store(write=False) as store:
-        index = open_index(ctx.data_dir, load_settings(data_dir=ctx.data_dir).meaning)
-        while index is not None and not index.refresh(store):  # from the server's cache, or built here
-            pass
+        settings = load_settings(data_dir=ctx.data_dir)
+        # The indexes from the server's cache files, or built here; never a download from a command.
+        index = open_index(ctx.data_dir, settings.meaning, ModelSettings(settings.model_dir, download=False))
+        if index is not None:
+            index.catch_up(store)
         result = Notebook(store, meaning=index).search(a.query, _filters(a, trashed=a.trash), a.limit)
     now = wall_ms()
 

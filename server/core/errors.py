@@ -27,6 +27,7 @@ This module is the one error table: each family's `code` (REST's `error.code`), 
      ├─ SyncRefused               sync_refused             a peer's bytes that are not a continuation (sync/replica.py)
      ├─ BucketError               sync_s3                  (sync/bucket.py)
      │   ├─ BucketConflict
+     │   ├─ BucketUnreachable
      │   └─ BadObject
      └─ desktop/: InstanceUnreachable (instance), ClipboardUnavailable (clipboard), AutostartFailed (autostart),
         MenuEntryFailed (menu_entry), MenuEntryUnsupported (unsupported)

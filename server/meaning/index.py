@@ -230,9 +230,10 @@ class MeaningIndex:
     """Vectors of every live or trashed note, one row each in a matrix that grows by half again. `load` makes the
     model (called once, in the background)."""
 
-    def __init__(self, cache: Path | None, load: Callable[[], Embedder]) -> None:
+    def __init__(self, cache: Path | None, load: Callable[[], Embedder], batch: int = BATCH) -> None:
         self.cache = cache
         self._load = load
+        self.batch = batch  # notes embedded per `refresh`
         self.model: Embedder | None = None
         self.problem: str | None = None  # why it is off (model unavailable), for doctor and status
         self._pos: dict[str, int] = {}  # note id -> row
@@ -268,12 +269,23 @@ class MeaningIndex:
     def wait_warm(self, timeout: float) -> bool:
         return self._warm.wait(timeout)
 
+    @property
+    def indexed(self) -> int:
+        """Notes that have a vector."""
+        return len(self._pos)
+
+    @property
+    def pending(self) -> int:
+        """Notes queued to embed (new or changed since they were embedded)."""
+        return len(self._queue)
+
     def status(self) -> dict[str, object]:
         return {
             "on": self.problem is None,
             "model": self.model.model_id if self.model else None,
             "warm": self.warm,
             "notes": len(self._pos),
+            "pending": len(self._queue),
             "problem": self.problem,
         }
 
@@ -292,7 +304,7 @@ class MeaningIndex:
                 self._dirty_cache = True  # a file of before: written again as int8 once warm
         return self.model
 
-    def refresh(self, store: Store, budget: int = BATCH) -> bool:
+    def refresh(self, store: Store, budget: int | None = None) -> bool:
         """Embed up to `budget` notes that are new or changed since they were last embedded; True when none is left.
         Looks at the notebook (under the store's lock, briefly) only when it changed; embeds without the lock."""
         import numpy as np  # hivenote[meaning]
@@ -304,7 +316,8 @@ class MeaningIndex:
             gone = self._look(store)
             for note_id in gone:
                 self._remove(note_id)
-            entries = [self._queue.pop(note_id) for note_id in list(itertools.islice(self._queue, budget))]
+            take = self.batch if budget is None else budget
+            entries = [self._queue.pop(note_id) for note_id in list(itertools.islice(self._queue, take))]
             batch = [note for note, _ in entries]
             digests = [_digest(n) for n in batch]
             vectors: list[Matrix | None] = []
@@ -327,10 +340,12 @@ class MeaningIndex:
                     vectors.append(None)
                     fresh.append(i)
             if fresh:
-                whole = model.embed([note_texts(batch[i])[0] for i in fresh])
-                title = model.embed([note_texts(batch[i])[1] for i in fresh])
-                mixed = (1 - TITLE_WEIGHT) * whole + TITLE_WEIGHT * title
-                mixed /= np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-9)
+                mixed = model.embed([note_texts(batch[i])[0] for i in fresh])
+                weight = getattr(model, "title_weight", TITLE_WEIGHT)
+                if weight:
+                    title = model.embed([note_texts(batch[i])[1] for i in fresh])
+                    mixed = (1 - weight) * mixed + weight * title
+                    mixed /= np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-9)
                 for j, i in enumerate(fresh):
                     vectors[i] = mixed[j]
                 self._embedded = True
@@ -507,6 +522,8 @@ class MeaningIndex:
         live = len(self._pos)
         # What every note shares is taken out in proportion to how many notes say so (a handful tell little).
         mean = (self._sum / max(live, 1)) * (live / (live + CENTRE_PRIOR))
+        if not getattr(self.model, "centre", True):
+            mean = np.zeros_like(mean)
         kept = self._rows
         replacing = np.flatnonzero(np.frombuffer(kept.numbers["replacing"], dtype=np.uint8)[:n]).astype(np.intp)
         # Copies of two columns for those rows alone (under the lock: a view of an array blocks its growing).
@@ -527,14 +544,17 @@ class MeaningIndex:
     # -- asking ----------------------------------------------------------------------------------------
 
     def scores(self, query: str, k: int = CANDIDATES) -> dict[str, float] | None:
-        """The `k` notes closest in meaning to `query`, with their score (a centred cosine, about -1..1), or None
-        while the index is not warm (the search then answers lexically)."""
+        """The `k` notes closest in meaning to `query`, with their score, or None while the index is not warm (the
+        search then answers lexically). A score is the note's cosine standardised over the notebook for this query
+        (how many standard deviations above the notebook's mean it is): a scale that carries from one model and one
+        question to another, where a raw cosine's does not (a model whose cosines are all high or all narrow)."""
         import numpy as np  # hivenote[meaning]
 
         snap, model = self._snapshot, self.model
         if snap is None or model is None or not self._warm.is_set() or not len(snap.ids):
             return None
-        q = model.embed([question_text(query)])[0] - snap.mean
+        text = question_text(query) if getattr(model, "strip_question", True) else query
+        q = model.embed([text])[0] - snap.mean
         norm = float(np.linalg.norm(q))
         if norm == 0:
             return {}
@@ -552,10 +572,13 @@ class MeaningIndex:
             np.einsum("ij,j->i", rows, q, out=centred[start : start + len(part)])
         centred *= snap.scales
         centred -= float(snap.mean @ q)
-        centred[~snap.alive] = -np.inf
         k = min(k, snap.live)
         if k <= 0:
             return {}
+        live = centred[snap.alive]
+        centred -= float(live.mean())
+        centred /= max(float(live.std()), 1e-6)
+        centred[~snap.alive] = -np.inf
         top = np.argpartition(-centred, k - 1)[:k] if k < len(centred) else np.arange(len(centred))
         return {note_id: float(centred[i]) for i in top.tolist() if (note_id := snap.ids[i]) is not None}
 
@@ -574,6 +597,8 @@ class MeaningIndex:
         snap = self._snapshot
         if snap is None or not len(snap.replacing):
             return {}
+        same_decision = getattr(self.model, "same_decision", SAME_DECISION)
+        named_decision = getattr(self.model, "named_decision", NAMED_DECISION)
         asked = [
             (note_id, i, *seen)
             for note_id in note_ids
@@ -602,7 +627,7 @@ class MeaningIndex:
                 block = rows_of[start : start + SCORE_ROWS]
                 sims = snap.vectors[block].astype(np.float32) @ mine_here
                 sims *= snap.scales[block][:, None]
-                keep = sims >= NAMED_DECISION
+                keep = sims >= named_decision
                 keep &= created_of[start : start + len(block), None] >= ages
                 sims[~keep] = -np.inf
                 top = np.argpartition(-sims, min(LOOKED_AT, len(block)) - 1, axis=0)[:LOOKED_AT]
@@ -610,7 +635,7 @@ class MeaningIndex:
                     found[k] += [
                         (sim, int(block[at]))
                         for at in top[:, column].tolist()
-                        if (sim := float(sims[at, column])) >= NAMED_DECISION
+                        if (sim := float(sims[at, column])) >= named_decision
                     ]
         out: dict[str, str] = {}
         for k, (old, i, code, made) in enumerate(asked):
@@ -620,7 +645,7 @@ class MeaningIndex:
                     continue
                 if (theirs := self._code_and_age(snap, new, j)) is None or theirs[0] != code or theirs[1] <= made:
                     continue
-                if sim < SAME_DECISION:
+                if sim < same_decision:
                     if named is None or tries == 0:
                         break
                     tries -= 1

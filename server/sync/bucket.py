@@ -19,6 +19,10 @@ class BucketError(HivenoteError):
     code = "sync_s3"
 
 
+class BucketUnreachable(BucketError):
+    """The bucket did not answer (refused, timed out, the connection dropped): retried within seconds."""
+
+
 class BucketConflict(BucketError):
     """The bucket holds objects under this node's name that it did not write; nothing was overwritten."""
 
@@ -59,7 +63,7 @@ class Bucket:
 
     def explain(self, exc: Exception, action: str) -> str:
         where = f"bucket {self.name!r} at {self.endpoint}"
-        code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+        code = str(_response(exc).get("Error", {}).get("Code", ""))
         if isinstance(exc, self.exc.NoCredentialsError | self.exc.PartialCredentialsError | self.exc.ProfileNotFound):
             return f"no usable S3 credentials ({exc}); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
         if code == "NoSuchBucket" or (action == "head_bucket" and code == "404"):
@@ -79,9 +83,12 @@ class Bucket:
             self._clock(result, sent)
             return result
         except (self.exc.BotoCoreError, self.exc.ClientError) as exc:
-            self._clock(getattr(exc, "response", {}), sent)
-            if getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode") in ok:
+            answer = _response(exc)
+            self._clock(answer, sent)
+            if answer.get("ResponseMetadata", {}).get("HTTPStatusCode") in ok:
                 return None
+            if isinstance(exc, self.exc.ConnectionError | self.exc.HTTPClientError):
+                raise BucketUnreachable(self.explain(exc, action)) from None
             raise BucketError(self.explain(exc, action)) from None
 
     def _clock(self, answer: Any, sent: int) -> None:
@@ -135,3 +142,10 @@ class Bucket:
     def delete(self, keys: list[str]) -> None:
         for at in range(0, len(keys), 1000):
             self.call("delete_objects", Delete={"Objects": [{"Key": k} for k in keys[at : at + 1000]], "Quiet": True})
+
+
+def _response(exc: Exception) -> dict[str, Any]:
+    """The answer a botocore error carries: none for a connection that dropped or was refused (botocore sets
+    `response` to None on some of those, and has no attribute on others)."""
+    answer = getattr(exc, "response", None)
+    return answer if isinstance(answer, dict) else {}

@@ -5,7 +5,8 @@ the folder (`hivenote-receipts/<node>.json`: how much of every shard it holds, a
   for a minute (settings.extra["folder_quiet_s"]), the folder transport fails with what that means: the sync tool
   is not running, or the other machines sync another folder, or there are none yet.
 - A sync tool's conflict copies (`<node>.sync-conflict-....jsonl`, `<node> (... conflicted copy ...).jsonl`) are
-  read like any shard; then tidied: one that the node's shard (or a branch of it) already holds is deleted, another
+  read like any shard; then tidied: one that the node's shard (or a branch of it) already holds is deleted (an older
+  copy, or the shard as it was before a compaction: `replica.classify`), another
   history becomes `<node>~<12 hex of its bytes>.jsonl` (named by its bytes, so every machine tidies it alike).
 Receipts live in a subfolder: the fold reads only `*.jsonl` files at the top of the log folder.
 """
@@ -24,7 +25,7 @@ from typing import Any
 from ..core.hlc import wall_ms
 from ..storage.shards import is_shard_file
 from ..storage.statefile import write_bytes, write_json
-from .replica import CONFLICT, complete_size, writer_of
+from .replica import CONFLICT, classify, complete_size, writer_of
 
 RECEIPTS = "hivenote-receipts"
 QUIET_MS = 60_000
@@ -155,9 +156,10 @@ class FolderWatch:
         data = data[: data.rfind(b"\n") + 1]
         holders = [f"{base}.jsonl"] + [n for n in names if n.startswith(f"{base}~")]
         for holder in holders:
-            with contextlib.suppress(OSError), open(self.log_dir / holder, "rb") as fh:
-                if fh.read(len(data)) == data:
-                    path.unlink()
+            with contextlib.suppress(OSError):
+                held = (self.log_dir / holder).read_bytes()
+                if held.startswith(data) or classify(held[: held.rfind(b"\n") + 1], data) == "behind":
+                    path.unlink()  # every op of it is there (an older copy, or the shard before a compaction)
                     self.tidied.append(f"{name}: already in {holder}, deleted")
                     return
         branch = self.log_dir / f"{base}~{hashlib.sha256(data).hexdigest()[:12]}.jsonl"

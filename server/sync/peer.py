@@ -28,7 +28,6 @@ PULL_INTERVAL_S = 0.5  # a round per peer; the store folds what arrives within a
 CONFIG_INTERVAL_S = 1.0  # peers.json is looked at again (the CLI edits it while the server runs)
 MAX_BACKOFF_S = 8.0
 TIMEOUT = httpx2.Timeout(10.0, connect=3.0)
-RESTORE_TIMEOUT = httpx2.Timeout(5.0, connect=2.0)  # the server waits on it before it starts
 
 
 async def _follow(puller: Puller, url: str, scope: anyio.CancelScope) -> None:

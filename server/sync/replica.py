@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..core.errors import HivenoteError
+from ..core.model import PLACEHOLDER
 from ..storage.files import PRIVATE_DIR, PRIVATE_FILE, tighten, write_whole
 from ..storage.shards import hash_range
 
@@ -148,6 +149,46 @@ def _lines_by_seq(data: bytes) -> dict[int, bytes]:
     return found
 
 
+def _stands_for(newer: bytes, older: bytes) -> bool:
+    """Whether a line of a newer copy of a shard is, at its position, the op a line of an older copy is: the same
+    bytes, or compaction's content-free `seq.keep` stand-in for it (the same node, seq and stamp; OPLOG.md
+    "Compaction"). Never the other way round: no copy turns a stand-in back into text."""
+    if newer == older:
+        return True
+    try:
+        new, old = json.loads(newer), json.loads(older)
+        return bool(
+            new["op"] == PLACEHOLDER and (new["node"], new["seq"], new["hlc"]) == (old["node"], old["seq"], old["hlc"])
+        )
+    except (ValueError, RecursionError, KeyError, TypeError):
+        return False
+
+
+def _covered(newer: dict[int, bytes], older: dict[int, bytes], upto: int) -> bool:
+    """Whether every line of the newer copy up to seq `upto` stands for the line the older copy holds there."""
+    return all(
+        (old := older.get(seq)) is not None and _stands_for(line, old) for seq, line in newer.items() if seq <= upto
+    )
+
+
+def classify(held: bytes, got: bytes, *, own: bool = False) -> str:
+    """What a whole copy `got` of a shard is to the copy `held` here (both complete lines): "replaces" (it
+    continues ours, or is a compaction of it or of a continuation: every op it keeps up to our last seq is the very
+    op we hold there, and it goes at least as far), "behind" (an older copy: a prefix of ours, or the shard before a
+    compaction ours comes from: every op we hold up to its last seq is the very op it holds there) or "other"
+    (another history of the node: two different ops at one position). `own`: this install writes the node, so
+    nothing but itself replaces it (a copy that would is another history)."""
+    theirs, ours = _lines_by_seq(got), _lines_by_seq(held)
+    if not ours:
+        return ("other" if theirs else "behind") if own else "replaces"
+    last, theirs_last = max(ours), max(theirs, default=0)
+    if theirs_last <= last and _covered(ours, theirs, theirs_last):
+        return "behind"  # the same ops as ours, or fewer: nothing to take (a compacted copy here stays)
+    if not own and theirs_last >= last and _covered(theirs, ours, last):
+        return "replaces"
+    return "other"
+
+
 class Replicas:
     def __init__(self, log_dir: Path, own_node: str | Callable[[], str]) -> None:
         self.log_dir = log_dir
@@ -166,26 +207,24 @@ class Replicas:
             return self.digests.hexdigest(fh, offset)
 
     def settle(self, node: str, data: bytes) -> str:
-        """A whole copy of a shard that does not continue the one held: a compaction of ours replaces it (every op it
-        keeps up to our last seq is the very line we hold, and it goes at least as far); an older generation than
-        ours is a peer or bucket being behind; anything else (of this install's own node, or one that differs) is
-        another history of the node, kept beside ours as a branch, so both are folded and nothing held here or
-        there is lost. Returns what was done: "replaced", "behind" or the branch's shard name."""
+        """A whole copy of a shard that does not continue the one held (`classify`): a compaction of ours replaces it
+        (every op it keeps up to our last seq is the very op we hold, a `seq.keep` stand-in being the op it stands
+        for, and it goes at least as far); an older copy than ours (a prefix, or the shard before a compaction ours
+        comes from) is a peer or bucket being behind, for this install's own node too; anything else is another
+        history of the node, kept beside ours as a branch, so both are folded and nothing held here or there is lost.
+        Returns what was done: "replaced", "behind" or the branch's shard name."""
         try:
-            held = _lines_by_seq(self.path(node).read_bytes())
+            held = self.path(node).read_bytes()
         except FileNotFoundError:
-            held = {}
-        got = _lines_by_seq(data)
-        if not same_node(node, self.own_node):
-            if not held:
-                self.replace(node, data)
-                return "replaced"
-            last, theirs_last = max(held), max(got, default=0)
-            if theirs_last >= last and all(held.get(seq) == line for seq, line in got.items() if seq <= last):
-                self.replace(node, data)
-                return "replaced"
-            if theirs_last <= last and all(got.get(seq) == line for seq, line in held.items() if seq <= theirs_last):
-                return "behind"
+            held = b""
+        found = classify(
+            held[: held.rfind(b"\n") + 1], data[: data.rfind(b"\n") + 1], own=same_node(node, self.own_node)
+        )
+        if found == "replaces":
+            self.replace(node, data)
+            return "replaced"
+        if found == "behind":
+            return "behind"
         name = self.add_branch(node, data)
         log.warning("a copy of %s's shard is another history of it: kept as %s.jsonl", node, name)
         return name

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import anyio
 
 if TYPE_CHECKING:
     from ..web.services import Services
+    from .held import HeldCopies
+
+log = logging.getLogger(__name__)
 
 # A synced folder already carries every shard. If a bucket or a peer also wrote other nodes' shards into it, the
 # sync tool would see them changed here and copy them back over their owners' live files.
@@ -19,24 +23,44 @@ NOT_WITH_A_SYNCED_FOLDER = (
 
 INTEGRITY_CHECK_S = 1.0
 FOLDER_CHECK_S = 5.0  # settings.extra["folder_check_s"]
+HELD_CHECK_S = 1.0  # the shards of a synced folder against the copies held (a listing and a stat while unchanged)
 
 
 async def watch_folder(services: Services) -> None:
-    """The synced folder's health (folderwatch.py) as the folder transport's status, until cancelled."""
+    """The synced folder's health (folderwatch.py) as the folder transport's status, and the copies this machine
+    holds of its shards (held.py: what vanished or shrank there is put back), until cancelled."""
     from .folderwatch import QUIET_MS, FolderWatch
+    from .held import HeldCopies
 
     settings, store = services.settings, services.store
     quiet = int(float(settings.extra.get("folder_quiet_s", QUIET_MS / 1000)) * 1000)
     every = float(settings.extra.get("folder_check_s", FOLDER_CHECK_S))
     watch = FolderWatch(settings.log_path, lambda: store.node, quiet_ms=quiet)
+    held = HeldCopies(settings.log_path, settings.data_dir, lambda: store.node)
     target = str(settings.log_path)
-    while True:
-        health = await anyio.to_thread.run_sync(watch.step)
-        if health.failing:
-            services.sync.failed("folder", health.message, kind="folder", target=target, **health.detail)
-        else:
-            services.sync.ok("folder", kind="folder", target=target, **health.detail)
-        await anyio.sleep(every)
+    checked = -every
+    try:
+        while True:
+            await anyio.to_thread.run_sync(hold, held)
+            if anyio.current_time() - checked >= every:
+                checked = anyio.current_time()
+                health = await anyio.to_thread.run_sync(watch.step)
+                detail = health.detail | {"put_back": list(held.done)}
+                if health.failing:
+                    services.sync.failed("folder", health.message, kind="folder", target=target, **detail)
+                else:
+                    services.sync.ok("folder", kind="folder", target=target, **detail)
+            await anyio.sleep(HELD_CHECK_S)
+    finally:
+        with anyio.CancelScope(shield=True):  # the last lines this machine wrote, held before it stops
+            await anyio.to_thread.run_sync(hold, held)
+
+
+def hold(held: HeldCopies) -> None:
+    try:
+        held.step()
+    except OSError as exc:  # the data dir's sync/held cannot be written: said, and tried again
+        log.error("the copies this machine holds of the synced folder's shards cannot be kept: %s", exc)
 
 
 async def report_integrity(services: Services) -> None:

@@ -38,7 +38,7 @@ from ..settings import Settings, load_settings, save_setting
 from ..storage.files import private_dir
 from ..storage.identity import previous_nodes
 from ..storage.statefile import write_json
-from .bucket import BadObject, Bucket, BucketConflict, BucketError
+from .bucket import BadObject, Bucket, BucketConflict, BucketError, BucketUnreachable
 from .replica import Replicas, SyncRefused, check_node_name
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ CHUNK_BYTES = 8 << 20  # most bytes in one chunk object (a big first upload beco
 TICK_S = 0.25  # how often the own shard is looked at (locally; the bucket is contacted only when it changed)
 POLL_S = 2.0  # how often the bucket is listed for other nodes' chunks (settings.extra["s3_poll_s"])
 BACKOFF_MAX_S = 60.0  # longest wait between attempts while failing (settings.extra["s3_backoff_max_s"])
+UNREACHABLE_BACKOFF_S = 4.0  # longest wait while the bucket does not answer (one cheap request an attempt)
 TAIL = 1 << 16  # bytes read back from a shard's end to find its last seq
 GENERATION = re.compile(r"^(\d{6})-[0-9a-f]{8}$")
 CHUNK = re.compile(r"^(\d{15})\.jsonl$")
@@ -417,6 +418,8 @@ async def run(services: Services) -> None:
             except BucketError as exc:
                 status.failed(NAME, f"{exc} (changes are kept here and sent once it works)", kind=KIND, target=target)
                 delay = min(backoff_max, max(1.0, delay * 2))
+                if isinstance(exc, BucketUnreachable):  # a network outage: tried again within seconds of its end
+                    delay = min(delay, UNREACHABLE_BACKOFF_S)
             except Exception as exc:  # a disk or programming error: keep trying, and say so
                 log.exception("S3 sync failed")
                 status.failed(NAME, f"unexpected error: {exc!r}", kind=KIND, target=target)

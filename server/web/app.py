@@ -33,7 +33,7 @@ from ..mcp.handoff import Endpoint, Handoff
 from ..mcp.handover import available as handoff_available
 from ..mcp.handover import socket_path
 from ..mcp.notebook import build_notebook_server
-from ..meaning import open_index
+from ..meaning import model_settings, open_index
 from ..notebook import Notebook
 from ..responses import error_response, hivenote_error, http_error
 from ..settings import Settings
@@ -113,20 +113,25 @@ async def _follow_and_warm(services: Services, graph_mcp: GraphMCP, saved: Searc
 
 
 async def _warm_meaning(services: Services) -> None:
-    """Keep the meaning index (when meaning search is on) up to date: a batch at a time in a worker thread, the
-    store's lock held only to look at the notes; until the first pass is done, search answers lexically."""
+    """Keep the static meaning index (when meaning search is on) up to date: a batch at a time in a worker thread,
+    the store's lock held only to look at the notes; until the first pass is done, search answers lexically. Once it
+    is warm, the sentence index starts building in its own thread (meaning/both.py)."""
     index = services.notebook.meaning
     if index is None:
         return
     refresh = getattr(index, "refresh", None)
     if refresh is None:
         return
+    start = getattr(index, "start", None)
     while True:
         try:
             done = await anyio.to_thread.run_sync(refresh, services.store)
         except Exception:  # derived data: search stays lexical; the error shows in the log
             log.exception("building the meaning index failed")
             return
+        if done and start is not None:
+            start(services.store)
+            start = None
         await anyio.sleep(FOLLOW_INTERVAL_S if done else 0)
 
 
@@ -166,7 +171,11 @@ def _save_index(saved: SearchCache, catch_up: int = 0) -> None:
 
 
 def _save_meaning(services: Services) -> None:
-    """The meaning index's cache file with the notes embedded since it was last written, for the next start."""
+    """The meaning indexes' cache files with the notes embedded since they were last written, for the next start
+    (the sentence index's worker stopped first: it ends the batch under way)."""
+    stop = getattr(services.notebook.meaning, "stop", None)
+    if stop is not None:
+        stop()
     save = getattr(services.notebook.meaning, "save", None)
     if save is None:
         return
@@ -208,7 +217,7 @@ def create_app(
     services = Services(
         settings=settings,
         store=store,
-        notebook=Notebook(store, meaning=open_index(settings.data_dir, settings.meaning)),
+        notebook=Notebook(store, meaning=open_index(settings.data_dir, settings.meaning, model_settings(settings))),
         graph=Graph(store),
         tokens=tokens or Tokens(settings.data_dir / "tokens.json"),
         tracker=tracker or AgentTracker(),

@@ -20,6 +20,7 @@ from ..core.errors import EntityNotFound, Forbidden, ImportRejected, InvalidInpu
 from ..core.listing import DEFAULT_LIMIT, MAX_LIMIT, Filters
 from ..core.model import Entity, Note, Relation
 from ..graph import GraphPage, graph_json
+from ..meaning import status_of as meaning_status
 from ..settings import SETTINGS_HELP, save_settings
 from .rest_schema import (
     NOTE,
@@ -287,6 +288,7 @@ def status(c: Call) -> object:
             "sync": {"log_dir": str(s.settings.log_path), "transports": s.sync.snapshot()},
             "storage": {"ok": store.problem is None, "problem": store.problem.to_json() if store.problem else None},
             "desktop": s.desktop,
+            "meaning": meaning_status(s.notebook.meaning),
         },
     )
 

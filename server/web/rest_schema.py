@@ -99,6 +99,10 @@ def ref(name: str) -> Schema:
     return {"$ref": REF + name}
 
 
+_TEXT_OR_NULL: Schema = {"type": ["string", "null"]}
+_OBJECT_OR_NULL: Schema = {"type": ["object", "null"]}
+
+
 def obj(properties: dict[str, Schema], required: Sequence[str] | None = None) -> Schema:
     """A closed object (unknown fields refused on input, flagged by response checks); all fields required unless
     `required` names some."""
@@ -202,6 +206,13 @@ COMPONENTS: dict[str, Schema] = {
         | {"listen": obj(_LISTEN), "sync": obj({"log_dir": TEXT, "transports": array(obj(_TRANSPORT))})}
         | {"storage": obj({"ok": BOOLEAN, "problem": {"anyOf": [_DISK_PROBLEM, {"type": "null"}]}})}
         | {"desktop": described(BOOLEAN, "Served by the tray app (its /desktop routes exist)")}
+        | {"meaning": ref("MeaningStatus")}
+    ),
+    "MeaningStatus": obj(
+        {"on": BOOLEAN, "answering": described(_TEXT_OR_NULL, "static, sentence, or null while warming")}
+        | {"summary": described(TEXT, "One line for a person: which model answers, the sentence index's progress")}
+        | {"static": described(_OBJECT_OR_NULL, "The static model's index: notes, pending, warm, problem")}
+        | {"sentence": described(_OBJECT_OR_NULL, "The sentence model's index, with its phase and download bytes")}
     ),
     "Snippet": obj(
         {**_SNIPPET, "where": mapping(TEXT), "steps": TEXTS, "url": TEXT}

@@ -8,7 +8,7 @@ from playwright.sync_api import Dialog, Page, Route, expect
 
 from hivenote.server.core.model import Op
 from hivenote.server.core.search import note_index
-from hivenote.server.meaning.index import MeaningIndex
+from hivenote.server.meaning.both import Meanings
 from hivenote.server.notebook import Notebook
 from tests.support.browser import Pages
 from tests.support.dashboard import CURSOR, api, card_ids, screenshot, seed, write_log
@@ -248,8 +248,7 @@ def test_a_note_that_replaces_another_is_written_and_shown_first(running: Runnin
     assert card_ids(page) == [new_id, old.id]
     expect(page.locator(f'.card[data-id="{old.id}"] .chip.replaced')).to_be_visible()
     index = running.notebook.meaning
-    assert isinstance(index, MeaningIndex) and index.wait_warm(30)
-    while not index.refresh(running.store):
-        pass
+    assert isinstance(index, Meanings) and index.wait_warm(30)
+    index.catch_up(running.store, most=10**6)
     search(page, "where do reports of the mobile client dying go")
     expect(page.locator(".card .chip.reason").first).to_have_text("similar meaning", timeout=WAIT_MS)

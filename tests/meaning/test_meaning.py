@@ -21,6 +21,7 @@ from hivenote.server.core.model import Op, decode_op
 from hivenote.server.core.search import SIMILAR, SOME_WORDS, _replacements, search_notes
 from hivenote.server.meaning import index as index_module
 from hivenote.server.meaning import open_index, why
+from hivenote.server.meaning.both import Meanings
 from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import Embedder, StaticModel, load_default
 from hivenote.server.notebook import Notebook
@@ -190,8 +191,10 @@ def test_a_server_that_stops_writes_the_notes_embedded_since_the_cache_file_was_
     stop, a tray's Stop or a restart, left them to be embedded again at the next start."""
     data = tmp_path / "data"
     with serve(data) as running:
-        index = running.notebook.meaning
-        assert isinstance(index, MeaningIndex) and index.cache is not None
+        meanings = running.notebook.meaning
+        assert isinstance(meanings, Meanings)
+        index = meanings.static
+        assert index.cache is not None
         notebook = Notebook(running.store, meaning=index)
         fill(running.store)
         while not index.refresh(running.store):  # warm: the file is written, then not again for a while
@@ -304,7 +307,7 @@ def test_a_damaged_cache_is_rebuilt(store: Store, model: StaticModel) -> None:
 
 def test_the_setting_turns_it_off(tmp_path: Path) -> None:
     assert open_index(tmp_path, enabled=False) is None
-    assert isinstance(open_index(tmp_path, enabled=True), MeaningIndex)
+    assert isinstance(open_index(tmp_path, enabled=True), Meanings)
 
 
 # -- the replaces link ----------------------------------------------------------------------------------------------
@@ -428,7 +431,7 @@ def test_a_server_with_the_setting_off_searches_by_words_only_and_doctor_says_wh
     with serve(tmp_path / "off", meaning=False) as off:
         assert off.notebook.meaning is None
     with serve(tmp_path / "on") as on:
-        assert isinstance(on.notebook.meaning, MeaningIndex)
+        assert isinstance(on.notebook.meaning, Meanings)
     assert why(False) == (False, "off: the 'meaning' setting is off (settings.json or HIVENOTE_MEANING turns it on)")
     assert why(True)[0]
 

@@ -16,6 +16,7 @@ from hivenote.server.core.search import refresh_note_index
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.searchcache import SearchCache
 from hivenote.server.storage.store import Store
+from hivenote.server.transfer import export_notebook
 
 ME = Author("claude-code", "Claude Code", "")
 
@@ -348,3 +349,32 @@ def test_ops_decided_as_the_old_node_before_a_move_are_written_to_its_shard_not_
         assert {op.node for op in ops(store.log_dir / f"{new}.jsonl")} == {new}
         assert [op.data["fields"]["title"] for op in ops(store.log_dir / f"{old}.jsonl")] == ["decided as the old node"]
     assert titles(data) == {"decided as the old node", "after the move"}
+
+
+def test_a_value_let_go_of_is_read_back_never_served_as_a_placeholder(tmp_path: Path) -> None:
+    """Issue 32, finding 2. The op cache keeps a `note.set` row with the values a newer op decided let go of (`...`);
+    when that newer op is gone at the next start (it was in this machine's own shard, deleted while stopped), the
+    cached row decides the field again: its value is read back from its line, never served as the placeholder
+    (it was: `'ellipsis' object has no attribute 'isascii'` from the search index, 500 to writes and exports)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    with Store(b) as other:
+        note_id = remember(other, "written on b", "b's body")
+        assert other.shard_path is not None
+        theirs = other.shard_path
+    with Store(a) as store:
+        shutil.copy(theirs, store.log_dir / theirs.name)  # b's shard arrives (a transport)
+        store.refresh()
+        Notebook(store).update(note_id, title="retitled on a", by=ME)  # decides the title: b's value let go of
+        store.checkpoint()  # the op cache keeps b's row as it is now
+        assert store.shard_path is not None
+        own = store.shard_path
+    own.unlink()  # deleted while stopped, before any other machine held it: the retitle is lost (allowed)
+    with Store(a) as store:
+        assert store.cached_ops, "b's row came from the op cache"
+        with store.reading() as state:
+            note = state.note(note_id)
+            assert note is not None and (note.title, note.body, note.kind) == ("written on b", "b's body", "fact")
+            assert refresh_note_index(state)  # the search index reads every field as text
+            exported = export_notebook(state, node=store.node, now_ms=0)
+        assert [n["title"] for n in exported["notes"]] == ["written on b"]
+        remember(store, "a write after the loss")

@@ -22,6 +22,7 @@ from typing import IO, Any
 import gi
 from PIL import Image, ImageGrab
 
+from tests.support.models import share_models
 from tests.support.system import needs
 from tests.support.wait import eventually
 
@@ -337,6 +338,7 @@ class Desktop:
                 "GDK_BACKEND": "x11",
             }
         )
+        share_models(self.home / ".cache")  # the sentence model as after a first start (tests/support/models.py)
 
     # -- processes ------------------------------------------------------------------------------------------------
 

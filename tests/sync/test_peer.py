@@ -1,7 +1,7 @@
 """Peer-to-peer sync: real `hivenote serve` processes pulling from each other over `/sync` (gossip, convergence
-across a kill, a lost own shard restored with its seq going on), the puller in this process against real servers
-and a hostile peer (incremental transfer, compaction, a restarted shard, impersonation, cut-off ranges, peers down),
-bad input on `/sync`, and the peers file and shared token."""
+across a kill, a lost own shard back as a copy under a new node id, a compaction replacing every copy), the puller
+in this process against real servers and a hostile peer (incremental transfer, compaction, a restarted shard,
+impersonation, cut-off ranges, peers down), bad input on `/sync`, and the peers file and shared token."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import json
 import re
 import signal
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +119,56 @@ def test_a_lost_own_shard_never_restarts_its_seq_and_comes_back_from_a_peer_as_a
         assert seqs(a.shard(a.node)) == [1]
         everything = {"note 0", "note 1", "note 2", "after the loss"}
         wait_until(lambda: a.titles() == everything == b.titles(), what=lambda: f"{a.titles()} {b.titles()}")
+
+
+def test_a_compaction_replaces_every_peers_copy_and_a_purged_text_survives_in_no_file(tmp_path: Path) -> None:
+    """Issue 32, finding 3. a's last line is its note that b purged: a's compaction puts a content-free `seq.keep`
+    line in its place. b's copy is replaced by the compacted shard (it was kept as "another history" of a, a branch
+    holding the purged text that then travelled to every machine), and a copy that is only behind (the shard
+    before the compaction, offered by a third server) is behind, not another history."""
+    a, b = Node(tmp_path / "a"), Node(tmp_path / "b")
+    token = new_token()
+    add_peer(a.data_dir, b.url, token)
+    add_peer(b.data_dir, a.url, token)
+    with running(a, b):
+        a.remember("kept on a")
+        secret = a.remember("the secret")
+        node, before = a.node, a.shard(a.node)
+        wait_until(lambda: b.titles() == {"kept on a", "the secret"}, what=lambda: str(b.titles()))
+        b.call("POST", f"/api/notes/{secret}/trash")
+        b.call("DELETE", f"/api/notes/{secret}")  # b purges a's note: a's last line no longer matters
+        wait_until(lambda: a.titles() == {"kept on a"}, what=lambda: str(a.titles()))
+        assert a.stop() == 0
+        done = subprocess.run(
+            [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(a.data_dir), "compact"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        compacted = a.shard(node)
+        assert b"the secret" not in compacted and b"seq.keep" in compacted
+        a.start()
+        a.wait_ready()
+        wait_until(lambda: b.shard(node) == compacted, what=lambda: f"b's copy of {node}: {b.shard(node)!r}")
+        a.remember("after the compaction")
+        wait_until(lambda: b.titles() == {"kept on a", "after the compaction"}, what=lambda: str(b.titles()))
+        for n in (a, b):
+            files = sorted(p.name for p in (n.data_dir / "log").glob("*.jsonl"))
+            assert not [f for f in files if "~" in f], f"{n.data_dir.name} keeps a branch from a compaction: {files}"
+            assert not any(b"the secret" in (n.data_dir / "log" / f).read_bytes() for f in files), n.data_dir.name
+
+    # The shard as it was before the compaction, offered again (a third machine that was away): behind, not a fork.
+    old = Hostile(shards={node: before})
+    with hostile_peer(old):
+        add_peer(b.data_dir, old.url, token)
+        with running(b):
+            wait_until(lambda: b.peers().get(old.url, {}).get("up") is True, what=lambda: str(b.peers()))
+            wait_until(lambda: any(r.startswith(f"/sync/shards/{node}") for r in old.requests), what="b asked")
+            wait_until(lambda: b.peers()[old.url].get("error") == "", what=lambda: str(b.peers()[old.url]))
+            assert not list((b.data_dir / "log").glob("*~*.jsonl"))
+            assert b.shard(node).startswith(compacted)
 
 
 # -- bad input on /sync (one real server) ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import json
 import re
 import secrets
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -428,3 +429,65 @@ def sync_bucket(store: Store, moto: Moto, bucket: str) -> None:
     with contextlib.closing(BucketSync.open(s3_settings(store.data_dir, moto, bucket), replicas)) as it:
         it.step(pull=True)
     store.refresh()
+
+
+class Dropper:
+    """A TCP relay in front of the S3 server that, while `dropping`, takes each connection and closes it at once (a
+    dropped connection: botocore's ConnectionClosedError, whose `response` is None), else relays it both ways."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.dropping = port, False
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.open: list[socket.socket] = []
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = self.listener.accept()
+                if self.dropping:
+                    client.recv(65536)  # the request arrived; the connection goes away without an answer
+                    client.close()
+                    continue
+                server = socket.create_connection(("127.0.0.1", self.port))
+                self.open += [client, server]
+                for one, two in ((client, server), (server, client)):
+                    threading.Thread(target=self._pipe, args=(one, two), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.listener.close()
+        for one in self.open:
+            one.close()
+
+
+def test_a_dropped_connection_is_a_network_error_retried_within_seconds(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """Issue 32, finding 5: a connection the bucket's side closes without an answer is an unreachable bucket, said
+    as one and retried within seconds of the bucket answering again (it was read as a programming error, with a
+    traceback, and retried only after the longest backoff, 60 s)."""
+    dropper = Dropper(moto.port)
+    try:
+        settings = s3_settings(tmp_path / "a", moto, bucket, s3_endpoint=dropper.endpoint, extra={"s3_poll_s": 0.1})
+        with running(settings) as a, running(s3_settings(tmp_path / "b", moto, bucket)) as b:
+            first = a.remember("Before the drop")
+            wait_until(lambda: b.has(first), what="the first note on B")
+            dropper.dropping = True
+            dropped = a.remember("While the connection drops")
+            wait_until(lambda: a.s3().get("failing"), what="A reports the failure")
+            message = a.s3()["error"]
+            assert f"cannot reach {dropper.endpoint}" in message and "unexpected" not in message, message
+            dropper.dropping = False
+            took = wait_until(lambda: b.has(dropped), 30, "the note written while the connection dropped, on B")
+            assert took < 8, f"{took:.1f} s after the bucket answered again"
+    finally:
+        dropper.close()

@@ -23,7 +23,7 @@ from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.folder import use_folder
 from tests.support.syncthing import syncthing_pair
-from tests.support.syncthing_hivenote import Hivenote, serving
+from tests.support.syncthing_hivenote import Hivenote, launch, serving
 from tests.support.wait import wait_until
 
 WRITES_EACH = 10  # per server, each one waited for on the other side: 20 latency samples
@@ -225,3 +225,63 @@ def test_two_servers_syncing_through_syncthing_converge_and_a_conflict_copy_chan
         f"{statistics.median(follow):.2f}/{percentile(follow, 0.95):.2f}; graph subscriber told in {subscriber_s:.2f}"
     )
     assert len(times) == 2 * WRITES_EACH and percentile(served, 0.95) < LATENCY_P95_S
+
+
+def titles(server: Hivenote) -> set[str]:
+    return {note["title"] for note in server.state()["notes"]}
+
+
+def test_a_shard_deleted_or_cut_short_in_the_synced_folder_is_put_back_and_nothing_is_lost(tmp_path: Path) -> None:
+    """Issue 32, finding 1. a is stopped and its own shard deleted (a person, a sync tool, a disk): a starts under
+    a new node id (it cannot prove what it wrote last), and Syncthing carries the deletion to b. Both machines hold a
+    copy of every shard they saw (outside the folder): the shard is put back, byte for byte, so neither loses a's
+    notes, also after a restart, and a's notes are whole (not stubs of b's edit). Then an older copy of it put in
+    its place (a backup restored on b) is put back whole the same way."""
+    data_a, data_b = tmp_path / "a", tmp_path / "b"
+    folder_a, folder_b = tmp_path / "Sync-a", tmp_path / "Sync-b"
+    use_folder(data_a, folder_a)
+    use_folder(data_b, folder_b)
+    with syncthing_pair(tmp_path, folder_a, folder_b):
+        a, b = launch(data_a), launch(data_b)
+        try:
+            a.wait_ready()
+            b.wait_ready()
+            ids = [
+                a.call("POST", "/api/notes", {"kind": "fact", "title": f"a's note {i}"})["note"]["id"] for i in range(3)
+            ]
+            wait_until(lambda: all(b.has_note(i) for i in ids), SYNC_S, "b serving a's notes")
+            b.call("PATCH", f"/api/notes/{ids[0]}", {"title": "a's note 0, retitled on b"})  # b edits a's note
+            expected = {"a's note 0, retitled on b", "a's note 1", "a's note 2"}
+            old = a.node
+            shard_a, shard_b = folder_a / f"{old}.jsonl", folder_b / f"{old}.jsonl"
+            wait_until(lambda: held(shard_b) == held(shard_a) != b"", SYNC_S, "b's folder holding a's shard")
+            wait_until(lambda: titles(a) == expected == titles(b), SYNC_S, lambda: f"{titles(a)} {titles(b)}")
+            before = shard_a.read_bytes()
+            assert a.stop() == 0
+            shard_a.unlink()  # deleted while a is stopped
+            a = launch(data_a)
+            a.wait_ready()
+            assert a.node != old
+
+            def put_back() -> bool:
+                return held(shard_a) == before == held(shard_b)
+
+            wait_until(put_back, SYNC_S, lambda: f"{old}'s shard back in both folders: {held(shard_a)!r}")
+            wait_until(lambda: titles(a) == expected == titles(b), SYNC_S, lambda: f"{titles(a)} {titles(b)}")
+            assert b.stop() == 0  # a restart folds the folder afresh: nothing was only in memory
+            b = launch(data_b)
+            b.wait_ready()
+            wait_until(lambda: titles(b) == expected and a.state() == b.state(), SYNC_S, lambda: str(titles(b)))
+
+            # A backup of the old shard restored on b (its first line only): behind what both hold, so put back.
+            older = before[: before.index(b"\n") + 1]
+            temp = folder_b / f".syncthing.{shard_b.name}.tmp"
+            temp.write_bytes(older)
+            temp.replace(shard_b)
+            wait_until(put_back, SYNC_S, lambda: f"{old}'s shard whole again in both folders: {held(shard_b)!r}")
+            assert titles(a) == expected == titles(b)
+            assert not [p.name for p in (*folder_a.glob("*~*.jsonl"), *folder_b.glob("*~*.jsonl"))]
+            assert "Traceback" not in a.log_tail() + b.log_tail()
+        finally:
+            codes = [server.stop() for server in (a, b)]
+        assert codes == [0, 0]

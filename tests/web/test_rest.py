@@ -22,7 +22,7 @@ from hivenote.server import __version__
 from hivenote.server.agents import AgentTracker
 from hivenote.server.core.listing import Filters
 from hivenote.server.core.model import Author
-from hivenote.server.meaning.index import MeaningIndex
+from hivenote.server.meaning.both import Meanings
 from hivenote.server.notebook import Notebook
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
@@ -219,10 +219,10 @@ def test_search_answers_exactly_what_mcp_and_the_cli_get_from_the_same_store(
     params = {"q": query} | {k: v for k, v in (("kind", filters.kind), ("project", filters.project)) if v}
     params |= {"tag": filters.tag} if filters.tag else {}
     params |= {"limit": str(limit)} if limit else {}
-    index = running.notebook.meaning
-    assert isinstance(index, MeaningIndex) and index.wait_warm(30)  # the meaning index too is the same
-    while not index.refresh(running.store):
-        pass
+    index = running.notebook.meaning  # the meaning indexes too are the same
+    assert isinstance(index, Meanings) and index.wait_warm(30) and index.sentence is not None
+    index.catch_up(running.store, most=10**6)  # the sentence index too, in this thread
+    assert index.sentence.warm
     got = api("GET", "/api/notes", params=params, expect=200).body
     want = Notebook(running.store, meaning=index).search(query, filters, limit)
     assert got == {

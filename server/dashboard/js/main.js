@@ -52,6 +52,12 @@ function currentView() {
 }
 
 /** The op count across every machine: it moves whenever anything is written, anywhere. */
+// The sentence model downloading or indexing: search answers by the static model meanwhile, and says so.
+function meaningBusy(status) {
+  const phase = status?.meaning?.sentence?.phase;
+  return phase === "downloading" || phase === "indexing" || phase === "loading";
+}
+
 function revisionOf(status) {
   return Object.values(status.nodes).reduce((sum, n) => sum + n.ops, 0);
 }
@@ -164,6 +170,8 @@ function App() {
       ${desk && desk.tray && !desk.tray.shown && !down && html`<${TrayStandIn} state=${desk} onChanged=${pollDesktop} />`}
       ${!down && status?.storage?.problem &&
       html`<p class="error-note storage-problem" role="alert"><strong>Notes cannot be saved right now.</strong> ${status.storage.problem.message}</p>`}
+      ${!down && meaningBusy(status) &&
+      html`<p class="note meaning-progress" role="status">Search by meaning: ${status.meaning.summary}.</p>`}
       ${down
         ? html`<${ServerDown} desktop=${Boolean(status?.desktop)} trayShown=${desk?.tray?.shown} />`
         : view === "notes"
