@@ -81,6 +81,13 @@ class SignIn:
             expires = self._codes.pop(_digest(code), None)
         return expires is not None and self.now_ms() < expires
 
+    @property
+    def pending(self) -> int:
+        """Codes made and neither traded nor expired yet."""
+        now = self.now_ms()
+        with self._lock:
+            return sum(1 for expires in self._codes.values() if expires > now)
+
     def _forget_expired(self, now: int) -> None:
         for digest in [d for d, expires in self._codes.items() if expires <= now]:
             del self._codes[digest]

@@ -13,7 +13,7 @@ import pytest
 
 from hivenote.desktop.window import window_command
 from tests.support.harness import Desktop
-from tests.support.live import Running, serve
+from tests.support.live import Running, serve, sign_in_code
 from tests.support.wait import eventually
 
 WAIT_S = 30
@@ -26,7 +26,7 @@ def running(tmp_path: Path) -> Iterator[Running]:
         yield server
 
 
-def open_window(desktop: Desktop, url: str) -> subprocess.Popen[bytes]:
+def open_window(desktop: Desktop, url: str, query: str = "") -> subprocess.Popen[bytes]:
     """The window process as the tray starts it: stdin and stdout are pipes to the tray, stderr the tray's; the
     address comes on stdin, never on the command line."""
     window = subprocess.Popen(
@@ -39,7 +39,7 @@ def open_window(desktop: Desktop, url: str) -> subprocess.Popen[bytes]:
         start_new_session=True,
     )
     assert window.stdin is not None
-    window.stdin.write(f"open {url}/\n".encode())
+    window.stdin.write(f"open {url}/{query}\n".encode())
     window.stdin.flush()
     return window
 
@@ -129,3 +129,17 @@ def test_the_address_and_its_code_never_reach_the_command_line(running: Running)
         [*window_command(), running.url + "/?code=x"], input=b"", capture_output=True, timeout=60, check=False
     )
     assert refused.returncode == 2 and b"stdin" in refused.stderr
+
+
+def test_the_window_signs_in_with_the_code_the_tray_hands_it(desktop: Desktop, running: Running) -> None:
+    """In WebKitGTK itself: the page trades the code from its address for the cookie, and the code is then spent."""
+    code = sign_in_code(running.url, running.token)
+    assert running.services.sign_in.pending == 1
+    window = open_window(desktop, running.url, f"?code={code}")
+    try:
+        assert desktop.find_window(WINDOW, WAIT_S) is not None
+        assert eventually(lambda: running.services.sign_in.pending == 0, WAIT_S), "the window did not trade its code"
+        assert not running.services.sign_in.redeem(code)  # spent by the window
+    finally:
+        window.kill()
+        window.communicate()

@@ -26,6 +26,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
+from hivenote.server.web.services import Services
 from tests.support.system import SERVER, needs
 from tests.support.wait import wait_until
 
@@ -49,6 +50,7 @@ class Running:
     clock: Clock
     tokens: Tokens
     notebook: Notebook  # the server's own (with its meaning index, when meaning search is on)
+    services: Services  # what the server's routes work with (its sign-in codes, ...)
 
 
 def free_port() -> int:
@@ -197,7 +199,10 @@ def serve(data_dir: Path, tracker: AgentTracker | None = None, **changes: Any) -
         assert server.started, server.error
         try:
             notebook = app.state.services.notebook
-            yield Running(f"http://127.0.0.1:{server.port}", tokens.default(), store, tracker, clock, tokens, notebook)
+            services = app.state.services
+            yield Running(
+                f"http://127.0.0.1:{server.port}", tokens.default(), store, tracker, clock, tokens, notebook, services
+            )
         finally:
             server.stop()
 
