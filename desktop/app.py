@@ -56,7 +56,7 @@ class DesktopApp:
 
         self.data_dir = data_dir
         self.login = login or autostart(login_command(data_dir, flags))
-        self.window = window or DashboardWindow(on_action=self.on_window_action)
+        self.window = window or DashboardWindow(on_action=self.on_window_action, sign_in=self.signed_in_url)
         self.supervisor = Supervisor(data_dir, flags, on_change=self.refresh, extra_routes=self._routes, tell=self.tell)
         self.tray: Tray | None = None
         self.quitting = threading.Event()
@@ -198,7 +198,14 @@ class DesktopApp:
         if settings is None or not status.running:
             self.tell("The server is not running: choose Start server first.")
             return
-        self.window.open(f"http://127.0.0.1:{settings.port}/")  # this machine's user: the window needs no token
+        self.window.open(f"http://127.0.0.1:{settings.port}/")
+
+    def signed_in_url(self, url: str) -> str:
+        """The address a new window or browser loads: with a one-time code the page trades for its sign-in cookie,
+        asked of the server with the owner's token from this data dir (the tray is this account)."""
+        from hivenote.server.cli.opener import signed_in_url
+
+        return signed_in_url(url, self.data_dir)
 
     def copy_snippet(self, client: str) -> None:
         from hivenote.server.connect import TOKEN_ENV, snippet

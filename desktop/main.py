@@ -9,7 +9,7 @@ that installs it, and exit with code 6 (parts.EXIT_NOT_INSTALLED); `doctor` says
 `uninstall-desktop` work without them.
 
 Frozen builds (PyInstaller) have no `python -m`, so the dashboard window process is started as
-`hivenote --window URL` and dispatched here before any argument parsing.
+`hivenote --window` (the address comes on its stdin) and dispatched here before any argument parsing.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """The dashboard window: its own process running pywebview on its main thread (`python -m
-hivenote.desktop.window URL`, or `hivenote --window URL` in a frozen build), started and ended by the tray.
+hivenote.desktop.window`, or `hivenote --window` in a frozen build), started and ended by the tray.
 
 A separate process keeps pywebview's GUI loop away from the tray's (two GLib main loops in one process clash,
-and macOS wants both on the main thread). It talks to the server over HTTP like any browser; the dashboard gets
-its token from /api/session, which answers this machine's user only, and its Copy buttons post to the tray's
-/desktop/clipboard (pywebview's own JS bridge needs eval, which the dashboard's CSP forbids). When pywebview
-cannot start (no GTK WebKit, no display) the tray opens the dashboard in the default browser instead.
+and macOS wants both on the main thread). It talks to the server over HTTP like any browser. The tray hands it the
+address to load on its stdin (`open <url>`, the first line), never on its command line, which every account of the
+machine may read: the address holds a one-time code the page trades for its sign-in cookie (server/web/session.py).
+Its Copy buttons post to the tray's /desktop/clipboard (pywebview's own JS bridge needs eval, which the dashboard's
+CSP forbids). When pywebview cannot start (no GTK WebKit, no display) the tray opens the dashboard in the default
+browser instead, through a private file that holds the address (server/cli/opener.py).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import os
 import subprocess
 import sys
 import threading
-import webbrowser
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import platformdirs
+
+from hivenote.server.cli.opener import open_in_browser
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +62,30 @@ def prefers_dark(environ: Mapping[str, str] = os.environ, platform: str = sys.pl
     return bool(settings.props.gtk_application_prefer_dark_theme) or name.endswith("-dark")
 
 
-def window_command(url: str) -> list[str]:
+def window_command() -> list[str]:
+    """The window process's command line: no address on it (the tray sends that on stdin)."""
     if getattr(sys, "frozen", False):  # PyInstaller: no `-m`; the launcher dispatches --window
-        return [sys.executable, "--window", url]
-    return [sys.executable, "-m", "hivenote.desktop.window", url]
+        return [sys.executable, "--window"]
+    return [sys.executable, "-m", "hivenote.desktop.window"]
+
+
+def _signed_out(url: str) -> str:
+    return url
 
 
 class DashboardWindow:
-    """At most one window process. `open()` shows it (or brings it forward); `close()` ends it."""
+    """At most one window process. `open()` shows it (or brings it forward); `close()` ends it. `sign_in` turns the
+    dashboard's address into the one a new window or browser loads (with a fresh one-time code)."""
 
-    def __init__(self, browser: bool = False, on_action: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        browser: bool = False,
+        on_action: Callable[[str], None] | None = None,
+        sign_in: Callable[[str], str] = _signed_out,
+    ) -> None:
         self.browser_only = browser  # pywebview already failed here: go straight to the browser
         self.on_action = on_action  # what the page asks of the tray while the server is down ("start-server")
+        self.sign_in = sign_in
         self._proc: subprocess.Popen[bytes] | None = None
         self._unanswered: str | None = None  # "show" was sent to a window that has not confirmed it
         self._closed = False  # the tray is quitting: never (re)open a window
@@ -91,10 +106,16 @@ class DashboardWindow:
                     self._unanswered = url  # if it exits without saying "shown", it was closing: open a new one
                     return
             if self.browser_only:
-                webbrowser.open(url)
+                open_in_browser(self.sign_in(url))
                 return
             self._unanswered = None
-            self._proc = subprocess.Popen(window_command(url), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            self._proc = subprocess.Popen(window_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            assert self._proc.stdin is not None
+            try:
+                self._proc.stdin.write(f"open {self.sign_in(url)}\n".encode())
+                self._proc.stdin.flush()
+            except OSError:
+                pass  # it ended at once: _watch says why
             threading.Thread(target=self._watch, args=(self._proc, url), name="hivenote-window", daemon=True).start()
 
     def _watch(self, proc: subprocess.Popen[bytes], url: str) -> None:
@@ -114,7 +135,7 @@ class DashboardWindow:
         if code == WINDOW_UNAVAILABLE:
             log.warning("no dashboard window here (see above); opening %s in the browser instead", url)
             self.browser_only = True
-            webbrowser.open(url)
+            open_in_browser(self.sign_in(url))
         elif reopen is not None:
             self.open(reopen)
 
@@ -219,10 +240,10 @@ def _bridge(window: object) -> None:
     GLib.timeout_add(50, install)
 
 
-def _follow_parent(window: object) -> None:
+def _follow_parent(window: object, lines: Iterator[bytes]) -> None:
     """Lines on stdin from the tray: "show" brings the window forward (answered "shown" on stdout); the end of
     input (the tray is gone, or quits) closes it."""
-    for line in _stdin_lines():
+    for line in lines:
         if line.strip() == b"show":
             window.restore()  # type: ignore[attr-defined]
             window.show()  # type: ignore[attr-defined]
@@ -230,12 +251,16 @@ def _follow_parent(window: object) -> None:
     _close(window)
 
 
+USAGE = "usage: python -m hivenote.desktop.window, then `open http://127.0.0.1:7788/...` on its stdin\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1 or not args[0].startswith(("http://", "https://")):
-        sys.stderr.write("usage: python -m hivenote.desktop.window http://127.0.0.1:7788/\n")
+    lines = _stdin_lines()
+    word, _, url = (b"" if args else next(lines, b"")).decode(errors="replace").strip().partition(" ")
+    if word != "open" or not url.startswith(("http://", "https://")):  # not on argv: /proc shows it to everyone
+        sys.stderr.write(USAGE)
         return 2
-    url = args[0]
     if sys.platform == "linux":
         # Blank windows on some GPU drivers (NVIDIA, Wayland) otherwise; WebKitGTK's maintainers suggest it.
         os.environ.setdefault("WEBKIT_DISABLE_DMABUF_RENDERER", "1")
@@ -252,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             text_select=True,
             background_color=DARK_BG if prefers_dark() else LIGHT_BG,  # what shows until the page paints
         )
-        threading.Thread(target=_follow_parent, args=(window,), name="hivenote-window-stdin", daemon=True).start()
+        threading.Thread(target=_follow_parent, args=(window, lines), name="hivenote-window-stdin", daemon=True).start()
         if sys.platform == "linux":
             from gi.repository import GLib
 

@@ -1,5 +1,5 @@
 """PyInstaller's entry script for the frozen `hivenote` executable: the same launcher as the `hivenote` console
-script (`hivenote.desktop.main:main`), which also dispatches `hivenote --window URL` to the window process."""
+script (`hivenote.desktop.main:main`), which also dispatches `hivenote --window` to the window process."""
 
 from hivenote.desktop.main import main
 

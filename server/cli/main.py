@@ -113,6 +113,7 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
     p.add_argument("--graph", action="store_true", help="the official memory tools endpoint instead")
 
     add("stop", "stop the Hivenote server of this data dir (tray, serve, or one stdio started)", serving.cmd_stop)
+    add("open", "open the running server's dashboard in your browser, signed in", serving.cmd_open)
 
     p = add("stdio", "MCP over stdin/stdout for stdio-only clients (starts the server if needed)", serving.cmd_stdio)
     p.add_argument("--graph", action="store_true", help="the official memory tools (drop-in for server-memory)")

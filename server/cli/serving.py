@@ -1,5 +1,6 @@
-"""CLI commands for the server side: `serve` (the headless server), `stop`, `token` (who may connect), `connect`
-(snippets for agents' configs) and `stdio` (the bridge for stdio-only clients)."""
+"""CLI commands for the server side: `serve` (the headless server), `stop`, `open` (the dashboard in a browser),
+`token` (who may connect), `connect` (snippets for agents' configs) and `stdio` (the bridge for stdio-only
+clients)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,22 @@ def cmd_stop(ctx: Context) -> int:
             )
         time.sleep(0.05)
     ctx.emit({"running": False, "stopped": holder, "url": url}, f"Stopped the Hivenote server at {url} (pid {holder}).")
+    return 0
+
+
+def cmd_open(ctx: Context) -> int:
+    """This data dir's dashboard in the default browser, signed in: a one-time code the page trades for a cookie
+    (never the token in an address, and never the code on a command line: opener.py)."""
+    from .opener import open_in_browser, signed_in_url
+
+    url = running_server(ctx.data_dir)
+    if url is None:
+        raise InvalidInput(
+            f"No Hivenote server is running for {ctx.data_dir}: start one (`hivenote` or `hivenote serve`), then run "
+            "`hivenote open` again"
+        )
+    open_in_browser(signed_in_url(url, ctx.data_dir))
+    ctx.emit({"url": url}, f"Opened the dashboard at {url} in your browser, signed in.")
     return 0
 
 

@@ -307,7 +307,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(Guard, settings=settings, tokens=services.tokens)],
+        middleware=[Middleware(Guard, settings=settings, tokens=services.tokens, sign_in=services.sign_in)],
         exception_handlers={HivenoteError: hivenote_error, 404: http_error, 405: http_error, 500: http_error},
     )
     app.state.services = services

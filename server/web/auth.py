@@ -1,6 +1,6 @@
 """Who may talk to the server: bearer tokens (a default one for this machine's own agents, per-person ones for a
-team) and the guard in front of every route (Host and Origin checks against DNS rebinding and cross-site
-requests, well-known probes answered with a JSON 404, body size limits).
+team), the dashboard's sign-in cookie (session.py), and the guard in front of every route (Host and Origin checks
+against DNS rebinding and cross-site requests, well-known probes answered with a JSON 404, body size limits).
 
 Tokens live in `<data dir>/tokens.json` with mode 0600, never in the log. Per-person tokens are kept only as
 SHA-256 digests (shown once); the default one is kept so `hivenote token show` and connect snippets can use it.
@@ -21,6 +21,7 @@ from starlette.requests import ClientDisconnect
 from ..core.errors import HivenoteError
 from ..settings import Settings
 from ..tokens import PEER_PREFIX, Tokens
+from .session import COOKIE_PATHS, SignIn, cookie_name, from_the_dashboard, read_cookie
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -28,7 +29,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-OPEN_PATHS = ("/api/health", "/api/session")
+OPEN_PATHS = ("/api/health", "/api/session")  # the session route only trades a one-time code for the cookie
 # Everything but the dashboard's static files and the health check; /desktop is what the tray app adds.
 PROTECTED_PREFIXES = ("/mcp", "/api", "/sync", "/desktop")
 
@@ -52,12 +53,14 @@ def _is_ip(host: str) -> bool:
 class Guard:
     """ASGI middleware in front of every route. DNS rebinding needs a hostname the attacker controls, so a Host
     must be an IP literal, localhost, this machine's name or a configured name; a browser Origin must be this
-    server itself; protected paths need a valid bearer token (when auth is on)."""
+    server itself; protected paths need a valid bearer token, or on /api and /desktop the dashboard's cookie on a
+    request the dashboard itself makes (when auth is on)."""
 
-    def __init__(self, app: ASGIApp, settings: Settings, tokens: Tokens) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, tokens: Tokens, sign_in: SignIn | None = None) -> None:
         self.app = app
         self.settings = settings
         self.tokens = tokens
+        self.sign_in = sign_in or SignIn(tokens)
         # On loopback only, nobody reaches this server by the machine's names (which others on the LAN can answer
         # for, mDNS): only IP literals and localhost pass. Shared, the machine's names are how teammates call it.
         self.names = (frozenset({"localhost"}) if settings.loopback else machine_names()) | {
@@ -111,13 +114,48 @@ class Guard:
         if path.startswith("/.well-known/"):
             await reply(send, 404, "not_found", "Not found: Hivenote uses bearer tokens, not OAuth.")
             return
-        if self.settings.auth and path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
+        person: str | None = None
+        if path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
             scheme, _, presented = headers.get("authorization", "").partition(" ")
-            try:
-                person = self.tokens.owner(presented.strip()) if scheme.lower() == "bearer" and presented else None
-            except HivenoteError as exc:  # tokens.json damaged: nobody can be checked, so nobody gets in
-                await reply(send, 503, "unavailable", f"This Hivenote cannot check tokens right now: {exc}")
+            cookie = None
+            if not presented and path.startswith(COOKIE_PATHS):
+                cookie = read_cookie(headers.get("cookie", ""), cookie_name(_port(scope, headers)))
+            dashboard = from_the_dashboard(headers)
+            if cookie is not None and not dashboard and self.settings.auth:
+                # A cookie is ambient: the browser attaches it to whatever a page on any port of this host asks.
+                await reply(
+                    send,
+                    403,
+                    "forbidden",
+                    "The dashboard's sign-in cookie counts only on the dashboard's own requests. Other programs: "
+                    "send `Authorization: Bearer <token>` (`hivenote token show`).",
+                )
                 return
+            state = scope.setdefault("state", {})
+            try:
+                if cookie is not None:
+                    person = "" if dashboard and self.sign_in.cookie_valid(cookie) else None
+                    state["signed_in_by"] = "cookie"
+                else:
+                    person = self.tokens.owner(presented.strip()) if scheme.lower() == "bearer" and presented else None
+            except HivenoteError as exc:  # tokens.json damaged: nobody can be checked, so nobody gets in
+                if self.settings.auth:
+                    await reply(send, 503, "unavailable", f"This Hivenote cannot check tokens right now: {exc}")
+                    return
+                person = None
+            # Whether the caller showed the owner's credential: with auth off everyone may call, but what widens who
+            # can reach this server (Host names, tokens, sign-in codes, the log's folder) still needs it.
+            state["owner_proven"] = person == ""
+            if not self.settings.auth and path.startswith("/desktop") and person != "":
+                # The tray's own controls (its clipboard, stop and quit, the log's folder) are the owner's alone.
+                await reply(
+                    send,
+                    403,
+                    "forbidden",
+                    "Auth is off, but /desktop is the owner's alone: the tray's own window, or the owner's token.",
+                )
+                return
+        if self.settings.auth and path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
             if person is None:
                 await reply(
                     send,
@@ -172,6 +210,18 @@ class Guard:
                 await too_large(send, path, limit)
         except ClientDisconnect:  # the client left, or its body stalled and the server closed it: no one to answer
             return
+
+
+def _port(scope: Scope, headers: dict[str, str]) -> int:
+    """The port this request reached (the socket's; the Host header's when the server does not say)."""
+    server = scope.get("server")
+    if server and server[1]:
+        return int(server[1])
+    host = urlsplit(f"//{headers.get('host', '')}")
+    try:
+        return host.port or 80
+    except ValueError:
+        return 80
 
 
 def request_limit(settings: Settings, path: str) -> int:

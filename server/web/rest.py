@@ -5,16 +5,13 @@ over the use-cases MCP and the CLI share; errors go through app.py's HivenoteErr
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import os
 import socket
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 
 from .. import __version__, transfer
@@ -26,7 +23,6 @@ from ..graph import GraphPage, graph_json
 from ..meaning import status_of as meaning_status
 from ..settings import SETTINGS_HELP, save_settings
 from .rest_schema import (
-    CLIENT_HEADER,
     NOTE,
     QUERIES,
     SETTABLE,
@@ -39,6 +35,7 @@ from .rest_schema import (
     ref,
     route,
 )
+from .session import CODE_LIFETIME_S, COOKIE_LIFETIME_S, cookie_header, cookie_name, from_the_dashboard
 
 if TYPE_CHECKING:
     from .services import Services
@@ -400,6 +397,20 @@ def import_file(c: Call) -> object:
 
 # -- settings and tokens --------------------------------------------------------------------------------------------
 
+WIDENING_SETTINGS = frozenset({"host", "allowed_hosts"})  # who can reach this server (log_dir, S3: not over REST)
+OWNER_TOKEN_NEEDED = (
+    "Auth is off (--no-auth): every account on this machine may use the notebook, but {what} needs the owner's token "
+    "(`Authorization: Bearer $(hivenote token show)`), or this account's own `hivenote` command."
+)
+
+
+def _owner_proven(c: Call, what: str) -> None:
+    """With auth on, the guard let only credentials in and owner_only rows let only the owner's; with auth off it
+    lets everyone in, so what would widen who can reach the server (or outlive --no-auth) asks for the owner's
+    credential (a bearer token or the dashboard's cookie) all the same."""
+    if not getattr(c.request.state, "owner_proven", False):
+        raise Forbidden(OWNER_TOKEN_NEEDED.format(what=what))
+
 
 @endpoint("GET", "/api/settings", "The running settings and what each means", ref("Settings"), store=False)
 def get_settings(c: Call) -> object:
@@ -425,6 +436,8 @@ def put_settings(c: Call) -> object:
     given ones whose value differs from the running server's."""
     running = c.services.settings
     path = running.settings_path
+    if widening := sorted(WIDENING_SETTINGS & set(c.body)):
+        _owner_proven(c, f"changing {' and '.join(widening)} (who can reach this server)")
     saved, upcoming = save_settings(running.data_dir, c.body)  # InvalidInput etc.: the file is left as it was
     changed = [name for name in c.body if getattr(upcoming, name) != getattr(running, name)]
     return {"saved": saved, "file": str(path), "restart_required": changed}
@@ -446,6 +459,7 @@ def list_tokens(c: Call) -> object:
 )
 def add_token(c: Call) -> object:
     """The token is shown in this answer only; Hivenote keeps its digest. Notes written with it carry the name."""
+    _owner_proven(c, "making a token (it would open this server once auth is back on)")
     name = c.body["name"]
     token = c.services.tokens.add(name)
     return {"name": name, "token": token, "note": "Shown once: copy it now. Hivenote keeps only its digest."}
@@ -460,70 +474,57 @@ def revoke_token(c: Call) -> object:
 # -- the dashboard's session -----------------------------------------------------------------------------------------
 
 SESSION_REFUSED = (
-    "The token is handed out only to the dashboard on this machine itself (opened at 127.0.0.1 or localhost). "
-    "From another machine, paste a token: the owner runs `hivenote token add <your name>` and gives it to you."
+    "This sign-in link was used already or is too old. On this machine, open the dashboard again from Hivenote's "
+    "tray (Open dashboard) or with `hivenote open`. From another machine, paste a token: the owner runs "
+    "`hivenote token add <your name>` and gives it to you."
 )
 
 
-def _loopback(host: str | None) -> bool:
-    try:
-        return host is not None and ipaddress.ip_address(host.removeprefix("::ffff:")).is_loopback
-    except ValueError:
-        return False
-
-
-def _peer_uid(client_port: int, server_port: int) -> int | None:
-    """The uid owning the other end of a loopback TCP connection (Linux: /proc/net/tcp*), None where unknown."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table, encoding="ascii") as fh:
-                rows = fh.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            fields = row.split()
-            local, remote, uid = fields[1], fields[2], fields[7]
-            if int(local.rsplit(":", 1)[1], 16) == client_port and int(remote.rsplit(":", 1)[1], 16) == server_port:
-                return int(uid)
-    return None
-
-
-def _same_user(request: Request) -> bool:
-    """On a shared machine another account can reach loopback too, but must not get this account's token. Where the
-    OS tells (Linux), the caller's process must belong to the user running Hivenote."""
-    if request.client is None or not hasattr(os, "getuid"):
-        return True
-    server = request.scope.get("server") or ("", 0)
-    uid = _peer_uid(request.client.port, int(server[1] or 0))
-    return uid is None or uid == os.getuid()
+@endpoint(
+    "POST",
+    "/api/session/code",
+    "A one-time code that signs a dashboard in (owner's token only; good once, for two minutes)",
+    obj({"code": TEXT, "expires_in": {"type": "number"}}),
+    status=201,
+    owner_only=True,
+    store=False,
+    blocking=False,
+)
+def session_code(c: Call) -> object:
+    """What the tray and `hivenote open` ask before they open the dashboard: the page they open at `/?code=...`
+    trades it for the sign-in cookie (POST /api/session). Not with the cookie itself: a page cannot make codes that
+    would outlive it."""
+    if getattr(c.request.state, "signed_in_by", "") == "cookie":
+        raise Forbidden("A one-time code is made with the owner's token only (`Authorization: Bearer`).")
+    _owner_proven(c, "a sign-in code")
+    return {"code": c.services.sign_in.code(), "expires_in": CODE_LIFETIME_S}
 
 
 @endpoint(
-    "GET",
+    "POST",
     "/api/session",
-    "The owner's token, for the dashboard on this machine only (no token needed)",
-    obj({"token": TEXT, "person": TEXT}),
+    "Trade a one-time code for the dashboard's sign-in cookie (no token needed)",
+    obj({"person": TEXT}),
+    body=obj({"code": TEXT}),
     public=True,
     owner_only=True,  # documents the 403; the guard sets no person on an open path, so the route's own check passes
     store=False,
     blocking=False,  # Tokens is read on the event loop, like the token routes
 )
 def session(c: Call) -> object:
-    """Answers only a request from a loopback address that names itself `X-Hivenote-Client: hivenote-dashboard/...`
-    (a custom header: a cross-site page cannot send it without a CORS preflight this server never grants, and the
-    guard refuses foreign Origins) and that the browser did not mark as cross-site. 403 otherwise: a browser on the
-    LAN asks its user for a token instead."""
-    request = c.request
-    client = request.client.host if request.client else None
-    fetch_site = request.headers.get("sec-fetch-site", "same-origin")
-    if (
-        not _loopback(client)
-        or not request.headers.get(CLIENT_HEADER, "").startswith("hivenote-dashboard/")
-        or fetch_site not in ("same-origin", "none")
-        or not _same_user(request)
-    ):
+    """Answers only the dashboard's own request (`X-Hivenote-Client: hivenote-dashboard/...`, a custom header a page
+    of another origin cannot send without a CORS preflight this server never grants, not marked cross-origin by the
+    browser; the guard refuses foreign Origins) with a code this server made in the last two minutes and has not
+    taken before. The answer sets an HttpOnly, SameSite=Strict cookie that stands for the owner on /api and
+    /desktop. Nothing here looks at the caller's address: the code is the proof."""
+    if not from_the_dashboard(c.request.headers) or not c.services.sign_in.redeem(c.body["code"]):
         raise Forbidden(SESSION_REFUSED)
-    return {"token": c.services.tokens.default() if c.services.settings.auth else "", "person": ""}
+    response = JSONResponse({"person": ""})
+    # With auth off too: there the cookie is what shows the owner's dashboard may widen who reaches the server.
+    server = c.request.scope.get("server") or ("", c.services.settings.port)
+    name = cookie_name(int(server[1] or c.services.settings.port))
+    response.headers["Set-Cookie"] = cookie_header(name, c.services.sign_in.cookie(), COOKIE_LIFETIME_S)
+    return response
 
 
 @endpoint("GET", "/api/openapi.json", "This document", ref("OpenAPI"), store=False, blocking=False)
@@ -562,6 +563,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     list_tokens,
     add_token,
     revoke_token,
+    session_code,
     session,
 )
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..sync.replica import Replicas
 from ..sync.status import SyncStatus
+from .session import SignIn
 
 if TYPE_CHECKING:
     from ..agents import AgentTracker
@@ -33,6 +34,11 @@ class Services:
     sync: SyncStatus = field(default_factory=SyncStatus)
     desktop: bool = False  # served by the tray app, which adds the /desktop routes
     started: float = field(default_factory=time.monotonic)
+
+    @functools.cached_property
+    def sign_in(self) -> SignIn:
+        """The dashboard's one-time codes and cookies (session.py); the guard checks cookies with the same one."""
+        return SignIn(self.tokens)
 
     @functools.cached_property
     def replicas(self) -> Replicas:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pytest
 
 from hivenote.server.storage.identity import lock_holder
 from hivenote.server.storage.serverfile import running_server
-from tests.support.live import free_port, health, initialize
+from tests.support.live import exchange, free_port, health, initialize
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.system  # `hivenote serve` and `hivenote stdio` as processes
@@ -92,3 +94,40 @@ def test_stop_ends_the_server_that_stdio_started_in_the_background(tmp_path: Pat
         if pid:
             os.kill(pid, 15)
             wait_until(lambda: lock_holder(data) is None, timeout=30)
+
+
+def test_open_signs_the_browser_in_without_the_code_on_any_command_line(
+    served: tuple[Path, int], tmp_path: Path
+) -> None:
+    """`hivenote open`: the browser is started with a private file's address, the file sends it on to the dashboard
+    with a one-time code (a command line is every account's to read in /proc: the code must not be on one)."""
+    data, port = served
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    seen = tmp_path / "browser-argv.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}\n', encoding="utf-8")
+    browser.chmod(0o755)
+    argv = [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data), "open"]
+    env = {**os.environ, "BROWSER": str(browser), "XDG_RUNTIME_DIR": str(runtime)}
+    done = subprocess.run(argv, env=env, capture_output=True, encoding="utf-8", timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    opened = seen.read_text(encoding="utf-8").strip()
+    assert opened.startswith("file://") and "code" not in opened, opened
+    page = Path(opened.removeprefix("file://"))
+    assert page.parent == runtime and oct(page.stat().st_mode & 0o777) == "0o600"
+    found = re.search(r'url=(http://[^"]+\?code=([\w-]+))"', page.read_text(encoding="utf-8"))
+    assert found is not None and found.group(1).startswith(f"http://127.0.0.1:{port}/")
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/session",
+        json.dumps({"code": found.group(2)}).encode(),
+        {"X-Hivenote-Client": "hivenote-dashboard/test", "Content-Type": "application/json"},
+    )
+    status, headers, _ = exchange(request)
+    assert status == 200 and "HttpOnly" in headers["set-cookie"]
+    assert exchange(request)[0] == 403  # once
+
+
+def test_open_says_when_no_server_runs(tmp_path: Path) -> None:
+    done = hivenote(tmp_path / "nothing", "open")
+    assert done.returncode != 0 and "No Hivenote server is running" in done.stderr

@@ -17,7 +17,7 @@ from hivenote.desktop.routes import desktop_routes
 from hivenote.desktop.supervisor import Supervisor
 from hivenote.server.settings import load_settings
 from hivenote.server.tokens import Tokens
-from tests.support.live import exchange
+from tests.support.live import exchange, sign_in_code
 
 WAIT_MS = 30_000
 
@@ -67,7 +67,7 @@ def test_settings_move_the_log_into_a_synced_folder_and_back(
     urllib.request.urlopen(request, timeout=10).close()
     synced = tmp_path / "Sync" / "hivenote"
 
-    page.goto(url + "/#settings")
+    page.goto(f"{url}/?code={sign_in_code(url, token)}#settings")
     form = page.locator("form.synced-folder")
     expect(form).to_be_visible(timeout=WAIT_MS)
     expect(form.get_by_role("button", name="Move back")).to_have_count(0)  # the log is in the data dir

@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 from hivenote.server.meaning import sources
 from tests.support.dashboard import api, screenshot, seed
 from tests.support.hub import hub
-from tests.support.live import serve
+from tests.support.live import dashboard_url, serve
 
 WAIT_MS = 60_000
 
@@ -35,7 +35,7 @@ def test_the_model_s_download_and_indexing_show_as_a_banner_until_it_answers(
         try:
             with serve(tmp_path / "data") as running:
                 seed(running)
-                page.goto(running.url + "/")
+                page.goto(dashboard_url(running, "/"))
                 banner = page.locator(".meaning-progress")
                 expect(banner).to_contain_text("Search by meaning: downloading the sentence model:", timeout=WAIT_MS)
                 expect(banner).to_contain_text("the static model meanwhile")

@@ -12,7 +12,7 @@ from hivenote.server.meaning.both import Meanings
 from hivenote.server.notebook import Notebook
 from tests.support.browser import Pages
 from tests.support.dashboard import CURSOR, api, card_ids, screenshot, seed, write_log
-from tests.support.live import Running, serve
+from tests.support.live import Running, dashboard_url, serve
 from tests.support.wait import wait_until
 
 WAIT_MS = 10_000
@@ -28,7 +28,7 @@ def search(page: Page, text: str) -> None:
 
 def test_search_as_you_type_shows_exactly_what_the_api_returns_for_the_same_query(running: Running, page: Page) -> None:
     seed(running)
-    page.goto(running.url + "/")
+    page.goto(dashboard_url(running, "/"))
     expect(page.locator(".card")).to_have_count(8, timeout=WAIT_MS)
     for query in ("drizzle", "postgres", "cafe", "dri mig"):
         search(page, query)
@@ -46,7 +46,7 @@ def test_search_as_you_type_shows_exactly_what_the_api_returns_for_the_same_quer
 def test_a_note_is_created_edited_trashed_restored_and_purged_with_its_history(
     running: Running, page: Page, errors: list[str]
 ) -> None:
-    page.goto(running.url + "/")
+    page.goto(dashboard_url(running, "/"))
     expect(page.get_by_text("No notes yet.")).to_be_visible(timeout=WAIT_MS)
     screenshot(page, "notes-empty")
     page.get_by_role("button", name="New note").click()
@@ -107,7 +107,7 @@ def test_a_note_is_created_edited_trashed_restored_and_purged_with_its_history(
 
 def test_slash_focuses_the_search_and_escape_closes_a_dialog(running: Running, page: Page) -> None:
     seed(running)
-    page.goto(running.url + "/#agents")
+    page.goto(dashboard_url(running, "/#agents"))
     expect(page.locator("h1")).to_have_text("Connected agents", timeout=WAIT_MS)
     page.keyboard.press("/")
     expect(page.locator("#search")).to_be_focused(timeout=WAIT_MS)
@@ -130,7 +130,7 @@ def test_a_hostile_note_renders_inert_under_a_strict_content_security_policy(run
         dialog.dismiss()
 
     page.on("dialog", dismiss)
-    response = page.goto(running.url + "/")
+    response = page.goto(dashboard_url(running, "/"))
     assert response is not None
     csp = response.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "object-src 'none'" in csp and "frame-ancestors 'none'" in csp
@@ -164,7 +164,7 @@ def test_the_notes_view_paints_its_first_cards_within_300_ms_at_10k_notes(tmp_pa
         cold = []
         for _ in range(2):
             page = pages()  # a fresh context: a new renderer, no cache, no storage
-            page.goto(running.url + "/")
+            page.goto(dashboard_url(running, "/"))
             cold.append(_first_cards_ms(page))
         warm = []
         for _ in range(12):  # the best of many return visits: a 2-core CI box is noisy, the bound is not relaxed
@@ -191,7 +191,7 @@ def test_a_note_written_before_the_first_status_poll_still_shows(running: Runnin
         route.continue_()
 
     page.route("**/api/status", first_status)
-    page.goto(running.url + "/")
+    page.goto(dashboard_url(running, "/"))
     expect(page.locator(".card")).to_have_count(1, timeout=WAIT_MS)
     assert card_ids(page) == held
 
@@ -212,7 +212,7 @@ def test_any_timestamp_a_shard_can_carry_renders(tmp_path: Path, page: Page, err
             )
     with serve(data_dir) as running:
         Notebook(running.store).remember(kind="fact", title="Written now", by=CURSOR)
-        page.goto(running.url + "/")
+        page.goto(dashboard_url(running, "/"))
         expect(page.locator(".card")).to_have_count(4, timeout=WAIT_MS)
         far = page.locator(".card", has_text="In the far future")
         expect(far).to_contain_text("unknown time")
@@ -221,7 +221,7 @@ def test_any_timestamp_a_shard_can_carry_renders(tmp_path: Path, page: Page, err
         expect(dialog.locator(".modal-head h2")).to_have_text("In the far future", timeout=WAIT_MS)
         expect(dialog).to_contain_text("unknown time")
         for view in ("trash", "agents", "settings"):  # the other views that show times
-            page.goto(f"{running.url}/#{view}")
+            page.goto(dashboard_url(running, f"/#{view}"))
             page.reload()
             expect(page.locator("main h1, main h2").first).to_be_visible(timeout=WAIT_MS)
         expect(page.locator("main")).to_contain_text("skewed", timeout=WAIT_MS)  # Settings lists the machine
@@ -232,7 +232,7 @@ def test_a_note_that_replaces_another_is_written_and_shown_first(running: Runnin
     notebook = Notebook(running.store)
     old = notebook.remember(kind="decision", title="Deploys are done by Argo CD", project="infra").note
     notebook.remember(kind="fact", title="Pocket-app crashes are reported to Firebase Crashlytics")
-    page.goto(running.url + "/")
+    page.goto(dashboard_url(running, "/"))
     page.get_by_role("button", name="New note").click()
     form = page.locator("dialog[open] form")
     form.locator("select[name=kind]").select_option("decision")

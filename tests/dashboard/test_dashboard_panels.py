@@ -7,13 +7,13 @@ import io
 import json
 
 from PIL import Image
-from playwright.sync_api import Page, Route, expect
+from playwright.sync_api import Page, expect
 
 from hivenote.server.core.model import Author
 from tests.support.browser import Pages, Scheme
 from tests.support.dashboard import CURSOR, api, screenshot, seed
 from tests.support.disks import vanish
-from tests.support.live import Running
+from tests.support.live import Running, dashboard_url
 
 WAIT_MS = 10_000
 MEMORY_JSONL = (
@@ -27,7 +27,7 @@ MEMORY_JSONL = (
 def test_the_agents_panel_shows_a_client_that_just_connected_and_drops_it_after_two_minutes(
     running: Running, page: Page
 ) -> None:
-    page.goto(running.url + "/#agents")
+    page.goto(dashboard_url(running, "/#agents"))
     expect(page.get_by_text("No agent has connected yet.")).to_be_visible(timeout=WAIT_MS)
     running.tracker.record(CURSOR, "brain_search")
     running.tracker.record(Author(agent="claude-code", client="claude-code 2.0.1", person="ana"), "brain_remember")
@@ -47,7 +47,7 @@ def test_the_agents_panel_shows_a_client_that_just_connected_and_drops_it_after_
 
 def test_the_connect_dialog_copies_a_snippet_that_parses(running: Running, pages: Pages) -> None:
     page = pages(clipboard=True)
-    page.goto(running.url + "/")
+    page.goto(dashboard_url(running, "/"))
     page.get_by_role("button", name="Connect an agent").first.click()
     dialog = page.locator("dialog[open]")
     dialog.locator("[data-client=cursor]").click()
@@ -67,7 +67,7 @@ def test_the_connect_dialog_copies_a_snippet_that_parses(running: Running, pages
 
 
 def test_copy_falls_back_to_a_selected_textarea_without_the_clipboard_api(running: Running, page: Page) -> None:
-    page.goto(running.url + "/")
+    page.goto(dashboard_url(running, "/"))
     expect(page.locator(".sidebar")).to_be_visible(timeout=WAIT_MS)
     page.evaluate("Object.defineProperty(navigator, 'clipboard', {value: undefined})")
     copied = page.evaluate("""async () => {
@@ -82,7 +82,7 @@ def test_copy_falls_back_to_a_selected_textarea_without_the_clipboard_api(runnin
 def test_importing_a_memory_jsonl_with_a_bad_line_names_it_then_imports_the_good_lines(
     running: Running, page: Page
 ) -> None:
-    page.goto(running.url + "/#transfer")
+    page.goto(dashboard_url(running, "/#transfer"))
     upload = {"name": "memory.jsonl", "mimeType": "application/jsonl", "buffer": MEMORY_JSONL.encode()}
     page.locator("input[type=file]").set_input_files(upload)  # type: ignore[arg-type]
     error = page.locator(".import-error")
@@ -110,7 +110,7 @@ def test_importing_a_memory_jsonl_with_a_bad_line_names_it_then_imports_the_good
 
 def test_settings_issue_a_token_once_revoke_it_and_show_sync_status(running: Running, page: Page) -> None:
     seed(running)
-    page.goto(running.url + "/#settings")
+    page.goto(dashboard_url(running, "/#settings"))
     page.get_by_placeholder("A person's name").fill("bob")
     page.get_by_role("button", name="Add token").click()
     issued = page.locator(".issued code.token")
@@ -130,15 +130,10 @@ def test_settings_issue_a_token_once_revoke_it_and_show_sync_status(running: Run
     assert running.tokens.people() == []
 
 
-def test_a_browser_the_session_refuses_asks_for_a_token_once(running: Running, page: Page) -> None:
-    """What a teammate's browser on the LAN sees: /api/session answers 403 there (simulated here)."""
+def test_a_browser_without_a_sign_in_asks_for_a_token_once(running: Running, page: Page) -> None:
+    """What a teammate's browser on the LAN sees (and a browser here not opened by Hivenote): no code, no cookie."""
     seed(running)
     ana = running.tokens.add("ana")
-
-    def refuse(route: Route) -> None:
-        route.fulfill(status=403, json={"error": {"code": "forbidden", "message": "not from this machine"}})
-
-    page.route("**/api/session", refuse)
     page.goto(running.url + "/")
     gate = page.locator(".gate-card")
     expect(gate).to_contain_text("Paste your token", timeout=WAIT_MS)
@@ -166,7 +161,7 @@ def test_every_view_renders_without_errors_in_light_and_dark(running: Running, p
     backgrounds: dict[str, str] = {}
     for scheme in schemes:
         page = pages(color_scheme=scheme)
-        page.goto(running.url + "/")
+        page.goto(dashboard_url(running, "/"))
         expect(page.locator(".card")).to_have_count(8, timeout=WAIT_MS)
         screenshot(page, f"notes-{scheme}")
         page.locator(".card", has_text="Billing moves").click()
@@ -190,7 +185,7 @@ def test_every_view_renders_without_errors_in_light_and_dark(running: Running, p
 
 def test_a_storage_problem_shows_as_a_banner_until_it_clears(running: Running, page: Page) -> None:
     seed(running)
-    page.goto(running.url + "/#settings")
+    page.goto(dashboard_url(running, "/#settings"))
     expect(page.get_by_text("Every log line readable")).to_be_visible()
     log_dir = running.store.log_dir
     vanish(log_dir, leave_file=True)  # a file where the folder was: it cannot be made again
@@ -206,7 +201,7 @@ def test_a_storage_problem_shows_as_a_banner_until_it_clears(running: Running, p
 def test_the_copied_toast_shows_above_the_connect_dialog(running: Running, pages: Pages) -> None:
     """A modal dialog is in the browser's top layer: a toast under it cannot be seen (the backdrop covers it)."""
     page = pages(clipboard=True)
-    page.goto(running.url + "/")
+    page.goto(dashboard_url(running, "/"))
     page.get_by_role("button", name="Connect an agent").first.click()
     dialog = page.locator("dialog[open]")
     dialog.locator("[data-client=cursor]").click()

@@ -54,7 +54,7 @@ def test_stop_then_start_updates_an_open_page_without_a_reload(
 ) -> None:
     app, url = desktop_app
     remember(url, app.data_dir, "Written before the stop")
-    page.goto(url + "/")
+    page.goto(app.signed_in_url(url + "/"))  # as the tray opens its window: with a one-time code
     expect(page.locator(".cards .card")).to_have_count(1, timeout=WAIT_MS)
     node = next((app.data_dir / "log").glob("*.jsonl")).stem  # this machine's node id, e.g. "laptop-7f3a"
     expect(page.locator(".sidebar-foot")).to_contain_text(f"· {node.rsplit('-', 1)[0]}", timeout=WAIT_MS)
@@ -88,7 +88,7 @@ def test_without_a_tray_icon_the_page_explains_and_offers_the_menu(
     desktop_app: tuple[DesktopApp, str], page: Page, errors: list[str]
 ) -> None:
     app, url = desktop_app
-    page.goto(url + "/")
+    page.goto(app.signed_in_url(url + "/"))  # as the tray opens its window: with a one-time code
     bar = page.get_by_role("region", name="Hivenote app")
     expect(bar).to_be_visible(timeout=WAIT_MS)
     expect(bar).to_contain_text("This desktop shows no tray icons")

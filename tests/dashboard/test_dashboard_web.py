@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
 import subprocess
+import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from playwright.sync_api import Page, expect
 
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
 from hivenote.server.web.app import create_app
 from hivenote.server.web.dashboard import CSP, GENERATED
-from tests.support.dashboard import CLIENT, api
-from tests.support.live import Running, exchange, fetch
+from tests.support.dashboard import CLIENT, api, seed
+from tests.support.live import Running, dashboard_url, exchange, fetch, serve, sign_in_code, signed_in
 from tests.support.privileges import as_nobody
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "server" / "dashboard"
@@ -78,29 +81,84 @@ def test_the_page_names_its_version_and_has_no_inline_script_or_style(running: R
     assert "<style" not in page and " style=" not in page and not re.search(r"\son\w+=", page)
 
 
-def test_the_session_hands_the_owners_token_to_the_dashboard_on_this_machine(running: Running) -> None:
-    status, _, body = fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT})
-    assert (status, body) == (200, {"token": running.token, "person": ""})
-    for headers in (
-        {},  # not the dashboard
-        {"X-Hivenote-Client": "cursor/1.0"},
-        {"X-Hivenote-Client": CLIENT, "Sec-Fetch-Site": "cross-site"},  # the browser says another site asked
-        {"X-Hivenote-Client": CLIENT, "Sec-Fetch-Site": "same-site"},
+def _trade(running: Running, code: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+    dashboard = {"X-Hivenote-Client": CLIENT, "Content-Type": "application/json"}
+    return fetch(running.url + "/api/session", {**dashboard, **(headers or {})}, json.dumps({"code": code}).encode())
+
+
+def test_a_one_time_code_signs_the_dashboard_in_with_a_private_cookie_once(running: Running) -> None:
+    """Issue 33 item 1: the session no longer guesses who calls from the network. The tray (or `hivenote open`)
+    asks for a code with the owner's token; the page trades it once for an HttpOnly, SameSite=Strict cookie."""
+    code = sign_in_code(running.url, running.token)
+    status, headers, body = _trade(running, code)
+    assert (status, body) == (200, {"person": ""})  # no token in the answer: the page never holds one
+    port = running.url.rsplit(":", 1)[1]
+    name, _, attributes = headers["set-cookie"].partition(";")
+    assert name.startswith(f"hivenote-{port}=")
+    assert {a.strip() for a in attributes.split(";")} >= {"HttpOnly", "SameSite=Strict", "Path=/"}
+    assert _trade(running, code)[0] == 403  # once only
+    for refused in (
+        {"X-Hivenote-Client": "cursor/1.0"},  # not the dashboard
+        {"Sec-Fetch-Site": "cross-site"},  # the browser says another site asked
+        {"Sec-Fetch-Site": "same-site"},  # another port of this host
     ):
-        status, _, body = fetch(running.url + "/api/session", headers)
-        assert status == 403 and body["error"]["code"] == "forbidden", headers
-    status, _, body = fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT, "Origin": "http://evil.test"})
+        fresh = sign_in_code(running.url, running.token)
+        status, headers, body = _trade(running, fresh, refused)
+        assert status == 403 and "set-cookie" not in headers and "hivenote open" in body["error"]["message"], refused
+    status, _, body = _trade(running, sign_in_code(running.url, running.token), {"Origin": "http://evil.test"})
     assert (status, body["error"]["code"]) == (403, "bad_origin")
+    assert _trade(running, "guessed")[0] == 403
     listed = [a["client"] for a in api(running, "/api/agents")["agents"]]
     assert not [c for c in listed if c.startswith("hivenote-dashboard")]  # a person at the dashboard is not an agent
 
 
-def _asgi_get(app: Any, path: str, client: tuple[str, int], headers: dict[str, str]) -> tuple[int, bytes]:
+def test_the_cookie_counts_only_on_the_dashboards_own_requests_to_api_and_desktop(running: Running) -> None:
+    """A cookie is ambient: the browser sends it with whatever any page on any port of this host asks. It counts
+    only with the dashboard's client header (which a page elsewhere cannot send without a preflight, never
+    granted), a same-origin request, and only on /api and /desktop; it cannot make codes that would outlive it."""
+    cookie = signed_in(running, CLIENT)
+    assert fetch(running.url + "/api/notes", cookie)[0] == 200
+    just_the_cookie = {"Cookie": cookie["Cookie"]}
+    for headers in (
+        just_the_cookie,  # an <img>, a form, a no-cors fetch from another page
+        {**cookie, "Sec-Fetch-Site": "same-site"},  # a page on another port of 127.0.0.1
+        {**cookie, "Sec-Fetch-Site": "cross-site"},
+    ):
+        status, _, body = fetch(running.url + "/api/notes", headers)
+        assert (status, body["error"]["code"]) == (403, "forbidden"), headers
+    other_port = running.url.rsplit(":", 1)[0] + ":1"
+    assert fetch(running.url + "/api/notes", {**cookie, "Origin": other_port})[0] == 403
+    for path in ("/mcp", "/sync/shards"):
+        assert fetch(running.url + path, cookie)[0] == 401, path
+    status, _, answer = exchange(urllib.request.Request(running.url + "/api/session/code", b"", cookie, method="POST"))
+    assert status == 403 and b"Bearer" in answer
+    name, value = cookie["Cookie"].split("=", 1)
+    for forged in (f"{value[:-1]}0", "1.abc", f"{int(value.split('.')[0]) - 8 * 24 * 3600}.{value.split('.')[1]}"):
+        assert fetch(running.url + "/api/notes", {**cookie, "Cookie": f"{name}={forged}"})[0] == 401, forged
+
+
+def test_a_cookie_outlives_a_restart_and_dies_with_the_owners_token(tmp_path: Path) -> None:
+    with serve(tmp_path / "data") as running:
+        cookie = signed_in(running, CLIENT)
+    with serve(tmp_path / "data") as again:  # another port: the same cookie value under that port's name
+        name = f"hivenote-{again.url.rsplit(':', 1)[1]}"
+        moved = {**cookie, "Cookie": f"{name}={cookie['Cookie'].split('=', 1)[1]}"}
+        assert fetch(again.url + "/api/notes", moved)[0] == 200
+    (tmp_path / "other").mkdir()
+    with serve(tmp_path / "other") as stranger:  # another data dir: another owner's token
+        name = f"hivenote-{stranger.url.rsplit(':', 1)[1]}"
+        moved = {**cookie, "Cookie": f"{name}={cookie['Cookie'].split('=', 1)[1]}"}
+        assert fetch(stranger.url + "/api/notes", moved)[0] == 401
+
+
+def _asgi(
+    app: Any, method: str, path: str, client: tuple[str, int], headers: dict[str, str], body: bytes = b""
+) -> tuple[int, bytes]:
     """One request straight into the app, from any client address (a real socket only has loopback here)."""
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        return {"type": "http.request", "body": body, "more_body": False}
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
@@ -110,7 +168,7 @@ def _asgi_get(app: Any, path: str, client: tuple[str, int], headers: dict[str, s
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
-        "method": "GET",
+        "method": method,
         "scheme": "http",
         "path": path,
         "raw_path": path.encode(),
@@ -124,25 +182,24 @@ def _asgi_get(app: Any, path: str, client: tuple[str, int], headers: dict[str, s
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
 
-def test_the_session_refuses_a_browser_on_another_machine_with_a_clear_message(tmp_path: Path) -> None:
+def test_a_browser_on_another_machine_gets_nothing_without_a_code_and_is_told_to_paste_a_token(
+    tmp_path: Path,
+) -> None:
     settings = Settings(data_dir=tmp_path / "data", host="0.0.0.0", port=7788, allowed_hosts=("hivenote.local",))
     with Store(tmp_path / "data") as store:
         app = create_app(settings, store)
-        dashboard = {"X-Hivenote-Client": CLIENT}
-        status, body = _asgi_get(app, "/api/session", ("192.168.1.20", 50123), dashboard)
-        assert status == 403 and b"only to the dashboard on this machine itself" in body
-        assert b"hivenote token add" in body
-        assert _asgi_get(app, "/api/session", ("127.0.0.1", 50124), dashboard)[0] == 200
-        assert _asgi_get(app, "/api/session", ("::1", 50125), dashboard)[0] == 200
-        assert _asgi_get(app, "/", ("192.168.1.20", 50126), {})[0] == 200  # the page itself is for everyone
+        dashboard = {"X-Hivenote-Client": CLIENT, "Content-Type": "application/json"}
+        status, body = _asgi(app, "POST", "/api/session", ("192.168.1.20", 50123), dashboard, b'{"code": "x"}')
+        assert status == 403 and b"hivenote token add" in body
+        assert _asgi(app, "GET", "/api/settings", ("192.168.1.20", 50124), dashboard)[0] == 401
+        assert _asgi(app, "GET", "/", ("192.168.1.20", 50126), {})[0] == 200  # the page itself is for everyone
 
 
-def test_the_session_hands_out_no_token_when_auth_is_off(tmp_path: Path) -> None:
+def test_with_auth_off_the_dashboard_needs_no_sign_in(tmp_path: Path) -> None:
     with Store(tmp_path / "data") as store:
         settings = Settings(data_dir=tmp_path / "data", auth=False, port=7788, allowed_hosts=("hivenote.local",))
         app = create_app(settings, store)
-        status, body = _asgi_get(app, "/api/session", ("127.0.0.1", 5000), {"X-Hivenote-Client": CLIENT})
-        assert (status, body) == (200, b'{"token":"","person":""}')
+        assert _asgi(app, "GET", "/api/settings", ("127.0.0.1", 5000), {"X-Hivenote-Client": CLIENT})[0] == 200
 
 
 # -- the dashboard's own source --------------------------------------------------------------------------------------
@@ -186,8 +243,76 @@ def test_every_vendored_file_is_listed_with_its_licence() -> None:
 
 def test_another_account_on_this_machine_gets_no_token_from_the_session(running: Running) -> None:
     """Loopback is shared by every account of a machine; tokens.json is not (0600). A process of another user
-    (here `nobody`, via setpriv) must be refused even with the dashboard's header."""
-    command = [*as_nobody(), "curl", "-s", "-H", f"X-Hivenote-Client: {CLIENT}", running.url + "/api/session"]
-    answer = subprocess.run(command, capture_output=True, encoding="utf-8", timeout=30, check=True).stdout
-    assert json.loads(answer)["error"]["code"] == "forbidden"
-    assert fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT})[0] == 200  # this account still may
+    (here `nobody`, via setpriv) gets nothing from the session, with the dashboard's header or without."""
+    for data in ([], ["--data-binary", '{"code": "guessed"}', "-H", "Content-Type: application/json"]):
+        command = [
+            *as_nobody(),
+            "curl",
+            "-s",
+            "-H",
+            f"X-Hivenote-Client: {CLIENT}",
+            *data,
+            running.url + "/api/session",
+        ]
+        answer = subprocess.run(command, capture_output=True, encoding="utf-8", timeout=30, check=True).stdout
+        assert running.token not in answer and "error" in json.loads(answer), answer
+
+
+ATTACK_PAGE = """<!doctype html><title>attack</title>
+<form method="post" action="TARGET/api/notes" enctype="text/plain" target="sink">
+  <input name='{"kind": "fact", "title": "planted by a form", "x": "' value='"}'></form>
+<iframe name="sink"></iframe>
+<script>
+const target = "TARGET";
+const body = JSON.stringify({ kind: "fact", title: "planted by fetch" });
+const loaded = new Promise((done) => { document.querySelector("iframe").onload = done; });
+document.querySelector("form").submit();
+Promise.allSettled([
+  fetch(target + "/api/notes", { method: "POST", mode: "no-cors", credentials: "include", body }),
+  fetch(target + "/api/notes", {
+    method: "POST", credentials: "include", body,
+    headers: { "Content-Type": "application/json", "X-Hivenote-Client": "hivenote-dashboard/0" },
+  }),
+  fetch(target + "/api/notes?limit=5", { credentials: "include" })
+    .then((r) => r.text())
+    .then((t) => { window.leaked = t; }),
+  fetch(target + "/api/session/code", { method: "POST", mode: "no-cors", credentials: "include" }),
+  loaded,
+]).then(() => { document.title = "done"; });
+</script>"""
+
+
+def test_a_page_on_another_port_of_this_host_cannot_ride_the_dashboards_cookie(running: Running, page: Page) -> None:
+    """SameSite=Strict keeps other sites' pages from sending the cookie, but every port of 127.0.0.1 is the same
+    site, and another account may serve a page there: in real Chromium, that page's form, fetches with credentials
+    and a forged client header (which needs a preflight) write nothing, read nothing and make no code."""
+    seed(running)
+    page.goto(dashboard_url(running, "/"))
+    expect(page.locator(".cards .card")).to_have_count(8, timeout=30_000)
+    assert next(c for c in page.context.cookies() if c["name"].startswith("hivenote-"))["httpOnly"]
+
+    class Attacker(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = ATTACK_PAGE.replace("TARGET", running.url).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    carried: list[str] = []
+    page.on("request", lambda r: carried.append(r.all_headers().get("cookie", "")) if running.url in r.url else None)
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Attacker) as attacker:
+        threading.Thread(target=attacker.serve_forever, daemon=True).start()
+        try:
+            page.goto(f"http://127.0.0.1:{attacker.server_address[1]}/")
+            expect(page).to_have_title("done", timeout=30_000)
+        finally:
+            attacker.shutdown()
+    assert any("hivenote-" in c for c in carried), "the browser did not even send the cookie: nothing was tried"
+    assert page.evaluate("window.leaked") is None
+    titles = [n["title"] for n in api(running, "/api/notes?limit=50")["results"]]
+    assert len(titles) == 8 and not [t for t in titles if "planted" in t], titles

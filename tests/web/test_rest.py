@@ -331,7 +331,7 @@ def test_every_route_but_health_needs_a_token(running: Running, connect: Connect
     for method, path in sorted(OPERATIONS):
         for client in (anonymous, wrong):
             reply = client.http.request(method, path.replace("{", "").replace("}", "-x"))
-            want = 200 if path in ("/api/health", "/api/session") else 401  # the session: loopback dashboards only
+            want = {"/api/health": 200, "/api/session": 400}.get(path, 401)  # the session: a one-time code, or 400
             assert reply.status_code == want, (method, path, reply.status_code)
             if want == 401:
                 assert reply.json()["error"]["code"] == "unauthorized"
@@ -631,7 +631,9 @@ def test_every_operation_was_answered_and_checked_by_a_happy_path(running: Runni
     api = connect(running)
     api("GET", "/api/health", expect=200)
     api("GET", "/api/openapi.json", expect=200)
-    api("GET", "/api/session", expect=200)
+    code = api("POST", "/api/session/code", expect=201).body["code"]
+    dashboard = {"X-Hivenote-Client": "hivenote-dashboard/test"}
+    assert "set-cookie" in api("POST", "/api/session", {"code": code}, expect=200, headers=dashboard).headers
     note = remember(api, "Tour")
     api("GET", "/api/notes", params={"q": "tour"}, expect=200)
     api("GET", "/api/notes/{id}", expect=200, id=note["id"])

@@ -1,15 +1,17 @@
 // The dashboard's only way to the server: JSON calls under /api with the bearer token and the client header.
 //
-// The token is a bearer credential for the whole notebook. On this machine the page gets it from
-// GET /api/session at every load and keeps it in memory only. A browser on another machine asks for it once and
-// keeps it in sessionStorage (gone when the tab closes), or in localStorage when the user ticks "remember on this
-// browser": a long-lived copy on a shared computer should be a decision, not a default. It never goes in a URL.
+// On this machine the page never sees a token: the tray (or `hivenote open`) opens it at `/?code=...`, a one-time
+// code the page trades for the sign-in cookie (HttpOnly, SameSite=Strict) at POST /api/session; the browser sends
+// the cookie with every call here, and the server takes it only with the client header below. A browser on another
+// machine asks for a token once and keeps it in sessionStorage (gone when the tab closes), or in localStorage when
+// the user ticks "remember on this browser": a long-lived copy on a shared computer should be a decision, not a
+// default. A token never goes in a URL.
 
 const VERSION = document.querySelector('meta[name="hivenote-version"]')?.content || "0";
 export const CLIENT = `hivenote-dashboard/${VERSION}`;
 const KEY = "hivenote.token";
 
-let token = null; // null: not known yet; "" with auth off
+let token = null; // a pasted token; null: none (the cookie, or auth off)
 
 export class ApiError extends Error {
   constructor(status, code, message) {
@@ -119,22 +121,38 @@ export function upload(path, file, onProgress) {
   });
 }
 
+/** The one-time code in the address, if any: taken out of the address at once (not kept in history, not sent
+ * again by a reload) and traded for the sign-in cookie. */
+async function redeemCode() {
+  const params = new URLSearchParams(location.search);
+  const code = params.get("code");
+  if (!code) return false;
+  params.delete("code");
+  const rest = params.toString();
+  history.replaceState(history.state, "", `${location.pathname}${rest ? `?${rest}` : ""}${location.hash}`);
+  const response = await fetch("/api/session", {
+    method: "POST",
+    headers: headers({ "Content-Type": "application/json" }),
+    body: JSON.stringify({ code }),
+    cache: "no-store",
+  });
+  return response.ok;
+}
+
 /**
- * Find the token to use: one kept from an earlier paste, else the local session (loopback only).
+ * Find how to call the server: a code in the address (traded for the cookie), else a token kept from an earlier
+ * paste, else the cookie from an earlier sign-in (or a server without auth).
  * Returns true when the dashboard can start, false when the user must paste a token.
  */
 export async function startSession() {
+  if (await redeemCode()) return true;
   const kept = storedToken();
   if (kept) {
     token = kept;
     return true;
   }
-  const response = await fetch("/api/session", { headers: headers(), cache: "no-store" });
-  if (response.ok) {
-    token = (await response.json()).token;
-    return true;
-  }
-  return false;
+  const response = await fetch("/api/settings", { headers: headers(), cache: "no-store" });
+  return response.ok;
 }
 
 /** Check a pasted token against the server before keeping it. */

@@ -208,7 +208,8 @@ function TokenScreen({ reason, onReady }) {
     <form class="gate-card" onSubmit=${submit}>
       <div class="brand big"><${Logo} size=${40} /> <span>Hivenote</span></div>
       <h1>Paste your token</h1>
-      <p class="muted">This notebook belongs to someone else's machine. Ask its owner for a token
+      <p class="muted">On this notebook's own machine, open it from Hivenote's tray (Open dashboard) or with
+        <code>hivenote open</code>. On another machine, ask its owner for a token
         (<code>hivenote token add your-name</code>); the notes you write will carry your name.</p>
       <input type="password" name="token" placeholder="hn_…" autocomplete="off" required value=${value}
         onInput=${(e) => setValue(e.currentTarget.value)} aria-label="Token" />
@@ -231,12 +232,12 @@ function Root() {
     }
   }, []);
   useLayoutEffect(() => {
-    // A refused token (revoked, or the data dir was reset): on this machine the session hands out the current
-    // one again; elsewhere the user pastes a new one.
+    // A refused token or cookie (revoked, too old, or the data dir was reset): a cookie still good is used again;
+    // otherwise the user opens the dashboard again from the tray, or pastes a current token.
     whenUnauthorized(async () => {
       forgetToken();
       const local = await startSession().catch(() => false);
-      if (!local) setState({ phase: "token", reason: "This token is no longer accepted; paste a current one." });
+      if (!local) setState({ phase: "token", reason: "This sign-in is no longer accepted: open the dashboard again, or paste a current token." });
     });
     start();
   }, []);
