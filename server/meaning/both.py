@@ -228,20 +228,31 @@ def sentence_index(data_dir: Path, settings: ModelSettings) -> tuple[MeaningInde
     return MeaningIndex(data_dir / "cache" / SENTENCE_CACHE, loader, batch=SENTENCE_BATCH), loader
 
 
+def progress(status: dict[str, Any]) -> str:
+    """The sentence model's download or indexing progress, "" when neither is under way (the tray's tooltip)."""
+    sentence = status.get("sentence")
+    if not isinstance(sentence, dict):
+        return ""
+    phase = sentence.get("phase")
+    if phase == "downloading":
+        done, total = sentence.get("downloaded", 0), sentence.get("download_bytes", 0) or 1
+        return f"downloading the sentence model: {done / 1e6:.0f} of {total / 1e6:.0f} MB"
+    if phase == "indexing":
+        notes, pending = int(sentence.get("notes", 0)), int(sentence.get("pending", 0))
+        return f"indexing by the sentence model: {notes:,} of {notes + pending:,} notes"
+    return ""
+
+
 def describe(status: dict[str, Any]) -> str:
     """One line for a person: which model answers, and the sentence index's progress."""
     sentence = status.get("sentence")
     if not isinstance(sentence, dict):
         return "by the static model" if status.get("answering") else "warming up"
+    if under_way := progress(status):
+        return f"{under_way}; the static model meanwhile"
     phase = sentence.get("phase")
     if phase == "ready":
         return f"by the sentence model ({sentence.get('notes', 0):,} notes)"
-    if phase == "downloading":
-        done, total = sentence.get("downloaded", 0), sentence.get("download_bytes", 0) or 1
-        return f"downloading the sentence model: {done / 1e6:.0f} of {total / 1e6:.0f} MB; the static model meanwhile"
-    if phase == "indexing":
-        notes, pending = int(sentence.get("notes", 0)), int(sentence.get("pending", 0))
-        return f"indexing by the sentence model: {notes:,} of {notes + pending:,} notes; the static model meanwhile"
     if phase == "off":
         return f"by the static model (the sentence model is off: {sentence.get('problem')})"
     return "by the static model; the sentence model is loading"
