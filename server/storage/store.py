@@ -9,6 +9,7 @@ before acknowledging (group commit when writers wait), repairs its own torn tail
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import threading
@@ -164,6 +165,7 @@ class Store:
                 full = exc
         self.clock.own_nodes = {self.node, *previous_nodes(self.data_dir)}
         self._fold_all()
+        self._own_readable()
         if not self.readonly:
             if full is None:
                 try:
@@ -178,6 +180,18 @@ class Store:
             else:
                 self._check_own_history()  # another file in the log already holds ops of this node it did not write?
         return self
+
+    def _own_readable(self) -> None:
+        """Another node's shard that cannot be read is skipped and reported (shards.py); this node's own cannot be: its
+        history is what the notebook here is, and a writer that did not read it would fork it. So the store does not
+        open: the error is the one reading it gave, which the commands and the tray turn into which file and how to
+        fix it, as before that rule."""
+        if self.shard_path is None:
+            return
+        mine = self.shards.cursors.get(self.shard_path.name)
+        if mine is not None and mine.health.unreadable:
+            self._claim.release()
+            raise PermissionError(errno.EACCES, mine.health.unreadable, str(self.shard_path))
 
     def _open_own(self) -> None:
         """Open the own shard for appending (after the claim and a fold) and record the claim on it."""

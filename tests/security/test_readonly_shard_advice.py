@@ -28,6 +28,6 @@ def test_a_read_only_own_shard_is_answered_with_chmod_not_chown(tmp_path: Path) 
     assert shard is not None and shard.exists()
     shard.chmod(0o400)  # this account's own file, made read-only
     argv = [*without_root_powers(), sys.executable, "-c", OPEN_AS_WRITER, str(tmp_path)]
-    said = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    said = subprocess.run(argv, capture_output=True, text=True, encoding="utf-8", timeout=60, check=True).stdout
     assert f"chmod u+w {shard}" in said, said
     assert "chown" not in said, said
