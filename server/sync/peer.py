@@ -67,4 +67,5 @@ async def run(services: Services) -> None:
             for url in sorted(following.keys() - wanted):
                 following.pop(url).cancel()
                 services.sync.forget(f"peer {url}")
+                services.store.clock.forget_offset(f"peer {url}")  # a clock no longer asked is no measurement
             await anyio.sleep(CONFIG_INTERVAL_S)

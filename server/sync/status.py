@@ -22,10 +22,9 @@ class TransportState:
     bytes_in: int = 0
     bytes_out: int = 0
     detail: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def failing(self) -> bool:
-        return self.last_error is not None and (self.last_ok is None or self.last_error > self.last_ok)
+    # The last word was a failure: set by what was said last, never by comparing the two wall-clock times (a clock
+    # set right steps back, and a success after it would leave the entry failing with its message cleared).
+    failing: bool = False
 
 
 class SyncStatus:
@@ -46,7 +45,7 @@ class SyncStatus:
         with self._lock:
             state = self._state(name, kind, target)
             state.last_ok = self.now_ms()
-            state.error = ""
+            state.error, state.failing = "", False
             state.bytes_in += bytes_in
             state.bytes_out += bytes_out
             state.detail.update(detail)
@@ -55,7 +54,8 @@ class SyncStatus:
         with self._lock:
             state = self._state(name, kind, target)
             state.last_error = self.now_ms()
-            state.error = message
+            # A failing entry always says why.
+            state.error, state.failing = message or f"{name} failed without saying why (see the server log)", True
             state.detail.update(detail)
 
     def forget(self, name: str) -> None:
@@ -64,7 +64,7 @@ class SyncStatus:
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [asdict(s) | {"failing": s.failing} for s in sorted(self._states.values(), key=lambda s: s.name)]
+            return [asdict(s) for s in sorted(self._states.values(), key=lambda s: s.name)]
 
     def problems(self) -> list[str]:
         """'<name>: <error>' for every transport whose last attempt failed."""

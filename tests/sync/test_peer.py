@@ -24,6 +24,7 @@ import httpx2
 import pytest
 
 from hivenote.server.core.errors import InvalidInput, NotFound
+from hivenote.server.core.hlc import Clock, wall_ms
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
@@ -291,11 +292,13 @@ class Harness:
     data_dir: Path
     own: str = "puller-0001"
     status: SyncStatus = field(default_factory=SyncStatus)
+    clock: Clock = field(default_factory=lambda: Clock(wall_ms))
 
     def exchange(self, url: str) -> bool:
         async def one() -> bool:
             async with httpx2.AsyncClient(timeout=10) as http:
-                puller = Puller(self.data_dir, Replicas(self.data_dir / "log", self.own), self.status, http)
+                replicas = Replicas(self.data_dir / "log", self.own)
+                puller = Puller(self.data_dir, replicas, self.status, http, clock=self.clock)
                 puller.book = load_peers(self.data_dir)
                 return await puller.exchange(puller.book.peers[url])
 
@@ -332,6 +335,20 @@ def test_the_puller_moves_only_new_bytes_and_takes_a_compacted_shard_in_place_of
         assert kept < lines and len(peer.shard()) < len(held)
         assert puller.exchange(peer.url) and puller.copy(peer.store.node) == peer.shard()
         assert puller.state(peer.url)["bytes_in"] == len(held) + len(peer.shard())
+
+
+def test_a_peer_that_is_this_server_itself_is_no_clock_measured_elsewhere(tmp_path: Path) -> None:
+    """A machine learns its own URL by gossip (its peer lists it back) and pulls from it once: that answer's `Date`
+    is its own clock. Counted, a day-ahead machine with one peer had two clocks, its own and the peer's, took the
+    median for its own and said nothing (its clock entry went from failing to ok with the message cleared)."""
+    with served(tmp_path / "peer") as peer, served(tmp_path / "itself") as itself:
+        puller = Harness(tmp_path / "itself", own=itself.store.node)
+        add_peer(puller.data_dir, peer.url, peer.token)
+        add_peer(puller.data_dir, itself.url, itself.token)
+        assert puller.exchange(peer.url) and list(puller.clock.offsets) == [f"peer {peer.url}"]
+        assert puller.exchange(itself.url)
+        assert next(p for p in list_peers(puller.data_dir) if p.url == itself.url).is_self
+        assert list(puller.clock.offsets) == [f"peer {peer.url}"]
 
 
 def test_another_history_of_a_node_is_kept_beside_the_copy_never_spliced_into_it(tmp_path: Path) -> None:
