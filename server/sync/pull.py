@@ -22,7 +22,7 @@ from ..core.errors import InvalidInput
 from ..core.hlc import Clock, date_offset, wall_ms
 from .peerbook import Peer, PeerBook, editing, normalize_url
 from .replica import Replicas, SyncRefused, same_node
-from .routes import MAX_LIMIT, Summary, valid_node
+from .routes import MAX_LIMIT, NODE_HEADER, Summary, valid_node
 from .status import SyncStatus
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class Puller:
         return False
 
     async def _get(self, peer: Peer, path: str, params: dict[str, Any] | None = None) -> httpx2.Response:
-        headers = {"Authorization": f"Bearer {peer.token}"}
+        headers = {"Authorization": f"Bearer {peer.token}", NODE_HEADER: self.replicas.own_node}
         for attempt in (1, 2):
             try:
                 sent = self.now_ms()

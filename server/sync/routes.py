@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 MAX_LIMIT = 4 << 20  # bytes per range response
 LINE_SCAN = 1 << 20  # longest first/last line looked at (a note is at most 64 KiB)
 HEADERS = ("x-shard-size", "x-shard-head", "x-shard-seq", "x-shard-prefix")
+NODE_HEADER = "x-hivenote-node"  # the asking peer's node id (a puller names itself)
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,9 @@ class ShardServer:
         return {"node": self.services.store.node, "shards": shards, "peers": announced_peers(data_dir)}
 
     async def list_shards(self, request: Request) -> Response:
+        asking = request.headers.get(NODE_HEADER, "")
+        if valid_node(asking):  # a peer that reaches us is up: a pull from it backing off is tried again now
+            self.services.sync.heard_from(asking)
         return JSONResponse(await anyio.to_thread.run_sync(self.listing))
 
     async def get_range(self, request: Request) -> Response:

@@ -34,6 +34,7 @@ class SyncStatus:
         self.now_ms = now_ms
         self._lock = threading.Lock()
         self._states: dict[str, TransportState] = {}
+        self._heard: dict[str, int] = {}  # node -> how many of its pulls this server answered (peers only)
 
     def _state(self, name: str, kind: str, target: str) -> TransportState:
         state = self._states.get(name)
@@ -57,6 +58,23 @@ class SyncStatus:
             # A failing entry always says why.
             state.error, state.failing = message or f"{name} failed without saying why (see the server log)", True
             state.detail.update(detail)
+
+    def note(self, name: str, **detail: Any) -> None:
+        """Add to an entry's detail (what it does next) without saying it worked or failed."""
+        with self._lock:
+            state = self._states.get(name)
+            if state is not None:
+                state.detail.update(detail)
+
+    def heard_from(self, node: str) -> None:
+        """A peer (its node id) pulled from this server: it is up, and reaches us."""
+        with self._lock:
+            self._heard[node] = self._heard.get(node, 0) + 1
+
+    def heard(self, node: str) -> int:
+        """How many pulls of `node` this server answered (compare two readings: it was heard from in between)."""
+        with self._lock:
+            return self._heard.get(node, 0)
 
     def forget(self, name: str) -> None:
         with self._lock:
