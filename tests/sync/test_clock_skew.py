@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hivenote.server.sync.folder import use_folder
 from hivenote.server.sync.peer import add_peer, list_peers
 from hivenote.server.sync.status import SyncStatus
 from hivenote.server.tokens import new_token
@@ -165,3 +166,21 @@ def test_a_machine_a_day_ahead_is_told_on_itself_drags_nobody_and_its_fixed_cloc
         )
         # And it still says its log runs ahead of its clock until real time catches up.
         clock_entry(a, "wrote stamps")
+
+
+def test_with_a_synced_folder_a_machine_a_day_ahead_is_told_on_itself_by_the_receipts(tmp_path: Path) -> None:
+    """Issue: with a synced folder (no HTTP between the machines) a machine whose clock was a day ahead said nothing.
+    The receipt that answers a write measures the other machine's clock. One folder shared by both stands in for
+    what a sync tool delivers."""
+    shared = tmp_path / "Sync"
+    a, b = SkewedNode(tmp_path / "a", ahead="+1d"), SkewedNode(tmp_path / "b")
+    for node in (a, b):
+        node.data_dir.mkdir(parents=True)
+        use_folder(node.data_dir, shared)
+    with running(a, b):
+        a.remember("written on a")
+        b.remember("written on b")
+        for node, side in ((a, "ahead of"), (b, "behind")):
+            clock = clock_entry(node, "one of the two is wrong")
+            assert "this machine's clock is" in clock["error"] and side in clock["error"]
+        assert b.node in transport(a, "clock")["error"]  # type: ignore[index]
