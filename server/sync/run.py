@@ -54,6 +54,8 @@ async def watch_folder(services: Services) -> None:
                     services.sync.ok("folder", kind="folder", target=target, **detail)
             await anyio.sleep(HELD_CHECK_S)
     finally:
+        for node in watch.offsets:  # the folder's machines, no longer read, measure this clock no more
+            store.clock.forget_offset(f"machine {node}")
         with anyio.CancelScope(shield=True):  # the last lines this machine wrote, held before it stops
             await anyio.to_thread.run_sync(hold, held)
 
