@@ -64,7 +64,7 @@ async def calls(url: str, token: str, count: int) -> dict[str, list[float]]:
     rnd = random.Random(3)
     questions = [q.text for q in QUESTIONS if q.category in ("zero", "one", "newer")]
     words = sorted({w for q in QUESTIONS if q.category == "ident" for w in q.text.split()})
-    times: dict[str, list[float]] = {"question": [], "typed words": [], "health": []}
+    times: dict[str, list[float]] = {"question": [], "typed words": [], "floor": [], "health": []}
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
         client = Client(
             streamable_http_client(f"{url}/mcp", http_client=http),
@@ -80,6 +80,9 @@ async def calls(url: str, token: str, count: int) -> dict[str, list[float]]:
                     result = await client.call_tool("brain_search", {"query": args})
                     times[name].append((time.perf_counter() - t) * 1000)
                     assert not result.is_error, result
+                t = time.perf_counter()  # the protocol's floor: a tool call that finds nothing to do
+                await client.call_tool("brain_get", {"id": "01NOTHERE000000000000000000"})
+                times["floor"].append((time.perf_counter() - t) * 1000)
                 t = time.perf_counter()
                 await http.get(f"{url}/api/health")
                 times["health"].append((time.perf_counter() - t) * 1000)
@@ -146,6 +149,7 @@ def run(notes: int, count: int, reindex: bool) -> dict[str, float]:
         "question p50 ms": statistics.median(times["question"]),
         "question p99 ms": pct(times["question"], 0.99),
         "typed words p50 ms": statistics.median(times["typed words"]),
+        "brain_get of no note p50 ms": statistics.median(times["floor"]),
         "/api/health p50 ms": statistics.median(times["health"]),
     }
 

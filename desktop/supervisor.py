@@ -95,18 +95,9 @@ class Status:
 
 def meaning_progress(index: object) -> str:
     """The sentence model's download or indexing progress for the tooltip, while search does not ask it yet."""
-    status = getattr(index, "status", None)
-    if status is None:
-        return ""
-    sentence = status().get("sentence") or {}
-    phase = sentence.get("phase")
-    if phase == "downloading":
-        done, total = sentence.get("downloaded", 0), sentence.get("download_bytes", 0) or 1
-        return f"downloading the meaning model: {done * 100 // total}%"
-    if phase == "indexing":
-        notes, pending = int(sentence.get("notes", 0)), int(sentence.get("pending", 0))
-        return f"indexing by meaning: {notes:,} of {notes + pending:,} notes"
-    return ""
+    from hivenote.server.meaning.both import Meanings, progress
+
+    return progress(index.status()) if isinstance(index, Meanings) else ""
 
 
 def agents_online(tracker: AgentTracker, owner: str) -> tuple[AgentOnline, ...]:

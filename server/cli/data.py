@@ -197,6 +197,7 @@ def cmd_doctor(ctx: Context) -> int:
                 "bad_lines": h.bad,
                 "unknown_ops": h.unknown,
                 "torn_tail_bytes": h.torn_tail_bytes,
+                "unreadable": h.unreadable or None,
                 "problems": [{"line": b.line, "reason": b.reason} for b in h.bad_lines],
             }
             for name, h in health.items()
@@ -217,6 +218,8 @@ def cmd_doctor(ctx: Context) -> int:
     ]
     for name, h in health.items():
         state = "ok" if not (h.bad or h.unknown) else f"{h.bad} unreadable, {h.unknown} from a newer version"
+        if h.unreadable:
+            state = f"cannot be read ({h.unreadable}): skipped until it can; {state}"
         tail = f", {h.torn_tail_bytes} bytes of an unfinished last line" if h.torn_tail_bytes else ""
         lines.append(f"shard {name}: {h.ops} ops, {state}{tail}")
         lines += [f"  line {b.line}: {b.reason}" for b in h.bad_lines]

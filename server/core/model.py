@@ -72,6 +72,13 @@ def line_digest(line: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "big") or 1
 
 
+# No op's line is longer: a note's body is at most 64 KiB, an observation too, every other value far less, and JSON's
+# escapes at most six-fold that. A longer line, from any source (this log, a peer, the bucket, an import), is damage:
+# skipped and reported, never held whole.
+MAX_LINE_BYTES: Final = 1 << 20
+MAX_TEXT_BYTES: Final = 64 * 1024  # a note's body, an observation: the writer's limit, the same for every source
+
+
 class CorruptLine(ValueError):
     """A log line that is not a valid op. The fold skips and counts it; it is never deleted."""
 
@@ -718,6 +725,8 @@ class Refs:
 
 def decode_op(line: bytes | str) -> Op:
     """Parse and validate one log line (without its newline). Raises `CorruptLine` / `UnknownOp`."""
+    if len(line) > MAX_LINE_BYTES:
+        raise CorruptLine(f"the line is {len(line)} bytes; no op is longer than {MAX_LINE_BYTES} (damage)")
     try:
         raw = json.loads(line)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError too
@@ -800,6 +809,8 @@ def _note_payload(kind: str, raw: dict[str, Any]) -> tuple[tuple[Any, ...], tupl
                 value = sys.intern(value)
         elif type(value) is not str:
             raise CorruptLine(f"{name!r} must be a string")
+        elif key == "body" and _over_limit(value):
+            raise CorruptLine(f"the body is over {MAX_TEXT_BYTES} bytes, the limit of every note (from any source)")
         elif key == "kind":
             value = sys.intern(value)
         keys.append(key)
@@ -833,9 +844,16 @@ def _payload(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
                 raise CorruptLine(f"{kind} {key!r} must be a non-negative integer")
             if value:
                 data[key] = value
+    if kind == "obs.add" and _over_limit(data["text"]):
+        raise CorruptLine(f"the observation is over {MAX_TEXT_BYTES} bytes, the limit of every one (from any source)")
     if kind == "obs.add" and "since" in raw:
         data["since"] = _since(raw["since"], kind)
     return data
+
+
+def _over_limit(text: str) -> bool:
+    """Whether a note's body or an observation is over MAX_TEXT_BYTES (UTF-8), as the writer counts it."""
+    return len(text) * 4 > MAX_TEXT_BYTES and len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES
 
 
 def _since(value: Any, kind: str) -> tuple[int, int, str, int] | None:

@@ -16,7 +16,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +55,7 @@ class SentenceLoader:
         self.phase = "waiting"  # waiting, downloading, loading, ready, off
         self.progress: tuple[int, int] = (0, 0)  # bytes downloaded, bytes in all
         self.source = ""
+        self.retry = False  # the last download stopped in a way another try may get past (a network error)
 
     def __call__(self) -> Embedder:
         from .sentence import load_sentence, missing
@@ -82,7 +82,11 @@ class SentenceLoader:
                 sources.DOWNLOAD_BYTES / 1e6,
                 sources.HUB,
             )
-            found = sources.download(self._progress)
+            try:
+                found = sources.download(self._progress)
+            except sources.DownloadFailed as exc:
+                self.retry = not isinstance(exc, sources.DownloadRefused)  # a cut-off one resumes; refused bytes don't
+                raise
         self.phase = "loading"
         model = load_sentence(found)
         self.source = model.source
@@ -103,7 +107,6 @@ class Meanings:
         self.loader = loader
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self.retry_at = 0.0
 
     # -- asking ----------------------------------------------------------------------------------------
 
@@ -180,11 +183,10 @@ class Meanings:
                 log.exception("building the sentence index failed")
                 return
             if sentence.problem is not None:
-                if self.loader is None or self.loader.phase != "downloading":
-                    return  # off for good (a missing package, a setting): status says why
-                # A download that failed: tried again later, the index asked to load again then.
-                self.loader.phase = "waiting"
-                self.retry_at = time.monotonic() + RETRY_S
+                if self.loader is None or not self.loader.retry:
+                    return  # off until the next start (a missing package, a setting, refused bytes): status says why
+                # A download the network stopped: tried again later (it resumes), the index asked to load again then.
+                self.loader.retry = False
                 if self._stop.wait(RETRY_S):
                     return
                 sentence.problem = None
@@ -226,20 +228,31 @@ def sentence_index(data_dir: Path, settings: ModelSettings) -> tuple[MeaningInde
     return MeaningIndex(data_dir / "cache" / SENTENCE_CACHE, loader, batch=SENTENCE_BATCH), loader
 
 
+def progress(status: dict[str, Any]) -> str:
+    """The sentence model's download or indexing progress, "" when neither is under way (the tray's tooltip)."""
+    sentence = status.get("sentence")
+    if not isinstance(sentence, dict):
+        return ""
+    phase = sentence.get("phase")
+    if phase == "downloading":
+        done, total = sentence.get("downloaded", 0), sentence.get("download_bytes", 0) or 1
+        return f"downloading the sentence model: {done / 1e6:.0f} of {total / 1e6:.0f} MB"
+    if phase == "indexing":
+        notes, pending = int(sentence.get("notes", 0)), int(sentence.get("pending", 0))
+        return f"indexing by the sentence model: {notes:,} of {notes + pending:,} notes"
+    return ""
+
+
 def describe(status: dict[str, Any]) -> str:
     """One line for a person: which model answers, and the sentence index's progress."""
     sentence = status.get("sentence")
     if not isinstance(sentence, dict):
         return "by the static model" if status.get("answering") else "warming up"
+    if under_way := progress(status):
+        return f"{under_way}; the static model meanwhile"
     phase = sentence.get("phase")
     if phase == "ready":
         return f"by the sentence model ({sentence.get('notes', 0):,} notes)"
-    if phase == "downloading":
-        done, total = sentence.get("downloaded", 0), sentence.get("download_bytes", 0) or 1
-        return f"downloading the sentence model: {done / 1e6:.0f} of {total / 1e6:.0f} MB; the static model meanwhile"
-    if phase == "indexing":
-        notes, pending = int(sentence.get("notes", 0)), int(sentence.get("pending", 0))
-        return f"indexing by the sentence model: {notes:,} of {notes + pending:,} notes; the static model meanwhile"
     if phase == "off":
         return f"by the static model (the sentence model is off: {sentence.get('problem')})"
     return "by the static model; the sentence model is loading"

@@ -688,10 +688,12 @@ class MeaningIndex:
                 if magic not in (MAGIC, MAGIC_1):
                     return nothing
                 header = json.loads(fh.readline())
-                if header.get("model") != model_id:
-                    return nothing  # another model: everything is embedded again
+                if not isinstance(header, dict) or header.get("model") != model_id:
+                    return nothing  # another model (or not a header): everything is embedded again
                 ids, digests, dim = header["ids"], header["digests"], int(header["dim"])
                 offset = fh.tell()
+            if self.model is None or dim != self.model.dim:
+                return nothing  # rows that do not fit the model's vectors
             n, numbers = len(ids), np.dtype(list(_NUMBERS))
             if magic == MAGIC_1:  # float32 vectors, then (when it has "nodes") the numbers
                 kept = n * numbers.itemsize if "nodes" in header else 0
@@ -707,7 +709,10 @@ class MeaningIndex:
             scales = np.fromfile(self.cache, dtype="<f4", count=n, offset=offset + n * dim).astype(np.float32)
             block = np.fromfile(self.cache, dtype=numbers, count=n, offset=offset + n * (dim + 4))
             return _File(header, block), vectors, scales
-        except (OSError, ValueError, KeyError, TypeError):  # missing or damaged: derived data, built again
+        except FileNotFoundError:  # not written yet
+            return nothing
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):  # damaged: derived data, built again
+            log.info("the meaning cache file %s could not be read: it is built again", self.cache)
             return nothing
 
     def _write_cache(self, model_id: str) -> None:

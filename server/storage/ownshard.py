@@ -121,6 +121,21 @@ def problem_from(exc: BaseException, folder: Path, now_ms: int) -> DiskProblem:
     )
 
 
+def _permission_fix(path: Path, folder: Path) -> str:
+    """What to run so this user may write `path`: a file or folder of this user's that is read-only needs its write
+    permission back (chmod u+w); one of another account (made by running Hivenote as another user, sudo hivenote)
+    needs to be given back (chown)."""
+    try:
+        mine = path.stat().st_uid == os.geteuid()
+    except OSError:
+        mine = False
+    if mine:
+        kind = "folder" if path.is_dir() else "file"
+        return f"give your account write permission on the {kind} again (chmod u+w {shlex.quote(str(path))})"
+    owner, where = shlex.quote(getpass.getuser()), shlex.quote(str(folder))
+    return f"give it back to your account (sudo chown -R {owner}: {where})"
+
+
 def cannot_start(exc: OSError, folder: Path) -> StoreError:
     """Why the writer cannot open `folder` at start and what to do (reading works: the CLI opens it read-only)."""
     instead = "or choose another data folder (--data-dir)"
@@ -129,9 +144,8 @@ def cannot_start(exc: OSError, folder: Path) -> StoreError:
         why = f"{folder} is on a read-only file system. Remount it read-write, {instead}"
     elif exc.errno in (errno.EACCES, errno.EPERM):
         fix = "give your user write permission on it"
-        if os.name != "nt":  # most often made by running Hivenote as another user (sudo hivenote)
-            owner, where = shlex.quote(getpass.getuser()), shlex.quote(str(folder))
-            fix = f"give it back to your account (sudo chown -R {owner}: {where})"
+        if os.name != "nt":
+            fix = _permission_fix(Path(exc.filename) if exc.filename else folder, folder)
         why = f"Hivenote may not write in {folder}. To fix it, {fix}, {instead}"
     elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
         why = f"The disk holding {folder} is full. Free some space, {instead}"

@@ -15,7 +15,7 @@ from typing import IO, Any, BinaryIO
 
 from ..core.fold import State
 from ..core.hlc import Clock
-from ..core.model import CorruptLine, Journal, Op, UnknownOp, decode_op, line_digest
+from ..core.model import MAX_LINE_BYTES, CorruptLine, Journal, Op, UnknownOp, decode_op, line_digest
 from . import opcache
 from .gcpause import collector_paused
 
@@ -25,6 +25,7 @@ MAX_REPORTED_BAD_LINES = 50  # per shard; the count keeps going
 READ_BLOCK = 4 << 20  # shards are read in blocks so a cold start never holds a whole log in memory twice
 _PAYLOAD_FREE = frozenset(("note.trash", "note.restore", "note.purge"))  # a payload that is only the note id
 MISSING_GRACE_S = 5.0  # how long a shard may be missing before it is forgotten (replaced by a sync tool)
+SKIP_PER_CALL = 64 << 20  # bytes of a line longer than any op skipped per call: the rest on the next ones
 
 
 @dataclass
@@ -42,6 +43,7 @@ class ShardHealth:
     unknown: int = 0
     bad_lines: list[BadLine] = field(default_factory=list)
     torn_tail_bytes: int = 0
+    unreadable: str = ""  # why the file cannot be read now (its mode, an I/O error): skipped until it can
 
 
 class ShardFile(Journal):
@@ -61,11 +63,13 @@ class ShardFile(Journal):
             with open(self.path, "rb") as fh:
                 if at >= 0:
                     fh.seek(at)
-                    line = fh.readline()
+                    line = fh.readline(MAX_LINE_BYTES + 1)  # never more: a longer line is damage, not an op
                     if line.endswith(b"\n") and line_digest(line[:-1]) == digest:
                         return line[:-1]
                 fh.seek(0)
-                for line in fh:  # rewritten since: look for the very line (rare; compaction keeps lines as they are)
+                # Rewritten since: look for the very line (rare; compaction keeps lines as they are), a bounded piece
+                # at a time (a line longer than any op comes in pieces, none of which is the op's).
+                for line in iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""):
                     if line.endswith(b"\n") and line_digest(line[:-1]) == digest:
                         return line[:-1]
         except OSError:
@@ -82,7 +86,8 @@ class Cursor:
     dev: int = -1
     offset: int = 0
     line_no: int = 0
-    prefix: Any = field(default_factory=hashlib.sha256)  # SHA-256 of every byte before `offset`
+    prefix: Any = field(default_factory=hashlib.sha256)  # SHA-256 of every byte before `offset`; None: not kept
+    skipping: bool = False  # `offset` is inside a line longer than any op (damage), skipped up to its newline
     health: ShardHealth = field(default_factory=ShardHealth)
     start: int = 0  # the row of `source` its current read starts at (rows before it: an earlier read of the file)
     missing_since: float | None = None  # monotonic time it was first seen missing
@@ -157,48 +162,85 @@ class Shards:
             fh = open(self.log_dir / name, "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
             return 0
+        except OSError as exc:  # its mode, or an I/O error: this file only, never the shards after it
+            self._unreadable(name, exc)
+            return 0
         with fh:
-            st = os.fstat(fh.fileno())
-            cur = self.cursors.get(name)
-            if cur is None:
-                cur = self.cursors[name] = Cursor(self.log_dir / name)
-            start = cur.offset
-            if (st.st_ino, st.st_dev, st.st_size) == (cur.ino, cur.dev, start):
-                return 0  # unchanged since the last call: the server asks twice a second, so say so cheaply
-            if (st.st_ino, st.st_dev) != (cur.ino, cur.dev) or st.st_size < start:
-                # Replaced (sync tools rename a fresh copy in) or shrunk (compaction): resume only if every byte
-                # before our offset is still the same (a digest of the whole prefix, never a few bytes of it: a
-                # compacted or forked shard can end a line at the same offset with the same last bytes), else read
-                # it all again (ops are idempotent, so that is always safe).
-                start = 0
-                if 0 < cur.offset <= st.st_size:
-                    again = hash_prefix(fh, cur.offset)
-                    if again.digest() == cur.prefix.digest():
-                        start = cur.offset
-            if start == 0:
-                cur.line_no, cur.health, cur.prefix = 0, ShardHealth(), hashlib.sha256()
-                cur.source.unhold(cur.start, len(cur.source))
-                cur.start = len(cur.source)
-                start = self._from_cache(fh, cur, st.st_size)
-            cur.ino, cur.dev = st.st_ino, st.st_dev
-            applied = 0
-            pos, carry = start, b""
-            fh.seek(start)
-            while pos < st.st_size:
-                chunk = fh.read(min(READ_BLOCK, st.st_size - pos))
-                if not chunk:  # shrank while we read: the next call re-reads it
-                    break
-                block_at = pos - len(carry)  # where `block` starts in the file
-                pos += len(chunk)
-                block = carry + chunk
-                cut = block.rfind(b"\n") + 1
-                if cut:
+            try:
+                return self._follow_open(name, fh)
+            except OSError as exc:
+                self._unreadable(name, exc)
+                return 0
+
+    def _unreadable(self, name: str, exc: OSError) -> None:
+        """A file in the log folder that cannot be read now: skipped and reported (status, doctor), as bad lines are;
+        read once it can be."""
+        cur = self.cursors.get(name)
+        if cur is None:
+            cur = self.cursors[name] = Cursor(self.log_dir / name)
+        reason = exc.strerror or str(exc)
+        if cur.health.unreadable != reason:
+            log.warning("%s cannot be read (%s): skipped until it can; the other shards are read", name, reason)
+        cur.health.unreadable = reason
+
+    def _follow_open(self, name: str, fh: BinaryIO) -> int:
+        st = os.fstat(fh.fileno())
+        cur = self.cursors.get(name)
+        if cur is None:
+            cur = self.cursors[name] = Cursor(self.log_dir / name)
+        cur.health.unreadable = ""
+        start = cur.offset
+        if (st.st_ino, st.st_dev, st.st_size) == (cur.ino, cur.dev, start):
+            return 0  # unchanged since the last call: the server asks twice a second, so say so cheaply
+        if (st.st_ino, st.st_dev) != (cur.ino, cur.dev) or st.st_size < start:
+            # Replaced (sync tools rename a fresh copy in) or shrunk (compaction): resume only if every byte
+            # before our offset is still the same (a digest of the whole prefix, never a few bytes of it: a
+            # compacted or forked shard can end a line at the same offset with the same last bytes), else read
+            # it all again (ops are idempotent, so that is always safe).
+            start = 0
+            if 0 < cur.offset <= st.st_size and cur.prefix is not None:  # None: skipped damage, not proven
+                again = hash_prefix(fh, cur.offset)
+                if again.digest() == cur.prefix.digest():
+                    start = cur.offset
+        if start == 0:
+            cur.line_no, cur.health, cur.prefix, cur.skipping = 0, ShardHealth(), hashlib.sha256(), False
+            cur.source.unhold(cur.start, len(cur.source))
+            cur.start = len(cur.source)
+            start = self._from_cache(fh, cur, st.st_size)
+        cur.ino, cur.dev = st.st_ino, st.st_dev
+        applied = skipped = 0
+        pos, carry = start, b""
+        fh.seek(start)
+        while pos < st.st_size:
+            chunk = fh.read(min(READ_BLOCK, st.st_size - pos))
+            if not chunk:  # shrank while we read: the next call re-reads it
+                break
+            block_at = pos - len(carry)  # where `block` starts in the file
+            pos += len(chunk)
+            if cur.skipping:  # inside a line longer than any op: up to its newline, a bounded amount per call
+                end = chunk.find(b"\n") + 1
+                if not end:
+                    skipped += len(chunk)
+                    if skipped >= SKIP_PER_CALL:
+                        break
+                    continue
+                cur.skipping, chunk, block_at = False, chunk[end:], pos - len(chunk) + end
+            block = carry + chunk
+            cut = block.rfind(b"\n") + 1
+            if cut:
+                if cur.prefix is not None:
                     cur.prefix.update(block[:cut])
-                    applied += self._apply_lines(block[:cut], cur, block_at)
-                carry = block[cut:]
-            cur.health.torn_tail_bytes = len(carry)  # a write in progress, or torn: read once it ends
-            cur.offset = pos - len(carry)
-            return applied
+                applied += self._apply_lines(block[:cut], cur, block_at)
+            carry = block[cut:]
+            if len(carry) > MAX_LINE_BYTES:  # no op is this long, ended or not: damage, never held whole
+                cur.line_no += 1
+                cur.health.bad += 1
+                self._report(cur, f"longer than any op ({MAX_LINE_BYTES} bytes): damage, skipped")
+                # What is skipped is not hashed: a replaced file is read again whole instead of resumed.
+                cur.skipping, cur.prefix, carry = True, None, b""
+        cur.health.torn_tail_bytes = len(carry)  # a write in progress, or torn: read once it ends
+        cur.offset = pos - len(carry)
+        return applied
 
     def wrote(self, name: str, fd: int, batch: bytes, ops: list[Op]) -> None:
         """Our own appends to shard `name`: move its cursor past them without reading them back."""
@@ -297,7 +339,8 @@ class Shards:
     def cache_entries(self) -> list[opcache.ShardEntry]:
         entries = []
         for name, cur in self.cursors.items():
-            if cur.offset == 0 or cur.source.wide:  # a wide journal (a stamp beyond 64 bits) is read from its log
+            # A wide journal (a stamp beyond 64 bits), or one past skipped damage (no prefix): read from its log.
+            if cur.offset == 0 or cur.source.wide or cur.prefix is None:
                 continue
             h = cur.health
             health = (h.ops, h.bad, h.unknown, [(b.line, b.reason) for b in h.bad_lines])

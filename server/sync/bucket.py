@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core.errors import HivenoteError
 from ..core.hlc import date_offset, wall_ms
+from ..core.model import MAX_LINE_BYTES
 from ..settings import Settings
 
 
@@ -29,6 +30,10 @@ class BucketConflict(BucketError):
 
 class BadObject(BucketError):
     """An object under another node's name that is not what this layout puts there; reported, left alone."""
+
+
+MAX_OBJECT_BYTES = (8 << 20) + MAX_LINE_BYTES  # a chunk (s3.CHUNK_BYTES, at least one line): no object is bigger
+MAX_LISTED = 100_000  # objects (or folders) taken from one listing
 
 
 class Bucket:
@@ -104,12 +109,17 @@ class Bucket:
         done = self.call("put_object", ok=(404, 412), Key=key, Body=body, **condition)
         return None if done is None else str(done["ETag"])
 
-    def get(self, key: str) -> tuple[bytes, str] | None:
+    def get(self, key: str, cap: int = MAX_OBJECT_BYTES) -> tuple[bytes, str] | None:
+        """An object's bytes and ETag (None when missing), read as they come and never past `cap`: a bigger object is
+        not one this layout writes (BadObject), and is never held whole."""
         got = self.call("get_object", ok=(404,), Key=key)
         if got is None:
             return None
         with contextlib.closing(got["Body"]) as body:
-            return body.read(), str(got["ETag"])
+            data = body.read(cap + 1)
+        if len(data) > cap:
+            raise BadObject(f"{key} is over {cap} bytes, more than any object sync writes; left alone")
+        return data, str(got["ETag"])
 
     def listing(self, prefix: str, after: str = "", folders: bool = False) -> list[tuple[str, int, str]]:
         """(key, size, ETag) of the objects under `prefix` after key `after`; with `folders`, the sub-prefixes."""
@@ -124,6 +134,8 @@ class Bucket:
                 found += [(o["Key"], int(o["Size"]), str(o["ETag"])) for o in page.get("Contents", [])]
             if not page.get("IsTruncated"):
                 return found
+            if len(found) >= MAX_LISTED:
+                raise BadObject(f"over {MAX_LISTED} objects under {prefix}: more than sync writes; left alone")
             params["ContinuationToken"] = page["NextContinuationToken"]
 
     def check(self) -> None:

@@ -20,15 +20,18 @@ import httpx2
 
 from ..core.errors import InvalidInput
 from ..core.hlc import Clock, date_offset, wall_ms
+from ..core.model import MAX_LINE_BYTES
 from .peerbook import Peer, PeerBook, editing, normalize_url
 from .replica import Replicas, SyncRefused, same_node
-from .routes import MAX_LIMIT, NODE_HEADER, Summary, valid_node
+from .routes import MAX_LIMIT, MAX_LISTED, NODE_HEADER, Summary, valid_node
 from .status import SyncStatus
 
 log = logging.getLogger(__name__)
 
 MAX_PEERS = 64  # gossip stops learning beyond this many
 MAX_WHOLE_BYTES = 1 << 30  # a replaced (compacted) shard is fetched whole before it replaces the copy here
+MAX_LISTING_BYTES = 8 << 20  # a /sync/shards answer (MAX_LISTED shards of ~200 bytes, and the peers it knows)
+MAX_ERROR_BYTES = 64 << 10  # any other answer that is not shard bytes (an error's JSON)
 
 
 class PeerFailed(Exception):
@@ -81,6 +84,8 @@ def parse_listing(url: str, raw: Any) -> Listing:
         node, shards, peers = raw["node"], raw["shards"], raw.get("peers", [])
         if not (isinstance(node, str) and valid_node(node) and isinstance(shards, dict) and isinstance(peers, list)):
             raise ValueError("node, shards or peers missing")
+        if len(shards) > MAX_LISTED:
+            raise ValueError(f"it lists {len(shards)} shards, over {MAX_LISTED}")
         return Listing(node, {str(k): Summary.from_json(v) for k, v in shards.items()}, [str(p) for p in peers])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PeerFailed(f"{url} is not a Hivenote peer (its /sync/shards answer is unusable: {exc})") from None
@@ -159,12 +164,16 @@ class Puller:
         await self._note(peer.url, up=reached, error=message)
         return False
 
-    async def _get(self, peer: Peer, path: str, params: dict[str, Any] | None = None) -> httpx2.Response:
+    async def _get(
+        self, peer: Peer, path: str, params: dict[str, Any] | None = None, cap: int = MAX_ERROR_BYTES
+    ) -> httpx2.Response:
+        """One GET whose body is read as it comes and never past `cap` bytes (for a 200; an error's JSON at most
+        MAX_ERROR_BYTES): a peer that sends more than it was asked for is refused (PeerFailed), never held whole."""
         headers = {"Authorization": f"Bearer {peer.token}", NODE_HEADER: self.replicas.own_node}
         for attempt in (1, 2):
             try:
                 sent = self.now_ms()
-                response = await self.http.get(f"{peer.url}{path}", params=params, headers=headers)
+                response = await self._capped(peer, path, params, headers, cap)
                 offset = date_offset(response.headers.get("date"), sent, self.now_ms())
                 if offset is not None:  # what the peer's clock said; counted once the peer is known not to be us
                     self._dates[peer.url] = offset
@@ -181,8 +190,29 @@ class Puller:
             )
         return response
 
+    async def _capped(
+        self, peer: Peer, path: str, params: dict[str, Any] | None, headers: dict[str, str], cap: int
+    ) -> httpx2.Response:
+        async with self.http.stream("GET", f"{peer.url}{path}", params=params, headers=headers) as streamed:
+            limit = cap if streamed.status_code == 200 else MAX_ERROR_BYTES
+            declared = streamed.headers.get("content-length", "")
+            body = bytearray()
+            if not (declared.isdigit() and int(declared) > limit):
+                async for chunk in streamed.aiter_bytes():
+                    body += chunk
+                    if len(body) > limit:
+                        break
+            if len(body) > limit or (declared.isdigit() and int(declared) > limit):
+                raise PeerFailed(
+                    f"{peer.url} answered {path} with more than the {limit} bytes asked for (at most one line of "
+                    f"{MAX_LINE_BYTES} bytes past the limit); stopped reading, nothing of it taken"
+                )
+            dropped = ("content-encoding", "content-length")  # the body kept is already decoded
+            kept = {k: v for k, v in streamed.headers.items() if k.lower() not in dropped}
+            return httpx2.Response(streamed.status_code, headers=kept, content=bytes(body), request=streamed.request)
+
     async def listing(self, peer: Peer) -> Listing:
-        response = await self._get(peer, "/sync/shards")
+        response = await self._get(peer, "/sync/shards", cap=MAX_LISTING_BYTES)
         if response.status_code != 200:
             raise PeerFailed(f"{peer.url} answered {response.status_code} to /sync/shards: {_error_message(response)}")
         try:
@@ -248,7 +278,8 @@ class Puller:
             if prefix is None:
                 prefix = await anyio.to_thread.run_sync(self.replicas.prefix_digest, node, offset)
             params["prefix"] = prefix
-        response = await self._get(peer, f"/sync/shards/{node}", params)
+        # An honest peer sends at most `limit` bytes, or one line longer than it (no line is longer than an op).
+        response = await self._get(peer, f"/sync/shards/{node}", params, cap=limit + MAX_LINE_BYTES + 1)
         if response.status_code == 409:
             raise Replaced
         if response.status_code == 400 and "unknown parameter 'prefix'" in _error_message(response):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..core.errors import HivenoteError
-from ..core.model import PLACEHOLDER
+from ..core.model import MAX_LINE_BYTES, PLACEHOLDER
 from ..storage.files import PRIVATE_DIR, PRIVATE_FILE, tighten, write_whole
 from ..storage.shards import hash_range
 
@@ -106,10 +106,16 @@ def check_node_name(node: str) -> None:
 
 
 def check_lines(node: str, data: bytes) -> int:
-    """Refuse lines that name another writer than the file's; returns how many lines there are."""
+    """Refuse lines that name another writer than the file's, or are longer than any op can be (damage); returns how
+    many lines there are."""
     count, writer_ = 0, writer_of(node)
     for number, line in enumerate(data.splitlines(), 1):
         count += 1
+        if len(line) > MAX_LINE_BYTES:
+            raise SyncRefused(
+                f"line {number} of {node}'s shard is {len(line)} bytes, longer than any op ({MAX_LINE_BYTES}): damage, "
+                "not copied (nothing past it is taken)"
+            )
         try:
             writer = json.loads(line).get("node")
         except (ValueError, AttributeError, RecursionError):
@@ -119,21 +125,36 @@ def check_lines(node: str, data: bytes) -> int:
     return count
 
 
+def overlong_at(data: bytes) -> int:
+    """Where the first line of `data` longer than any op starts (-1: none is)."""
+    at = 0
+    while at < len(data):
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        if end - at > MAX_LINE_BYTES:
+            return at
+        at = end + 1
+    return -1
+
+
 def complete_size(path: Path) -> int:
-    """Bytes of `path` up to and including its last newline (0 when missing)."""
+    """Bytes of `path` up to and including its last newline (0 when missing). Looks back at most one line's worth: a
+    longer unfinished tail is damage (SyncRefused), never scanned backwards whole."""
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, os.SEEK_END)
-            step = 4096
-            end = size
-            while end > 0:
-                start = max(0, end - step)
+            step = 65536
+            end, floor = size, max(0, size - MAX_LINE_BYTES - 1)
+            while end > floor:
+                start = max(floor, end - step)
                 fh.seek(start)
                 chunk = fh.read(end - start)
                 newline = chunk.rfind(b"\n")
                 if newline >= 0:
                     return start + newline + 1
                 end = start
+            if floor:
+                raise SyncRefused(f"{path.name} ends in more than {MAX_LINE_BYTES} bytes without a newline: damage")
             return 0
     except FileNotFoundError:
         return 0
@@ -262,10 +283,12 @@ class Replicas:
             data = fh.read(end - offset if limit is None else min(end - offset, limit))
         if limit is not None and offset + len(data) < end:
             cut = data.rfind(b"\n") + 1
-            if cut == 0:  # one line longer than limit: send it whole
+            if cut == 0:  # one line longer than limit: send it whole (no op's line is longer than MAX_LINE_BYTES)
                 with open(path, "rb") as fh:
                     fh.seek(offset)
-                    data = fh.readline()
+                    data = fh.readline(MAX_LINE_BYTES + 1)
+                if not data.endswith(b"\n"):
+                    raise SyncRefused(f"the line at byte {offset} of {node}'s shard is longer than any op: damage")
             else:
                 data = data[:cut]
         return data
@@ -281,6 +304,8 @@ class Replicas:
             if offset != held:
                 raise SyncRefused(f"offset {offset} does not continue {node}'s shard, which has {held} bytes here")
             whole = data[: data.rfind(b"\n") + 1]
+            if (damage := overlong_at(whole)) > 0:
+                whole = whole[:damage]  # the lines before the damage; the next append (from it) is refused, saying so
             if not whole:
                 return 0
             check_lines(node, whole)

@@ -3,7 +3,8 @@ summaries both sides compare. Read-only; every request needs a bearer token (the
 
     GET /sync/shards
         200 {"node": <this node>, "shards": {<node>: {"size": <bytes of complete lines>, "head": <sha256 hex of the
-             first line>, "seq": <seq of the last line, or null>}}, "peers": [<known peer URLs, never tokens>]}
+             first line>, "seq": <seq of the last line, or null>}}, "peers": [<known peer URLs, never tokens>],
+             "skipped": {<shard>: <why it is not offered: unreadable, or ends in a line longer than any op>}}
     GET /sync/shards/{node}?offset=N[&limit=M][&head=H&tail=T]
         200 application/octet-stream: complete lines from byte N, at most M bytes (default and cap 4 MiB) but at
             least one line; headers X-Shard-Size, X-Shard-Head, X-Shard-Seq describe the whole shard, and
@@ -14,7 +15,8 @@ summaries both sides compare. Read-only; every request needs a bearer token (the
         history of the node: a fork): fetch it again from 0. N may equal the size: an empty answer then confirms
         the puller's copy is this one. (Older Hivenotes sent head/tail, a proof of 64 bytes: refused with 400.)
         400 a bad node name or parameter, or an N where no line ends (a truncated copy); 404 no such shard;
-        416 N beyond the shard's size. Errors are `{"error": {"code", "message"}}`.
+        416 N beyond the shard's size; 422 `damaged`: the line at N is longer than any op can be (nothing past it is
+        offered); 503 the file cannot be read now. Errors are `{"error": {"code", "message"}}`.
 
 Shards are named as files are (replica.SHARD_NAME): a node, `<node>~<12 hex>` (another history of the node kept
 where a fork was found) or `<node>.sync-conflict-...` (a sync tool's copy); each is offered if its first line names
@@ -37,6 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from ..core.model import MAX_LINE_BYTES
 from ..storage.shards import is_shard_file
 from .peerbook import announced_peers
 from .replica import NO_FOLLOW, NODE_NAME, SHARD_NAME, writer_of
@@ -45,7 +48,8 @@ if TYPE_CHECKING:
     from ..web.services import Services
 
 MAX_LIMIT = 4 << 20  # bytes per range response
-LINE_SCAN = 1 << 20  # longest first/last line looked at (a note is at most 64 KiB)
+LINE_SCAN = MAX_LINE_BYTES  # longest first/last line looked at (no op is longer)
+MAX_LISTED = 10_000  # shards offered in one listing (and taken from a peer's)
 HEADERS = ("x-shard-size", "x-shard-head", "x-shard-seq", "x-shard-prefix")
 NODE_HEADER = "x-hivenote-node"  # the asking peer's node id (a puller names itself)
 
@@ -117,16 +121,25 @@ def summarize_open(fh: IO[bytes], size: int) -> Summary:
     return Summary(size, digest(_first_line(fh, size)), seq if type(seq) is int and seq > 0 else None)
 
 
+class Damaged(Exception):
+    """A shard whose lines cannot all be offered: a line longer than any op can be (damage, not a write in progress)."""
+
+
 def complete_bytes(fh: IO[bytes]) -> int:
-    """Bytes of an open shard up to and including its last newline."""
+    """Bytes of an open shard up to and including its last newline. Looks back at most one line's worth
+    (MAX_LINE_BYTES): a longer unfinished tail is no write in progress but damage (Damaged), so no request scans a
+    file backwards whole."""
     end = fh.seek(0, os.SEEK_END)
-    while end > 0:
-        start = max(0, end - 65536)
+    floor = max(0, end - MAX_LINE_BYTES - 1)
+    while end > floor:
+        start = max(floor, end - 65536)
         fh.seek(start)
         newline = fh.read(end - start).rfind(b"\n")
         if newline >= 0:
             return start + newline + 1
         end = start
+    if floor:
+        raise Damaged(f"it ends in more than {MAX_LINE_BYTES} bytes without a newline (no op is that long)")
     return 0
 
 
@@ -135,12 +148,13 @@ def summarize(path: Path) -> Summary:
     try:
         with open(path, "rb") as fh:
             return summarize_open(fh, complete_bytes(fh))
-    except FileNotFoundError:
+    except (FileNotFoundError, Damaged):
         return Summary(0, "", None)
 
 
 def read_lines(fh: IO[bytes], offset: int, end: int, limit: int) -> bytes:
-    """Complete lines from `offset` (< end) up to about `limit` bytes, at least one line."""
+    """Complete lines from `offset` (< end) up to about `limit` bytes, at least one line (one longer than `limit` is
+    sent whole up to MAX_LINE_BYTES; a longer one is damage: Damaged)."""
     fh.seek(offset)
     data = fh.read(min(end - offset, limit))
     if offset + len(data) < end:
@@ -148,7 +162,10 @@ def read_lines(fh: IO[bytes], offset: int, end: int, limit: int) -> bytes:
         if cut:
             return data[:cut]
         fh.seek(offset)
-        return fh.readline(end - offset)  # one line longer than the limit: sent whole
+        line = fh.readline(min(end - offset, MAX_LINE_BYTES + 1))  # one line longer than the limit: sent whole
+        if not line.endswith(b"\n"):
+            raise Damaged(f"the line at byte {offset} is longer than any op ({MAX_LINE_BYTES} bytes): damage")
+        return line
     return data
 
 
@@ -172,7 +189,10 @@ class ShardServer:
         return size
 
     def listing(self) -> dict[str, Any]:
+        """Every shard's summary; a file that cannot be read or ends in damage is skipped and said (`skipped`), never
+        an error for the whole listing."""
         shards: dict[str, Any] = {}
+        skipped: dict[str, str] = {}
         log_dir = self.replicas.log_dir
         try:
             names = sorted(
@@ -184,6 +204,9 @@ class ShardServer:
             node = name.removesuffix(".jsonl")
             if not valid_node(node):
                 continue
+            if len(shards) >= MAX_LISTED:
+                skipped[node] = f"over {MAX_LISTED} shards in the log folder: offered once others are gone"
+                break
             path = log_dir / name
             try:
                 with open(path, "rb") as fh:
@@ -194,8 +217,13 @@ class ShardServer:
                     shards[node] = summarize_open(fh, size).to_json()
             except FileNotFoundError:
                 continue
+            except Damaged as exc:
+                skipped[node] = str(exc)
+            except OSError as exc:  # its mode, an I/O error: this file only
+                skipped[node] = f"cannot be read: {exc.strerror or exc}"
         data_dir = self.services.settings.data_dir
-        return {"node": self.services.store.node, "shards": shards, "peers": announced_peers(data_dir)}
+        answer = {"node": self.services.store.node, "shards": shards, "peers": announced_peers(data_dir)}
+        return answer | ({"skipped": skipped} if skipped else {})
 
     async def list_shards(self, request: Request) -> Response:
         asking = request.headers.get(NODE_HEADER, "")
@@ -242,10 +270,18 @@ class ShardServer:
         try:
             # One handle, so a rename cannot mix generations; never a link (it could point anywhere on this disk).
             fh = os.fdopen(os.open(path, os.O_RDONLY | NO_FOLLOW), "rb")
-        except OSError:
+        except OSError as exc:
             if path.exists() and not path.is_symlink():
-                raise
+                return self.error(503, "unreadable", f"{node}'s shard cannot be read here now: {exc.strerror or exc}")
             return self.error(404, "not_found", f"no shard of {node} here; GET /sync/shards lists them")
+        try:
+            return self._range_open(node, fh, offset, limit, prefix)
+        except Damaged as exc:
+            return self.error(422, "damaged", f"{node}'s shard here: {exc}; nothing past it is offered")
+        except OSError as exc:
+            return self.error(503, "unreadable", f"{node}'s shard cannot be read here now: {exc.strerror or exc}")
+
+    def _range_open(self, node: str, fh: IO[bytes], offset: int, limit: int, prefix: str) -> Response:
         with fh:
             size = self._size(node, fh)
             summary = summarize_open(fh, size)

@@ -56,6 +56,7 @@ POLL_S = 2.0  # how often the bucket is listed for other nodes' chunks (settings
 BACKOFF_MAX_S = 60.0  # longest wait between attempts while failing (settings.extra["s3_backoff_max_s"])
 UNREACHABLE_BACKOFF_S = 4.0  # longest wait while the bucket does not answer (one cheap request an attempt)
 TAIL = 1 << 16  # bytes read back from a shard's end to find its last seq
+HEAD_BYTES = 1 << 16  # a HEAD object is a few dozen bytes of JSON; a bigger one is not ours
 GENERATION = re.compile(r"^(\d{6})-[0-9a-f]{8}$")
 CHUNK = re.compile(r"^(\d{15})\.jsonl$")
 
@@ -125,7 +126,7 @@ class BucketSync:
     def _read_head(self, node: str) -> tuple[str, str] | None:
         """(generation, ETag) of a node's HEAD; None while it has none."""
         key = self._folder(node) + "HEAD"
-        got = self.bucket.get(key)
+        got = self.bucket.get(key, cap=HEAD_BYTES)
         if got is None:
             return None
         with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):

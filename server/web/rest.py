@@ -262,6 +262,7 @@ def status(c: Call) -> object:
         shards = {
             name: {"ops": h.ops, "bad_lines": h.bad, "unknown_ops": h.unknown, "torn_tail_bytes": h.torn_tail_bytes}
             | {"problems": [{"line": b.line, "reason": b.reason} for b in h.bad_lines]}
+            | {"unreadable": h.unreadable or None}
             for name, h in store.health().items()
         }
         skew = dict(store.clock.skew.ahead_ms)

@@ -162,6 +162,7 @@ _SETTING_BOUNDS = {
 }
 TOKEN_NAME: Schema = {"type": "string", "pattern": _TOKEN_NAME.pattern}
 _SHARD = {"ops": INTEGER, "bad_lines": INTEGER, "unknown_ops": INTEGER, "torn_tail_bytes": INTEGER}
+_SHARD |= {"unreadable": described({"type": ["string", "null"]}, "Why it cannot be read now (skipped until it can)")}
 _LISTEN = {"host": TEXT, "port": INTEGER, "shared": BOOLEAN, "urls": described(TEXTS, "Where teammates open it")}
 _WALL = {"type": ["integer", "null"]}
 _TRANSPORT = {"name": TEXT, "kind": {"enum": ["folder", "s3", "peer"]}, "target": TEXT, "last_ok": _WALL}

@@ -470,3 +470,31 @@ def test_links_kept_between_searches_equal_links_worked_out_afresh(steps: list[t
 def test_the_model_is_loaded_once_per_process() -> None:
     """The tray stops and starts its server; every start loading the table again grew it by the table's size."""
     assert load_default() is load_default()
+
+
+@pytest.mark.parametrize("craft", ["another dimension", "deeply nested header", "header not an object"])
+def test_a_crafted_cache_file_is_rebuilt_not_taken_and_not_fatal(store: Store, model: StaticModel, craft: str) -> None:
+    """Derived data that fails to load is built again: a file of another dimension (rows that do not fit the model's)
+    or a header JSON cannot read turned meaning search off at every start, and was never rebuilt."""
+    fill(store)
+    cache = store.data_dir / "cache" / "meaning.bin"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with store.reading() as state:
+        notes = [note for note_id in state.notes if (note := state.note(note_id)) is not None]
+    ids, n = [note.id for note in notes], len(notes)
+    if craft == "another dimension":  # the notes' own digests: their rows would be taken as they are
+        dim = model.dim // 2
+        digests = [f"{index_module._digest(note):016x}" for note in notes]
+        header = {"model": "model-a", "dim": dim, "ids": ids, "digests": digests}
+        header |= {"nodes": [None] * n, "projects": [None] * n}
+        numbers = np.zeros(n, dtype=list(index_module._NUMBERS))
+        body = bytes(n * dim) + np.ones(n, dtype="<f4").tobytes() + numbers.tobytes()
+        cache.write_bytes(index_module.MAGIC + json.dumps(header).encode() + b"\n" + body)
+    elif craft == "deeply nested header":
+        cache.write_bytes(index_module.MAGIC + b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    else:
+        cache.write_bytes(index_module.MAGIC + b'["model-a"]\n')
+    counting = Counting(model, "model-a")
+    index = warmed(store, counting, cache)
+    assert index.problem is None and index.warm
+    assert counting.embedded == 2 * len(NOTES)

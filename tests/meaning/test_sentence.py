@@ -164,7 +164,7 @@ def test_a_file_with_the_wrong_hash_is_refused_and_nothing_of_it_kept(
     files[tokenizer_path] = bytes(wrong)
     with hub(files) as served:
         monkeypatch.setenv("HF_ENDPOINT", served.url)
-        with pytest.raises(sources.DownloadFailed, match="refused and deleted"):
+        with pytest.raises(sources.DownloadRefused, match="refused and deleted"):
             sources.download()
     assert not (sources.home() / sources.TOKENIZER.name).exists()
     assert not (sources.home() / f"{sources.TOKENIZER.name}.part").exists()
