@@ -236,7 +236,9 @@ class Notebook:
             if replaces is not None:
                 fields["replaces"] = self._replaced(state, replaces, note_id)
             similar.extend(similar_notes(state, kind=fields["kind"], project=fields["project"], title=fields["title"]))
-            return [("note.set", {"id": note_id, "fields": fields})]
+            # `since`: no purge seen (a new id). A purge of it made later elsewhere wins, whatever this line's stamp
+            # (a clock a day ahead): OPLOG.md "Op kinds and merge rules".
+            return [("note.set", {"id": note_id, "fields": fields, "since": None})]
 
         self.store.write(decide, by or self.author)
         return Remembered(self.get(note_id), similar)

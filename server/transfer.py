@@ -335,7 +335,11 @@ def import_notes(
                 if item["id"] in state.notes and state.note(item["id"]) is not None:
                     _count(summary.skipped, "notes")
                     continue
-                payloads.append(("note.set", {"id": item["id"], "fields": item["fields"]}))
+                rec = state.notes.get(item["id"])
+                purge = rec.purge if rec is not None else None
+                # The purge this import comes after (it re-creates the note); a purge made meanwhile elsewhere wins.
+                seen = purge and (purge.wall, purge.counter, purge.node, purge.seq)
+                payloads.append(("note.set", {"id": item["id"], "fields": item["fields"], "since": seen or None}))
                 if item["trashed"]:
                     payloads.append(("note.trash", {"id": item["id"]}))
                 _count(summary.added, "notes")

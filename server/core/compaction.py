@@ -13,6 +13,8 @@ from typing import Any
 from .fold import State
 from .model import PLACEHOLDER, Author, CorruptLine, Op, Stamp, decode_op
 
+_NO_SINCE: Any = object()
+
 
 def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
     """The subset of `lines` (this node's shard, in order) that a compacted shard keeps."""
@@ -56,8 +58,23 @@ def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
 
 
 def _masked(op: Op, state: State) -> bool:
+    """Whether a note op can never matter again: older than the note's latest purge, or an edit made without having
+    seen that purge (its `since` is an older one, or none), however far ahead its stamp is. A purge is the end of the
+    note everywhere: an edit stamped ahead by a clock that was wrong must not keep its text past the purge."""
     rec = state.notes.get(op.note_id)
-    return rec is not None and rec.purge is not None and op.stamp <= rec.purge
+    if rec is None or rec.purge is None:
+        return False
+    purge = rec.purge
+    if op.stamp <= purge:
+        return True
+    if op.kind != "note.set":
+        return False
+    since = op.since(_NO_SINCE)
+    if since is _NO_SINCE:  # an older Hivenote's edit: its stamp alone says whether it came after the purge
+        return False
+    # Made without the note's latest purge: it never counts again (the latest purge only grows). A `since` newer than
+    # the purge held here names a purge on its way: kept.
+    return since is None or tuple(since) < (purge.wall, purge.counter, purge.node, purge.seq)
 
 
 def _after(stamp: Stamp, *others: Stamp | None) -> bool:

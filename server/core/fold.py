@@ -207,13 +207,28 @@ class NoteRecord:
         return since is _LEGACY or since == (purge.wall, purge.counter, purge.node, purge.seq)
 
     def _live(self) -> Sequence[Op | int]:
-        """The history's entries after the latest purge (a purge erases everything before it)."""
+        """The history's entries after the latest purge (a purge erases everything before it), without the edits made
+        before it whatever their stamps (one stamped ahead by a clock that was wrong, its `since` an older purge or
+        none): they are neither in the note's history nor its `created` or `updated`."""
         entries = self.entries()
-        if self.purge is None:
+        purge = self.purge
+        if purge is None:
             return entries
         key: Any = self._refs.stamp
-        cut = bisect.bisect_right(entries, self.purge, key=key)
-        return entries[cut:]
+        cut = bisect.bisect_right(entries, purge, key=key)
+        seen = (purge.wall, purge.counter, purge.node, purge.seq)
+        live = []
+        for entry in entries[cut:]:
+            op = self._refs.op(entry)
+            if op.kind == "note.set":
+                try:
+                    since = op.since(_LEGACY)
+                except PayloadGone:  # compacted away: it decides nothing
+                    continue
+                if since is not _LEGACY and since != seen:
+                    continue
+            live.append(entry)
+        return live
 
     def live_ops(self) -> list[Op]:
         """Ops after the latest purge (a purge erases everything before it); released ones made again."""

@@ -77,6 +77,10 @@ class Clock:
         """What a clock elsewhere said (an HTTP `Date` from a peer or the bucket, minus our clock at that moment)."""
         self.offsets[source] = offset_ms
 
+    def forget_offset(self, source: str) -> None:
+        """A clock no longer measured elsewhere (a peer removed, or found to be this very machine)."""
+        self.offsets.pop(source, None)
+
     def own_skew_ms(self) -> int:
         """How far this machine's clock is off (positive: ahead), by the median of the clocks measured elsewhere; 0
         when nothing was measured or it is within SKEW_REPORT_MS."""

@@ -8,6 +8,8 @@ the folder (`hivenote-receipts/<node>.json`: how much of every shard it holds, a
   read like any shard; then tidied: one that the node's shard (or a branch of it) already holds is deleted (an older
   copy, or the shard as it was before a compaction: `replica.classify`), another
   history becomes `<node>~<12 hex of its bytes>.jsonl` (named by its bytes, so every machine tidies it alike).
+- The receipt that answers a write measures the other machine's clock (its `at` against the round trip), so a machine
+  whose clock is wrong is told on itself with a synced folder too, as with peers and a bucket.
 Receipts live in a subfolder: the fold reads only `*.jsonl` files at the top of the log folder.
 """
 
@@ -29,6 +31,7 @@ from .replica import CONFLICT, classify, complete_size, writer_of
 
 RECEIPTS = "hivenote-receipts"
 QUIET_MS = 60_000
+ROUND_TRIP_MS = 30_000  # a write answered by a receipt within this measures the other machine's clock
 DROPBOX = " ("  # "laptop-7f3a (Ann's conflicted copy 2026-12-01).jsonl"
 
 
@@ -60,6 +63,10 @@ class FolderWatch:
         self._own_size = -1
         self._receipt: dict[str, int] | None = None
         self.tidied: list[str] = []
+        # Each other machine's clock minus ours, measured by the receipt that first held what this machine wrote
+        # (`_measure`); the store's clock takes them as peers' and the bucket's HTTP Date.
+        self.offsets: dict[str, int] = {}
+        self._answered: dict[str, int] = {}  # node -> how much of our shard its receipt held when last read
 
     def _sizes(self) -> dict[str, int]:
         try:
@@ -84,6 +91,7 @@ class FolderWatch:
             "tidied": list(self.tidied),
         }
         held = sizes.get(own, 0)
+        self._measure(others, own, held, now)
         confirmed = [r["node"] for r in others if int(r["seen"].get(own, 0)) >= held]
         detail["confirmed_by"] = confirmed
         waiting = self.own_grew_at is not None and now - self.own_grew_at > self.quiet_ms
@@ -106,6 +114,20 @@ class FolderWatch:
         return Health(False, "", detail)
 
     # -- receipts -----------------------------------------------------------------------------------
+
+    def _measure(self, others: list[dict[str, Any]], own: str, held: int, now: int) -> None:
+        """A receipt that holds, for the first time, all this machine wrote was written between that write and now:
+        its `at` (by the other machine's clock) minus the middle of that round trip (by ours) is how far its clock is
+        from ours, within half the round trip. A round trip over ROUND_TRIP_MS (a sync tool paused) is not taken."""
+        for receipt in others:
+            node = receipt["node"]
+            with contextlib.suppress(TypeError, ValueError):
+                holds = int(receipt["seen"].get(own, 0))
+                before, self._answered[node] = self._answered.get(node), holds
+                grew = self.own_grew_at
+                if before is None or holds <= before or holds < held or grew is None or now - grew > ROUND_TRIP_MS:
+                    continue
+                self.offsets[node] = receipt["at"] - (grew + now) // 2
 
     def _leave_receipt(self, node: str, sizes: dict[str, int], now: int) -> None:
         if sizes == self._receipt:

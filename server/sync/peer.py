@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 PULL_INTERVAL_S = 0.5  # a round per peer; the store folds what arrives within another 0.5 s
 CONFIG_INTERVAL_S = 1.0  # peers.json is looked at again (the CLI edits it while the server runs)
 MAX_BACKOFF_S = 8.0
+HEARD_CHECK_S = 0.1  # a peer backing off looks this often whether that peer pulled from us meanwhile
 TIMEOUT = httpx2.Timeout(10.0, connect=3.0)
 
 
@@ -45,7 +46,21 @@ async def _follow(puller: Puller, url: str, scope: anyio.CancelScope) -> None:
                 puller.status.failed(f"peer {url}", "internal error; see the server log", kind="peer", target=url)
                 worked = False
             failures = 0 if worked else failures + 1
-            await anyio.sleep(min(MAX_BACKOFF_S, PULL_INTERVAL_S * 2**failures))
+            wait = min(MAX_BACKOFF_S, PULL_INTERVAL_S * 2**failures)
+            if worked:
+                await anyio.sleep(wait)
+            else:
+                puller.status.note(f"peer {url}", retry_in_s=wait)
+                await _back_off(puller, peer.node, wait)
+
+
+async def _back_off(puller: Puller, node: str, seconds: float) -> None:
+    """Wait `seconds` before trying a failing peer again, or less: as soon as that peer pulls from this server (it is
+    up and reaches us), so its entry does not say `cannot reach` for a whole back-off after it came back."""
+    heard = puller.status.heard(node) if node else 0
+    with anyio.move_on_after(seconds):
+        while not node or puller.status.heard(node) == heard:
+            await anyio.sleep(HEARD_CHECK_S)
 
 
 async def run(services: Services) -> None:
@@ -67,4 +82,5 @@ async def run(services: Services) -> None:
             for url in sorted(following.keys() - wanted):
                 following.pop(url).cancel()
                 services.sync.forget(f"peer {url}")
+                services.store.clock.forget_offset(f"peer {url}")  # a clock no longer asked is no measurement
             await anyio.sleep(CONFIG_INTERVAL_S)

@@ -23,7 +23,7 @@ from ..core.hlc import Clock, date_offset, wall_ms
 from ..core.model import MAX_LINE_BYTES
 from .peerbook import Peer, PeerBook, editing, normalize_url
 from .replica import Replicas, SyncRefused, same_node
-from .routes import MAX_LIMIT, MAX_LISTED, Summary, valid_node
+from .routes import MAX_LIMIT, MAX_LISTED, NODE_HEADER, Summary, valid_node
 from .status import SyncStatus
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,7 @@ class Puller:
         self.book = PeerBook()
         self.verified: dict[tuple[str, str], Summary] = {}  # (peer, shard) -> its summary when last checked
         self._locks: dict[str, anyio.Lock] = {}
+        self._dates: dict[str, int] = {}  # peer URL -> its clock minus ours, from its last answer's Date
 
     async def exchange(self, peer: Peer) -> bool:
         """One pull from `peer`, reported to the status and peers.json; True when everything in it worked."""
@@ -120,9 +121,15 @@ class Puller:
         try:
             listing = await self.listing(peer)
             reached = True
+            measured = self._dates.pop(peer.url, None)
+            if self.clock is not None and measured is not None and listing.node != self.replicas.own_node:
+                # Only now is the peer known to be another machine: its Date measures this machine's clock.
+                self.clock.note_offset(name, measured)
             if listing.node == self.replicas.own_node:
                 await self._note(peer.url, up=True, error="", node=listing.node, is_self=True)
                 self.status.forget(name)
+                if self.clock is not None:  # the peer was never another clock: a measurement of ours is dropped
+                    self.clock.forget_offset(name)
                 return True
             await self._learn(peer, listing.peers)
             moved, lag = await self._pull_shards(peer, listing)
@@ -162,15 +169,14 @@ class Puller:
     ) -> httpx2.Response:
         """One GET whose body is read as it comes and never past `cap` bytes (for a 200; an error's JSON at most
         MAX_ERROR_BYTES): a peer that sends more than it was asked for is refused (PeerFailed), never held whole."""
-        headers = {"Authorization": f"Bearer {peer.token}"}
+        headers = {"Authorization": f"Bearer {peer.token}", NODE_HEADER: self.replicas.own_node}
         for attempt in (1, 2):
             try:
                 sent = self.now_ms()
                 response = await self._capped(peer, path, params, headers, cap)
-                if self.clock is not None:
-                    offset = date_offset(response.headers.get("date"), sent, self.now_ms())
-                    if offset is not None:
-                        self.clock.note_offset(f"peer {peer.url}", offset)
+                offset = date_offset(response.headers.get("date"), sent, self.now_ms())
+                if offset is not None:  # what the peer's clock said; counted once the peer is known not to be us
+                    self._dates[peer.url] = offset
                 break
             except (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError) as exc:
                 if attempt == 2:  # the first may have met a kept-alive connection the peer closed (it restarted)

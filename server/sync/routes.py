@@ -51,6 +51,7 @@ MAX_LIMIT = 4 << 20  # bytes per range response
 LINE_SCAN = MAX_LINE_BYTES  # longest first/last line looked at (no op is longer)
 MAX_LISTED = 10_000  # shards offered in one listing (and taken from a peer's)
 HEADERS = ("x-shard-size", "x-shard-head", "x-shard-seq", "x-shard-prefix")
+NODE_HEADER = "x-hivenote-node"  # the asking peer's node id (a puller names itself)
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,9 @@ class ShardServer:
         return answer | ({"skipped": skipped} if skipped else {})
 
     async def list_shards(self, request: Request) -> Response:
+        asking = request.headers.get(NODE_HEADER, "")
+        if valid_node(asking):  # a peer that reaches us is up: a pull from it backing off is tried again now
+            self.services.sync.heard_from(asking)
         return JSONResponse(await anyio.to_thread.run_sync(self.listing))
 
     async def get_range(self, request: Request) -> Response:

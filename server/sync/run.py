@@ -45,6 +45,8 @@ async def watch_folder(services: Services) -> None:
             if anyio.current_time() - checked >= every:
                 checked = anyio.current_time()
                 health = await anyio.to_thread.run_sync(watch.step)
+                for node, offset in watch.offsets.items():  # the other machines' clocks, by their receipts
+                    store.clock.note_offset(f"machine {node}", offset)
                 detail = health.detail | {"put_back": list(held.done)}
                 if health.failing:
                     services.sync.failed("folder", health.message, kind="folder", target=target, **detail)
@@ -52,6 +54,8 @@ async def watch_folder(services: Services) -> None:
                     services.sync.ok("folder", kind="folder", target=target, **detail)
             await anyio.sleep(HELD_CHECK_S)
     finally:
+        for node in watch.offsets:  # the folder's machines, no longer read, measure this clock no more
+            store.clock.forget_offset(f"machine {node}")
         with anyio.CancelScope(shield=True):  # the last lines this machine wrote, held before it stops
             await anyio.to_thread.run_sync(hold, held)
 
@@ -86,7 +90,8 @@ async def report_integrity(services: Services) -> None:
 
 def report_clock(services: Services, said: str) -> str:
     """This machine's own clock skew, said on this machine: measured against the peers' and the bucket's clocks
-    (HTTP Date), or seen in its own log (it wrote stamps further ahead than its clock is now). Returns what is said."""
+    (HTTP Date) and the synced folder's other machines (their receipts), or seen in its own log (it wrote stamps
+    further ahead than its clock is now). Returns what is said."""
     clock, store = services.store.clock, services.store
     skew, lead = clock.own_skew_ms(), clock.wall - clock.now()
     fix = "Set this machine's clock right (turn on network time: `timedatectl set-ntp true`, or the OS's date settings)"
@@ -95,7 +100,7 @@ def report_clock(services: Services, said: str) -> str:
         side = "ahead of" if skew > 0 else "behind"
         effect = "win over" if skew > 0 else "lose to"
         if len(sources) == 1 and sources[0] != "bucket":  # two clocks that differ: either may be the wrong one
-            other = sources[0].removeprefix("peer ")
+            other = sources[0].removeprefix("peer ").removeprefix("machine ")
             message = (
                 f"this machine's clock is {abs(skew) // 1000} s {side} {other}'s: one of the two is wrong. While it "
                 f"lasts, the machine whose clock is ahead wins every edit made meanwhile on the other. {fix} on the "

@@ -427,6 +427,7 @@ async def run(services: Services) -> None:
                 delay = backoff_max
             await anyio.sleep(delay or min(TICK_S, poll))
     finally:
+        services.store.clock.forget_offset("bucket")  # a bucket no longer asked measures this clock no more
         if sync is not None:
             sync.close()
 

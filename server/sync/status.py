@@ -22,10 +22,9 @@ class TransportState:
     bytes_in: int = 0
     bytes_out: int = 0
     detail: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def failing(self) -> bool:
-        return self.last_error is not None and (self.last_ok is None or self.last_error > self.last_ok)
+    # The last word was a failure: set by what was said last, never by comparing the two wall-clock times (a clock
+    # set right steps back, and a success after it would leave the entry failing with its message cleared).
+    failing: bool = False
 
 
 class SyncStatus:
@@ -35,6 +34,7 @@ class SyncStatus:
         self.now_ms = now_ms
         self._lock = threading.Lock()
         self._states: dict[str, TransportState] = {}
+        self._heard: dict[str, int] = {}  # node -> how many of its pulls this server answered (peers only)
 
     def _state(self, name: str, kind: str, target: str) -> TransportState:
         state = self._states.get(name)
@@ -46,7 +46,7 @@ class SyncStatus:
         with self._lock:
             state = self._state(name, kind, target)
             state.last_ok = self.now_ms()
-            state.error = ""
+            state.error, state.failing = "", False
             state.bytes_in += bytes_in
             state.bytes_out += bytes_out
             state.detail.update(detail)
@@ -55,8 +55,26 @@ class SyncStatus:
         with self._lock:
             state = self._state(name, kind, target)
             state.last_error = self.now_ms()
-            state.error = message
+            # A failing entry always says why.
+            state.error, state.failing = message or f"{name} failed without saying why (see the server log)", True
             state.detail.update(detail)
+
+    def note(self, name: str, **detail: Any) -> None:
+        """Add to an entry's detail (what it does next) without saying it worked or failed."""
+        with self._lock:
+            state = self._states.get(name)
+            if state is not None:
+                state.detail.update(detail)
+
+    def heard_from(self, node: str) -> None:
+        """A peer (its node id) pulled from this server: it is up, and reaches us."""
+        with self._lock:
+            self._heard[node] = self._heard.get(node, 0) + 1
+
+    def heard(self, node: str) -> int:
+        """How many pulls of `node` this server answered (compare two readings: it was heard from in between)."""
+        with self._lock:
+            return self._heard.get(node, 0)
 
     def forget(self, name: str) -> None:
         with self._lock:
@@ -64,7 +82,7 @@ class SyncStatus:
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [asdict(s) | {"failing": s.failing} for s in sorted(self._states.values(), key=lambda s: s.name)]
+            return [asdict(s) for s in sorted(self._states.values(), key=lambda s: s.name)]
 
     def problems(self) -> list[str]:
         """'<name>: <error>' for every transport whose last attempt failed."""

@@ -35,7 +35,14 @@ note_fields = (
 )
 
 payloads = st.one_of(
-    st.builds(lambda i, f: ("note.set", {"id": i, "fields": f}), st.sampled_from(NOTE_IDS), note_fields),
+    # An edit with `since` null was made without any purge of the note (a new note, or an edit before a purge, however
+    # far ahead its stamp); one without `since` is an older Hivenote's (its stamp alone decides).
+    st.builds(
+        lambda i, f, since: ("note.set", {"id": i, "fields": f, **since}),
+        st.sampled_from(NOTE_IDS),
+        note_fields,
+        st.sampled_from(({}, {"since": None})),
+    ),
     st.builds(
         lambda kind, i: (kind, {"id": i}),
         st.sampled_from(("note.trash", "note.restore", "note.purge")),

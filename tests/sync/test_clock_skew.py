@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hivenote.server.sync.peer import add_peer
+from hivenote.server.sync.folder import use_folder
+from hivenote.server.sync.peer import add_peer, list_peers
+from hivenote.server.sync.status import SyncStatus
 from hivenote.server.tokens import new_token
 from tests.support.peer_nodes import Node, running
 from tests.support.system import needs
@@ -88,8 +90,39 @@ def transport(node: Node, name: str) -> dict[str, Any] | None:
     return next((t for t in transports if t["name"] == name), None)
 
 
-def clock_failing(node: Node) -> bool:
-    return (transport(node, "clock") or {}).get("failing") is True
+def clock_entry(node: Node, says: str) -> dict[str, Any]:
+    """The node's `clock` entry once it is failing and its error says `says`: one read of the status, waited for
+    (reading it again after the wait would look at another moment)."""
+    seen: list[dict[str, Any] | None] = [None]
+
+    def said() -> bool:
+        seen[0] = transport(node, "clock")
+        return seen[0] is not None and seen[0]["failing"] is True and says in seen[0]["error"]
+
+    wait_until(said, what=lambda: f"{node.node}'s clock entry saying {says!r}, it is {seen[0]}")
+    assert seen[0] is not None
+    return seen[0]
+
+
+def knows_itself(node: Node) -> bool:
+    """The node learned its own URL by gossip (its peer lists it back) and found it is itself."""
+    return any(peer.is_self for peer in list_peers(node.data_dir))
+
+
+def test_a_failing_entry_always_says_why_even_when_the_clock_stepped_back() -> None:
+    """The wall clock of a machine whose clock is set right steps back: a success after that is still the last
+    word (a failing entry with the message a success cleared would say nothing)."""
+    now = [1_000_000]
+    status = SyncStatus(now_ms=lambda: now[0])
+    status.failed("clock", "this machine's clock is a day ahead", kind="clock", target="n")
+    now[0] -= DAY_MS  # the clock is fixed
+    status.ok("clock", kind="clock", target="n")
+    (entry,) = status.snapshot()
+    assert entry["failing"] is False and entry["error"] == ""
+    assert status.problems() == []
+    status.failed("clock", "again", kind="clock", target="n")
+    (entry,) = status.snapshot()
+    assert entry["failing"] is True and entry["error"] == "again"
 
 
 def note(node: Node, note_id: str) -> dict[str, Any]:
@@ -107,13 +140,14 @@ def test_a_machine_a_day_ahead_is_told_on_itself_drags_nobody_and_its_fixed_cloc
         note_id = a.remember("written while a day ahead")
         wait_until(lambda: "written while a day ahead" in b.titles(), what="b holding a's note")
 
+        # Each learns its own URL from the other (gossip) and finds it is itself: its own clock is no measurement.
+        wait_until(lambda: knows_itself(a) and knows_itself(b), what="a and b each knowing its own URL as itself")
         # The skewed machine says so itself (it measured b's clock through b's HTTP Date). With only two clocks,
         # either may be the wrong one, and both say so; a third machine or the bucket settles which.
         for node, side in ((a, "ahead of"), (b, "behind")):
-            wait_until(lambda: clock_failing(node), what=lambda: str(transport(node, "clock")))  # noqa: B023 - waited here
-            clock = transport(node, "clock")
-            assert clock is not None and "this machine's clock is" in clock["error"] and side in clock["error"]
-            assert "one of the two is wrong" in clock["error"] and "timedatectl set-ntp true" in clock["error"]
+            clock = clock_entry(node, "one of the two is wrong")
+            assert "this machine's clock is" in clock["error"] and side in clock["error"]
+            assert "timedatectl set-ntp true" in clock["error"]
 
         # b saw a's stamp a day ahead and was not dragged: what b writes now is stamped with the real time.
         b_note = note(b, b.remember("written on b afterwards"))
@@ -131,8 +165,22 @@ def test_a_machine_a_day_ahead_is_told_on_itself_drags_nobody_and_its_fixed_cloc
             lambda: note(b, note_id)["title"] == "edited after the clock was fixed", what=lambda: str(note(b, note_id))
         )
         # And it still says its log runs ahead of its clock until real time catches up.
-        wait_until(
-            lambda: (transport(a, "clock") or {}).get("failing") is True, what=lambda: str(transport(a, "clock"))
-        )
-        clock = transport(a, "clock")
-        assert clock is not None and "wrote stamps" in clock["error"]
+        clock_entry(a, "wrote stamps")
+
+
+def test_with_a_synced_folder_a_machine_a_day_ahead_is_told_on_itself_by_the_receipts(tmp_path: Path) -> None:
+    """Issue: with a synced folder (no HTTP between the machines) a machine whose clock was a day ahead said nothing.
+    The receipt that answers a write measures the other machine's clock. One folder shared by both stands in for
+    what a sync tool delivers."""
+    shared = tmp_path / "Sync"
+    a, b = SkewedNode(tmp_path / "a", ahead="+1d"), SkewedNode(tmp_path / "b")
+    for node in (a, b):
+        node.data_dir.mkdir(parents=True)
+        use_folder(node.data_dir, shared)
+    with running(a, b):
+        a.remember("written on a")
+        b.remember("written on b")
+        for node, side in ((a, "ahead of"), (b, "behind")):
+            clock = clock_entry(node, "one of the two is wrong")
+            assert "this machine's clock is" in clock["error"] and side in clock["error"]
+        assert b.node in transport(a, "clock")["error"]  # type: ignore[index]

@@ -69,6 +69,45 @@ def test_a_machine_alone_in_its_folder_is_told_within_a_minute(tmp_path: Path) -
         assert "sync tool runs here and on the other machines" in health.message
 
 
+def test_each_machine_measures_the_others_clock_by_the_receipt_that_answers_its_write(tmp_path: Path) -> None:
+    """Issue: with a synced folder a machine whose clock was a day ahead said nothing (peers and the bucket measure
+    clocks by their HTTP Date). A receipt that first holds what this machine wrote was written between the write and
+    now: its `at` (the other machine's clock) against the middle of that round trip (this machine's) is their offset,
+    within half the round trip; a round trip over half a minute says too little and is not taken."""
+    shared, b_clock = tmp_path / "Sync", Clock()
+    a_clock = Clock()
+    a_clock.ms += 86_400_000  # a runs a day ahead
+    with Store(tmp_path / "a", log_dir=shared) as a, Store(tmp_path / "b", log_dir=shared) as b:
+        wa, wb = FolderWatch(shared, lambda: a.node, a_clock), FolderWatch(shared, lambda: b.node, b_clock)
+        wa.step(), wb.step()
+        assert wa.offsets == {} and wb.offsets == {}
+        remember(a, "from a")
+        wa.step()  # a saw its shard grow
+        for clock in (a_clock, b_clock):
+            clock.ms += 2_000
+        wb.step()  # b holds it: its receipt says so, at b's time
+        for clock in (a_clock, b_clock):
+            clock.ms += 2_000
+        wa.step()
+        assert abs(wa.offsets[b.node] + 86_400_000) <= 2_000  # b's clock is a day behind a's
+        remember(b, "from b")
+        wb.step()
+        for clock in (a_clock, b_clock):
+            clock.ms += 3_000
+        wa.step()
+        for clock in (a_clock, b_clock):
+            clock.ms += 3_000
+        wb.step()
+        assert abs(wb.offsets[a.node] - 86_400_000) <= 3_000  # a's clock is a day ahead of b's
+        remember(b, "late")  # a's sync tool is paused: its receipt answers after a minute, which measures nothing
+        wb.step()
+        for clock in (a_clock, b_clock):
+            clock.ms += 61_000
+        wa.step()
+        wb.step()
+        assert abs(wb.offsets[a.node] - 86_400_000) <= 3_000  # the earlier measurement stands
+
+
 def test_a_machine_that_stopped_receiving_is_noticed(tmp_path: Path) -> None:
     shared, clock = tmp_path / "Sync", Clock()
     with Store(tmp_path / "a", log_dir=shared) as a, Store(tmp_path / "b", log_dir=shared) as b:

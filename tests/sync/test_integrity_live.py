@@ -17,7 +17,6 @@ The seed is printed with every step; a failure repeats the schedule. HIVENOTE_LI
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -26,14 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from hivenote.server.storage.identity import read_node
-from hivenote.server.sync.folder import use_folder
 from hivenote.server.sync.peer import add_peer
 from hivenote.server.tokens import new_token
 from tests.support.live_faults import Cluster, Install, reported, run_checks
+from tests.support.live_folder import Folder
 from tests.support.s3env import Moto, moto_sandbox, objects, read
-from tests.support.syncthing import START_S, Syncthing, syncthing_pair
-from tests.support.wait import wait_until
 
 STEPS = 26  # half of them faults: about a minute per transport on a 2-core machine
 
@@ -153,104 +149,6 @@ def test_a_bucket_keeps_every_acknowledged_write_through_faults(tmp_path: Path, 
 
 
 # -- a folder synced by real Syncthing ------------------------------------------------------------------------------
-
-
-class Folder(Cluster):
-    """Two machines' folders synced by two Syncthing instances; a and b each keep their log in one, and a copy of a
-    data dir (same host) keeps it in the same folder as its source. A partition is a Syncthing instance stopped."""
-
-    transport = "folder"
-    initial = 2
-    max_installs = 4
-    log_in_data_dir = False
-
-    def __init__(self, root: Path, seed: int) -> None:
-        super().__init__(root, seed)
-        self.folders = [root / "Sync-a", root / "Sync-b"]
-        self.syncthing: list[Syncthing] = []
-        self.stack = contextlib.ExitStack()
-
-    def configure(self, install: Install) -> None:
-        use_folder(install.data_dir, self.folders[len(self.installs) - 1])
-
-    def prepare(self) -> None:
-        self.syncthing = list(self.stack.enter_context(syncthing_pair(self.root, *self.folders)))
-
-    def close(self) -> None:
-        super().close()
-        self.stack.close()
-
-    def sync_tool_of(self, install: Install) -> Syncthing:
-        return self.syncthing[self.folders.index(self.log_dir(install))]
-
-    def faults(self) -> list[str]:
-        return [*super().faults(), "older-copy", "conflict-copy"]
-
-    def go_away(self, victim: Install) -> None:
-        other = next(s for s in self.syncthing if s is not self.sync_tool_of(victim))
-        other.stop()
-        self.say(f"syncthing {other.name} stopped: the other machine is away")
-
-    def come_back(self, victim: Install) -> None:
-        self.heal_transport()
-
-    def heal_transport(self) -> None:
-        """Start the stopped instances; a (the one that dials) last, so it dials a b that listens already: b never
-        dials, and a dials again only about once a minute."""
-        a, b = self.syncthing
-        stopped = [s.name for s in self.syncthing if s.process is None]
-        if not stopped:
-            return
-        if a.process is not None:
-            a.stop()
-        for instance in (b, a):
-            if instance.process is None:
-                instance.start()
-                wait_until(instance.answers, START_S, instance.log_tail)
-        wait_until(lambda: a.connected_to(b) and b.connected_to(a), START_S, "syncthing a and b connected again")
-        self.say(f"syncthing {', '.join(stopped)} running again")
-
-    def fault(self, kind: str) -> None:
-        if kind == "partition":
-            instance = self.rng.choice(self.syncthing)
-            instance.stop()
-            self.say(f"partition: syncthing {instance.name} stopped")
-            self.writes(4)
-            self.heal_transport()
-        elif kind == "older-copy":
-            self.older_copy()
-        else:
-            assert kind == "conflict-copy", kind
-            self.conflict_copy()
-
-    def older_copy(self) -> None:
-        """The sync tool puts an older copy of a running install's own shard in its place (a version from the other
-        machine, or a backup it restores); the install writes next. Nothing it acknowledged may go."""
-        victim = self.rng.choice(self.running())
-        self.writes(2, [victim])
-        shard = self.log_dir(victim) / f"{read_node(victim.data_dir)}.jsonl"
-        data = shard.read_bytes()
-        cut = data.index(b"\n", len(data) // 2) + 1 if data.count(b"\n") > 1 else 0
-        temp = shard.with_name(f".syncthing.{shard.name}.tmp")
-        temp.write_bytes(data[:cut])
-        temp.replace(shard)
-        self.writes(2, [victim])
-        self.say(f"older copy of {victim.name}'s shard put in its place ({cut} of {len(data)} bytes)")
-
-    def conflict_copy(self) -> None:
-        """A sync-conflict copy of some shard (an older version of it) appears in one folder."""
-        folder = self.rng.choice(self.folders)
-        shards = sorted(p for p in folder.glob("*.jsonl") if p.read_bytes().count(b"\n") > 1 and "." not in p.stem)
-        if not shards:
-            return
-        shard = self.pen.choice(shards)
-        data = shard.read_bytes()
-        older = data[: data.index(b"\n", len(data) // 2) + 1]
-        conflict = folder / f"{shard.stem}.sync-conflict-20261201-101010-{secrets.token_hex(3).upper()}.jsonl"
-        temp = folder / f".syncthing.{conflict.name}.tmp"
-        temp.write_bytes(older)
-        temp.replace(conflict)
-        self.say(f"conflict copy {conflict.name} in {folder.name} ({len(older)} of {len(data)} bytes)")
 
 
 @pytest.mark.parametrize("seed", seeds(13))

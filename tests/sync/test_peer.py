@@ -24,10 +24,11 @@ import httpx2
 import pytest
 
 from hivenote.server.core.errors import InvalidInput, NotFound
+from hivenote.server.core.hlc import Clock, wall_ms
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
-from hivenote.server.sync.peer import add_peer, list_peers, remove_peer
+from hivenote.server.sync.peer import MAX_BACKOFF_S, add_peer, list_peers, remove_peer
 from hivenote.server.sync.peerbook import load_peers, peer_token_name
 from hivenote.server.sync.pull import Puller
 from hivenote.server.sync.replica import Replicas
@@ -94,6 +95,34 @@ def test_three_servers_find_each_other_by_gossip_and_converge_after_one_is_kille
 
         wait_until(identical, what="byte-identical shards everywhere")
         assert all(seqs(n.shard(n.node)) == list(range(1, len(seqs(n.shard(n.node))) + 1)) for n in nodes)
+
+
+def test_a_peer_back_after_an_outage_is_pulled_from_as_soon_as_it_pulls_from_us(tmp_path: Path) -> None:
+    """Issue: after a peer came back, `sync status` kept saying `cannot reach` it for up to a whole back-off (8 s),
+    although it was pulling from this machine already. A peer that reaches us is up: its pull ends the back-off."""
+    a, b = Node(tmp_path / "a"), Node(tmp_path / "b")
+    token = new_token()
+    add_peer(a.data_dir, b.url, token)
+    add_peer(b.data_dir, a.url, token)
+    name = f"peer {b.url}"
+
+    def entry() -> dict[str, Any]:
+        return next(t for t in a.call("GET", "/api/status")["sync"]["transports"] if t["name"] == name)
+
+    with running(a, b):
+        wait_until(lambda: a.peers()[b.url]["node"] == b.node, what="a pulling from b once")
+        assert b.stop() == 0
+        # a backs off to the longest wait between tries of a peer that does not answer
+        wait_until(
+            lambda: entry()["failing"] and entry()["detail"].get("retry_in_s") == MAX_BACKOFF_S,
+            MAX_BACKOFF_S * 4,
+            what=lambda: str(entry()),
+        )
+        b.start()
+        b.wait_ready()
+        took = wait_until(lambda: not entry()["failing"], MAX_BACKOFF_S * 2, what=lambda: str(entry()))
+        assert took < 2.0, f"a said `cannot reach` b for {took:.1f} s after b was back"
+        assert entry()["error"] == ""
 
 
 def test_a_lost_own_shard_never_restarts_its_seq_and_comes_back_from_a_peer_as_a_copy(tmp_path: Path) -> None:
@@ -291,11 +320,13 @@ class Harness:
     data_dir: Path
     own: str = "puller-0001"
     status: SyncStatus = field(default_factory=SyncStatus)
+    clock: Clock = field(default_factory=lambda: Clock(wall_ms))
 
     def exchange(self, url: str) -> bool:
         async def one() -> bool:
             async with httpx2.AsyncClient(timeout=10) as http:
-                puller = Puller(self.data_dir, Replicas(self.data_dir / "log", self.own), self.status, http)
+                replicas = Replicas(self.data_dir / "log", self.own)
+                puller = Puller(self.data_dir, replicas, self.status, http, clock=self.clock)
                 puller.book = load_peers(self.data_dir)
                 return await puller.exchange(puller.book.peers[url])
 
@@ -332,6 +363,20 @@ def test_the_puller_moves_only_new_bytes_and_takes_a_compacted_shard_in_place_of
         assert kept < lines and len(peer.shard()) < len(held)
         assert puller.exchange(peer.url) and puller.copy(peer.store.node) == peer.shard()
         assert puller.state(peer.url)["bytes_in"] == len(held) + len(peer.shard())
+
+
+def test_a_peer_that_is_this_server_itself_is_no_clock_measured_elsewhere(tmp_path: Path) -> None:
+    """A machine learns its own URL by gossip (its peer lists it back) and pulls from it once: that answer's `Date`
+    is its own clock. Counted, a day-ahead machine with one peer had two clocks, its own and the peer's, took the
+    median for its own and said nothing (its clock entry went from failing to ok with the message cleared)."""
+    with served(tmp_path / "peer") as peer, served(tmp_path / "itself") as itself:
+        puller = Harness(tmp_path / "itself", own=itself.store.node)
+        add_peer(puller.data_dir, peer.url, peer.token)
+        add_peer(puller.data_dir, itself.url, itself.token)
+        assert puller.exchange(peer.url) and list(puller.clock.offsets) == [f"peer {peer.url}"]
+        assert puller.exchange(itself.url)
+        assert next(p for p in list_peers(puller.data_dir) if p.url == itself.url).is_self
+        assert list(puller.clock.offsets) == [f"peer {peer.url}"]
 
 
 def test_another_history_of_a_node_is_kept_beside_the_copy_never_spliced_into_it(tmp_path: Path) -> None:
