@@ -15,7 +15,6 @@ from ..core.listing import Filters
 from ..core.model import Note
 from ..graph import Graph, graph_json
 from ..meaning import open_index
-from ..meaning.both import ModelSettings
 from ..notebook import UNSET, Notebook
 from ..render import ago, annotation, note_line, note_text
 from ..settings import load_settings
@@ -68,6 +67,8 @@ def cmd_remember(ctx: Context) -> int:
 def cmd_search(ctx: Context) -> int:
     a = ctx.args
     with ctx.store(write=False) as store:
+        from ..meaning.both import ModelSettings
+
         settings = load_settings(data_dir=ctx.data_dir)
         # The indexes from the server's cache files, or built here; never a download from a command.
         index = open_index(ctx.data_dir, settings.meaning, ModelSettings(settings.model_dir, download=False))

@@ -10,8 +10,6 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import sources
-
 if TYPE_CHECKING:
     from ..settings import Settings
     from .both import Meanings, ModelSettings
@@ -86,6 +84,7 @@ def status_of(index: object) -> dict[str, object]:
 def sentence_here(model_dir: str, download: bool) -> str:
     """Where this machine's sentence model is, for `hivenote doctor` without a running server (nothing loaded, no
     network)."""
+    from . import sources
     from .sentence import missing as sentence_missing
 
     gone = sentence_missing()
