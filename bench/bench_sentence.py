@@ -42,7 +42,7 @@ from hivenote.server.tokens import Tokens
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
@@ -111,7 +111,7 @@ def run(notes: int, count: int, reindex: bool) -> dict[str, float]:
             phase, building_since, indexed = "", 0.0, 0
             while True:
                 if server.poll() is not None:
-                    raise SystemExit(f"hivenote serve stopped: {(Path(tmp) / 'serve.log').read_text()}")
+                    raise SystemExit(f"hivenote serve stopped: {(Path(tmp) / 'serve.log').read_text(encoding='utf-8')}")
                 try:
                     status = get(f"{url}/api/status", token)
                 except OSError:  # not listening yet

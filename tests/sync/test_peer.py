@@ -172,6 +172,7 @@ def test_a_compaction_replaces_every_peers_copy_and_a_purged_text_survives_in_no
             [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(a.data_dir), "compact"],
             capture_output=True,
             text=True,
+            encoding="utf-8",
             timeout=60,
             check=False,
         )
