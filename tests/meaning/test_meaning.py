@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from hivenote.server.meaning.model import Embedder, StaticModel, load_default
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
 from tests.support.live import serve
+from tests.support.models import Counting
 
 NOTES = [
     ("fact", "Pocket-app crashes are reported to Firebase Crashlytics", "Symbol files are uploaded by the build hook."),
@@ -45,12 +45,6 @@ WORDS = ["orders", "app", "phone", "port", "money", "the", "where", "8085", "cen
 @pytest.fixture(scope="module")
 def model() -> StaticModel:
     return load_default()
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "data") as opened:
-        yield opened
 
 
 def fill(store: Store) -> dict[str, str]:
@@ -124,17 +118,6 @@ def test_a_search_while_the_index_warms_answers_lexically(store: Store, model: S
     assert [n.id for n in while_warming.near] == [n.id for n in Notebook(store).search(question).near]
     assert set(while_warming.reasons.values()) <= {SOME_WORDS}
     assert index.warm and SIMILAR in notebook.search(question).reasons.values()
-
-
-class Counting:
-    """A model under another name: counts what it embeds."""
-
-    def __init__(self, inner: StaticModel, model_id: str) -> None:
-        self.inner, self.model_id, self.dim, self.embedded = inner, model_id, inner.dim, 0
-
-    def embed(self, texts: list[str]) -> Any:
-        self.embedded += len(texts)
-        return self.inner.embed(texts)
 
 
 def test_the_cache_is_reused_and_rebuilt_when_the_model_changes(store: Store, model: StaticModel) -> None:

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -32,6 +31,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from tests.support.hub import hub
 from tests.support.live import INITIALIZED, free_port, initialize, serve
+from tests.support.models import Counting
 from tests.support.wait import wait_until
 
 NOTES = [
@@ -199,27 +199,9 @@ def test_a_damaged_graph_is_built_again(cache: Path, package: sources.Source) ->
 # -- the index and the search ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "data") as opened:
-        yield opened
-
-
 def fill(store: Store) -> dict[str, str]:
     notebook = Notebook(store)
     return {title: notebook.remember(kind=k, title=title, body=b).note.id for k, title, b in NOTES}
-
-
-class Counting:
-    """The model, counting the texts it embeds, under a model id of the test's choosing."""
-
-    def __init__(self, inner: SentenceModel, model_id: str) -> None:
-        self.inner, self.model_id, self.embedded = inner, model_id, 0
-        self.dim, self.title_weight, self.centre = inner.dim, inner.title_weight, inner.centre
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        self.embedded += len(texts)
-        return self.inner.embed(texts)
 
 
 def built(store: Store, model: Embedder, cache: Path | None = None) -> MeaningIndex:

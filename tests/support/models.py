@@ -9,8 +9,10 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from typing import Any
 
 from hivenote.server.meaning import sources
+from hivenote.server.meaning.model import Embedder
 from hivenote.server.meaning.sentence import load_sentence
 
 
@@ -30,3 +32,22 @@ def share_models(cache: Path) -> None:
     link = folder / "models"
     if not link.exists():
         os.symlink(built_models(), link, target_is_directory=True)
+
+
+class Counting:
+    """A model under a model id of the test's choosing, counting the texts it embeds; every other attribute (its
+    dimension, how the index reads it) is the model's own."""
+
+    def __init__(self, inner: Embedder, model_id: str) -> None:
+        self.inner, self.model_id, self.embedded = inner, model_id, 0
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: list[str]) -> Any:
+        self.embedded += len(texts)
+        return self.inner.embed(texts)
