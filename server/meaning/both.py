@@ -1,7 +1,7 @@
 """The two meaning indexes a server keeps, asked as one: the static model's (warm within seconds of a start, see
 model.py) and the sentence model's (sentence.py: about four times in five where the static one finds one time in
-three, but ~70 notes a second to build on one core). Search asks the sentence index once it covers the notebook, the
-static one until then.
+three, but 55 to 60 notes a second to build on one core). Search asks the sentence index once it covers the
+notebook, the static one until then.
 
 The sentence index is built by a thread of its own (`start`), at a lower CPU priority than the server's, one batch of
 notes at a time: first its model (found on this machine, or downloaded once where the settings allow: sources.py),

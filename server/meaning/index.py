@@ -284,8 +284,8 @@ class MeaningIndex:
             "on": self.problem is None,
             "model": self.model.model_id if self.model else None,
             "warm": self.warm,
-            "notes": len(self._pos),
-            "pending": len(self._queue),
+            "notes": self.indexed,
+            "pending": self.pending,
             "problem": self.problem,
         }
 
