@@ -55,7 +55,8 @@ class Embedder(Protocol):
     A model may also say how the index reads it (attributes the index asks with `getattr`, the static model's way
     when absent): `title_weight` (the title embedded again and mixed in), `centre` (the notebook's mean taken out),
     `strip_question` (question words left out of a query), `same_decision` and `named_decision` (the cosines at
-    which a note that says a change replaces another, on the model's scale)."""
+    which a note that says a change replaces another, on the model's scale), `coarse` (a big notebook scored in two
+    passes, the rows' signs first: measured for the model's vectors)."""
 
     @property
     def model_id(self) -> str: ...

@@ -48,6 +48,7 @@ class SentenceModel:
     strip_question: bool = True  # a question is read without its question words, as by the static model
     same_decision: float = SAME_DECISION
     named_decision: float = NAMED_DECISION
+    coarse: bool = True  # its signs keep a question's closest notes (index.py COARSE_SHARE)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _options: Any = field(default=None, repr=False)  # onnxruntime.RunOptions for the next run (`release`)
 
