@@ -21,6 +21,7 @@ from starlette.requests import ClientDisconnect
 from ..core.errors import HivenoteError
 from ..settings import Settings
 from ..tokens import PEER_PREFIX, Tokens
+from .budgets import budget_for, connection_of, refuse
 from .session import COOKIE_PATHS, SignIn, cookie_name, from_the_dashboard, read_cookie
 
 Scope = MutableMapping[str, Any]
@@ -196,6 +197,15 @@ class Guard:
         if length is not None and length.isdigit() and int(length) > limit:
             await too_large(send, path, limit)
             return
+        connection = connection_of(scope)
+        if connection is not None:  # what this credential holds of the server at once (budgets.py)
+            size = int(length) if length is not None and length.isdigit() else limit
+            budget = budget_for(person, self.settings.auth, self.settings.max_import_bytes)
+            stream = scope["method"] == "GET" and "text/event-stream" in headers.get("accept", "")
+            refusal = connection.charge(person, budget, stream=stream, size=size)
+            if refusal is not None:
+                await refuse(send, path, refusal)
+                return
         started = False
 
         async def tracked_send(message: Message) -> None:

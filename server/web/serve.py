@@ -4,16 +4,21 @@ an error the caller sees, not a silent thread exit), `started` says when it answ
 Every uvicorn server Hivenote runs (`hivenote serve`, the tray's, the tests') is configured here, once:
 - no proxy header changes who the peer is: Hivenote is never behind a proxy it knows, and the dashboard's session
   decides on the socket's own address and owner;
-- a connection flood cannot take the server down: connections are bounded (the oldest idle one makes room for a
-  new one), a request head must arrive within `HEAD_TIMEOUT_S` and its body within `BODY_TIMEOUT_S`, an idle
-  kept-alive connection closes after `KEEP_ALIVE_S`, and the soft limit on open files is raised to the hard one.
+- a connection flood cannot take the server down: connections are bounded (the oldest one waiting for a request
+  makes room for a new one), a request head must arrive within `HEAD_TIMEOUT_S` and its body within
+  `BODY_TIMEOUT_S`, an idle kept-alive connection closes after `KEEP_ALIVE_S`, and the soft limit on open files is
+  raised to the hard one;
+- one credential cannot hold the server: each connection is charged to the credential its request showed, within
+  that credential's budgets (budgets.py: connections, streams and bodies at once; a share of the bound each).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
+import json
 import logging
 import os
 import socket
@@ -27,6 +32,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..core.errors import HivenoteError
 from ..settings import Settings
+from . import budgets
+from .budgets import Budget, Refusal
 
 log = logging.getLogger(__name__)
 
@@ -96,16 +103,26 @@ _TIMED_OUT = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: %d"
     b"\r\n\r\n%s"
 )
+_ENDED = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"retry-after: 1\r\ncontent-length: %d\r\n\r\n%s"
+)
 _TIMED_OUT_BODY = (
     b'{"error":{"code":"timeout","message":"The request was not sent whole within %d s; the connection is closed. '
     b'Send the whole request at once."}}'
 )
 
 
+_WAITING = ("head", "idle", "drain")  # holding nothing but a socket: anybody's to reclaim
+_BUSY = ("body", "app")  # in a request, charged to its credential
+_UNKNOWN = object()  # no request head yet: no credential shown
+
+
 class BoundedH11Protocol(H11Protocol):
     """uvicorn's HTTP/1.1 protocol with deadlines for a request's head and body (uvicorn times out only an idle
-    kept-alive connection, after a first answer), and a bound on open connections that closes the oldest one
-    waiting for a request, so a flood of idle connections cannot keep real clients out."""
+    kept-alive connection, after a first answer), a bound on open connections that closes the oldest one waiting for
+    a request, so a flood of idle connections cannot keep real clients out, and each request charged to the
+    credential it showed (`charge`, called by the guard), so one credential cannot hold them all (budgets.py)."""
 
     max_connections = MAX_CONNECTIONS
 
@@ -114,25 +131,93 @@ class BoundedH11Protocol(H11Protocol):
         cork_turns(transport, self.loop)
         self._deadline: asyncio.TimerHandle | None = None
         self._cycle_seen: Any = None
-        self._phase = "head"  # head: waiting for a request head; body: for its body; app: answering; idle: done
+        # head: waiting for a request head; body: for its body; app: answering; idle: done, kept alive; drain:
+        # answered before its body arrived (a 401, a 413), the rest of the body still coming
+        self._phase = "head"
         self._since = self.loop.time()
         self._received = False
+        self.credential: object = _UNKNOWN  # who the last request said it was (budgets.py): a person, "" or None
+        self.streaming = False  # the request under way is an event stream
+        self.body_size = 0  # the body under way's declared size (or its route's limit)
         self._arm(HEAD_TIMEOUT_S)
         if len(self.connections) > self.max_connections:
             self._make_room()
 
-    def _make_room(self) -> None:
-        waiting = [
+    def _others(self) -> list[BoundedH11Protocol]:
+        return [
             c
             for c in self.connections
-            if isinstance(c, BoundedH11Protocol)
-            and c._phase in ("head", "idle")
-            and c is not self
-            and not c.transport.is_closing()
+            if isinstance(c, BoundedH11Protocol) and c is not self and not c.transport.is_closing()
         ]
-        victim: BoundedH11Protocol = min(waiting, key=lambda c: c._since) if waiting else self
+
+    def _reclaim_waiting(self) -> bool:
+        """Close the connection that has waited longest for a request, those that showed no credential first."""
+        waiting = [c for c in self._others() if c._phase in _WAITING]
+        if not waiting:
+            return False
+        victim = min(waiting, key=lambda c: (c.credential not in (_UNKNOWN, None), c._since))
         log.debug("too many open connections (%d): closing one waiting for a request", len(self.connections))
         victim.transport.close()
+        return True
+
+    def _make_room(self) -> None:
+        """A new connection past the bound (who it is for is not known yet): it takes the place of one waiting for a
+        request, or waits in the slack for its head; past the slack too, it is closed."""
+        if not self._reclaim_waiting() and len(self.connections) > self.max_connections + budgets.SLACK:
+            log.debug("too many open connections (%d): closing the new one", len(self.connections))
+            self.transport.close()
+
+    def charge(self, person: str | None, budget: Budget, *, stream: bool, size: int) -> Refusal | None:
+        """This connection's request showed `person` (budgets.Charged): refused when that credential already holds
+        its share of connections, streams or bodies; past the server's bound, it takes a connection from whoever
+        holds the most, or is refused when nobody holds more than it does."""
+        refusal = self._charge(person, budget, stream=stream, size=size)
+        return None if refusal is None else dataclasses.replace(refusal, close=self._phase != "body")
+
+    def _charge(self, person: str | None, budget: Budget, *, stream: bool, size: int) -> Refusal | None:
+        self.credential, self.streaming = person, stream
+        self.body_size = size if self._phase == "body" else 0
+        bound = self.max_connections
+        connections, streams = budget.shares(bound)
+        others = self._others()
+        mine = [c for c in others if c.credential == person and c._phase in _BUSY]
+        if len(mine) >= connections:
+            return budgets.too_many_connections(budget, len(mine), bound)
+        if stream and (held := sum(c.streaming for c in mine)) >= streams:
+            return budgets.too_many_streams(budget, held)
+        if self._phase == "body":
+            bodies = [c for c in mine if c._phase == "body"]
+            sent = sum(c.body_size for c in bodies) + size
+            if len(bodies) >= budget.bodies or (bodies and sent > budget.body_bytes):
+                return budgets.too_many_bodies(budget, len(bodies), sent)
+        over = len(self.connections) > bound and not self._reclaim_waiting()
+        if over and (person is None or not self._reclaim_from_the_largest(others, len(mine) + 1)):
+            return budgets.server_busy(bound)
+        return None
+
+    def _reclaim_from_the_largest(self, others: list[BoundedH11Protocol], held: int) -> bool:
+        """Past the bound with no connection waiting: end the oldest body still arriving, else the oldest stream, of
+        the credential holding the most connections, when it holds more than `held`."""
+        counts: dict[object, list[BoundedH11Protocol]] = {}
+        for c in others:
+            if c._phase in _BUSY and c.credential is not _UNKNOWN:
+                counts.setdefault(c.credential, []).append(c)
+        if not counts:
+            return False
+        theirs = max(counts.values(), key=len)
+        if len(theirs) <= held:
+            return False
+        for candidates in ([c for c in theirs if c._phase == "body"], [c for c in theirs if c.streaming]):
+            if candidates:
+                victim = min(candidates, key=lambda c: c._since)
+                log.info("all connections in use: ending one of the caller holding the most (%d)", len(theirs))
+                if victim._phase == "body" and not victim.cycle.response_started:
+                    refusal = budgets.ended_for_room(self.max_connections, len(theirs))
+                    body = json.dumps({"error": {"code": refusal.code, "message": refusal.message}}).encode()
+                    victim.transport.write(_ENDED % (len(body), body))
+                victim.transport.close()
+                return True
+        return False
 
     def _arm(self, seconds: float) -> None:
         self._disarm()
@@ -157,6 +242,10 @@ class BoundedH11Protocol(H11Protocol):
         if cycle is not None and cycle is not self._cycle_seen:  # a new request head arrived
             self._cycle_seen = cycle
             self._phase, self._since = "body", self.loop.time()
+            self.streaming = False
+            extensions: dict[str, Any] = dict(cycle.scope.get("extensions") or {})
+            extensions[budgets.CONNECTION] = self
+            cycle.scope["extensions"] = extensions
             self._arm(BODY_TIMEOUT_S)
         if self._phase == "body" and cycle is not None and (not cycle.more_body or cycle.response_complete):
             self._phase = "app"
@@ -171,8 +260,9 @@ class BoundedH11Protocol(H11Protocol):
         self._follow()
 
     def on_response_complete(self) -> None:
+        self.streaming = False
         if self.conn.their_state is not h11.DONE and self._phase == "body":
-            pass  # answered before the body arrived (413): the body deadline still runs
+            self._phase = "drain"  # answered before the body arrived (a 401, a 413): the body deadline still runs
         else:
             self._phase, self._since = "idle", self.loop.time()
             self._disarm()  # uvicorn's keep-alive timer runs now
@@ -238,7 +328,8 @@ def uvicorn_config(app: Any, *, open_files: int | None = None) -> uvicorn.Config
         timeout_graceful_shutdown=3,
         proxy_headers=False,  # no X-Forwarded-For / -Proto changes who the peer is
         forwarded_allow_ips="",
-        limit_concurrency=bound + 64,  # requests at once (each open connection can hold one, plus some being closed)
+        # requests at once (each open connection can hold one, plus the slack and some being closed)
+        limit_concurrency=bound + budgets.SLACK + 64,
         backlog=BACKLOG,
         timeout_keep_alive=KEEP_ALIVE_S,
     )
