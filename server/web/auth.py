@@ -22,7 +22,7 @@ from ..core.errors import HivenoteError
 from ..settings import Settings
 from ..tokens import PEER_PREFIX, Tokens
 from .budgets import budget_for, connection_of, refuse
-from .session import COOKIE_PATHS, SignIn, cookie_name, from_the_dashboard, read_cookie
+from .session import COOKIE_PATHS, KEY_HEADER, KEY_MISSING, SignIn, cookie_name, from_the_dashboard, read_cookie
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -137,6 +137,11 @@ class Guard:
                 if cookie is not None:
                     person = "" if dashboard and self.sign_in.cookie_valid(cookie) else None
                     state["signed_in_by"] = "cookie"
+                    if person == "" and not self.sign_in.key_valid(cookie, headers.get(KEY_HEADER, "")):
+                        person = None  # the cookie alone: another port's server may have been sent it
+                        if self.settings.auth:
+                            await reply(send, 401, "unauthorized", KEY_MISSING)
+                            return
                 else:
                     person = self.tokens.owner(presented.strip()) if scheme.lower() == "bearer" and presented else None
             except HivenoteError as exc:  # tokens.json damaged: nobody can be checked, so nobody gets in
