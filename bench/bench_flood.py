@@ -17,6 +17,7 @@ import resource
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,7 +57,9 @@ def report(title: str, held: list[Held], probes: dict[str, Probe]) -> None:
 
 
 async def wave(port: int, tokens: dict[str, str], seconds: float, make: Callable[[], Awaitable[list[Held]]]) -> None:
+    began = time.monotonic()
     held = await make()
+    print(f"{make.__name__.replace('_', ' ')}: the flood took {time.monotonic() - began:.1f} s to open")
     stop = threading.Event()
     seen: dict[str, Probe] = {}
 

@@ -15,11 +15,11 @@ none) through `Charged.charge`, which serve.py's connections implement. A creden
 
 A request past one of them is answered 429 (`Budget.refusal`: which budget, how many it holds, what to do) and its
 connection closed; nothing of anyone else's is touched. The bound on connections itself is shared fairly: a new
-connection may always be accepted past it by `SLACK` while its head arrives, reclaiming first a connection that waits
-for a request (its first or its next); a charged request that finds the server still over its bound takes a
-connection from the credential holding the most (its oldest body still arriving, or its oldest stream), never from
-one holding as many as itself or fewer; only when there is none is it answered 503. A connection that has shown no
-credential never takes one from another.
+connection may be accepted past it by a slack (as many again where open files allow, at least `SLACK`) while its
+head arrives, reclaiming first a connection that waits for a request (its first or its next); a charged request
+that finds the server still over its bound takes a connection from the credential holding the most (its oldest body
+still arriving, or its oldest stream), never from one holding as many as itself or fewer; only when there is none
+is it answered 503. A connection that has shown no credential never takes one from another.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-SLACK = 64  # connections accepted past the bound while their heads arrive
+SLACK = 64  # connections accepted past the bound while their heads arrive, at least (serve.py's connection_slack)
 CONNECTION = "hivenote.connection"  # the scope's extension naming the connection a request came on
 RETRY_AFTER_S = 1
 

@@ -258,7 +258,7 @@ async def drip(held: Held, until: threading.Event) -> None:
 
 async def sort_out(held: Held) -> None:
     """Move the kept connections the server has since answered or closed (a refusal that came after the first
-    second's wait, under load) to `refused`."""
+    second's wait, under load) to `refused`. An event on a stream (its keep-alive comment) is not an answer."""
 
     async def said(reader: asyncio.StreamReader) -> bytes | None:
         try:
@@ -268,7 +268,10 @@ async def sort_out(held: Held) -> None:
         except OSError:
             return b""
 
-    answers = await asyncio.gather(*(said(r) for r in held.readers))
+    answers = [
+        None if a is not None and a and not a.startswith(b"HTTP/") else a
+        for a in await asyncio.gather(*(said(r) for r in held.readers))
+    ]
     kept = [(w, r) for (w, r), a in zip(zip(held.kept, held.readers, strict=True), answers, strict=True) if a is None]
     for writer, answer in zip(held.kept, answers, strict=True):
         if answer is None:
