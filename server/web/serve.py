@@ -389,6 +389,9 @@ def uvicorn_config(app: Any, *, open_files: int | None = None) -> uvicorn.Config
     return uvicorn.Config(
         app,
         http=protocol,
+        # No WebSocket: Hivenote serves none, and an upgraded connection would leave this protocol's deadlines and
+        # budgets (uvicorn would otherwise upgrade whenever a WebSocket library happens to be installed).
+        ws="none",
         log_level="warning",
         lifespan="on",
         access_log=False,

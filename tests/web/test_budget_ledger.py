@@ -92,3 +92,12 @@ def test_the_ledger_always_says_what_the_connections_hold(steps: list[tuple[int,
     anonymous = [c for c in ledger.waiting_anonymous if c is not connections[0]]
     known = [c for c in ledger.waiting_known if c is not connections[0]]
     assert oldest is (anonymous[0] if anonymous else known[0] if known else None)
+
+
+def test_no_connection_leaves_the_budgets_by_upgrading() -> None:
+    """A WebSocket upgrade hands the socket to another protocol, outside these deadlines and budgets: Hivenote serves
+    no WebSocket, so uvicorn upgrades nothing, whatever library is installed."""
+    from hivenote.server.web.serve import uvicorn_config
+
+    config = uvicorn_config(object())
+    assert config.ws == "none"
