@@ -203,6 +203,7 @@ class Guard:
             await too_large(send, path, limit)
             return
         connection = connection_of(scope)
+        turn: contextlib.AbstractAsyncContextManager[None] = contextlib.nullcontext()
         if connection is not None:  # what this credential holds of the server at once (budgets.py)
             size = int(length) if length is not None and length.isdigit() else limit
             budget = budget_for(person, self.settings.auth, self.settings.max_import_bytes)
@@ -211,6 +212,8 @@ class Guard:
             if refusal is not None:
                 await refuse(send, path, refusal)
                 return
+            if not stream:  # a stream is answered as long as it is open; it takes no turn
+                turn = connection.turn(person, budget)
         started = False
 
         async def tracked_send(message: Message) -> None:
@@ -219,7 +222,8 @@ class Guard:
             await send(message)
 
         try:
-            await self.app(scope, _limited(receive, limit), tracked_send)
+            async with turn:
+                await self.app(scope, _limited(receive, limit), tracked_send)
         except BodyTooLarge:  # a streamed body without Content-Length grew past the limit
             if not started:
                 await too_large(send, path, limit)

@@ -12,6 +12,7 @@ none) through `Charged.charge`, which serve.py's connections implement. A creden
 | connections in a request (answering, or a body arriving) | half the server's bound (500 of 1,000) | an eighth (125) |
 | of those, event streams (an MCP session's GET) | a quarter of the bound (250) | a sixteenth (62) |
 | request bodies arriving at once | 64, and 4x the import limit in bytes | 16, and 2x the import limit |
+| requests being answered at once (the rest wait their turn) | 64 | 4 (8 without a token) |
 
 A request past one of them is answered 429 (`Budget.refusal`: which budget, how many it holds, what to do) and its
 connection closed; nothing of anyone else's is touched. The bound on connections itself is shared fairly: a new
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -45,6 +47,7 @@ class Budget:
     streams: int  # divisor of the bound
     bodies: int
     body_bytes: int
+    answering: int  # requests answered at once (the rest wait their turn, holding no worker)
 
     def shares(self, bound: int) -> tuple[int, int]:
         """(connections, streams) this credential may hold under a server bound of `bound` connections."""
@@ -55,10 +58,10 @@ def budget_for(person: str | None, auth: bool, import_bytes: int) -> Budget:
     """The budget of a request's credential: `person` is "" for the owner, a name for a person's or peer's token,
     None for no credential (with auth off, every caller may do what the owner may, and gets the owner's budget)."""
     if person == "" or (person is None and not auth):
-        return Budget("the owner's credential", 2, 4, 64, 4 * import_bytes)
+        return Budget("the owner's credential", 2, 4, 64, 4 * import_bytes, 64)
     if person is None:
-        return Budget("callers without a token", 8, 16, 16, 2 * import_bytes)
-    return Budget("this token", 8, 16, 16, 2 * import_bytes)
+        return Budget("callers without a token", 8, 16, 16, 2 * import_bytes, 8)
+    return Budget("this token", 8, 16, 16, 2 * import_bytes, 4)
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,11 @@ class Charged(Protocol):
     def charge(self, person: str | None, budget: Budget, *, stream: bool, size: int) -> Refusal | None:
         """Charge this connection's request to `person`: None if its budget (and the server's bound) has room, else
         why not (the request is then refused and the connection closed after the answer)."""
+        ...
+
+    def turn(self, person: str | None, budget: Budget) -> AbstractAsyncContextManager[None]:
+        """Wait until `person` has fewer than `budget.answering` requests being answered, then hold one such turn
+        while this request is answered (first come, first served within a credential)."""
         ...
 
 

@@ -25,6 +25,7 @@ import socket
 import sys
 import threading
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import h11
@@ -139,6 +140,7 @@ class Ledger:
         self.body_bytes: Counter[object] = Counter()
         self.waiting_anonymous: dict[BoundedH11Protocol, None] = {}  # insertion order: oldest first
         self.waiting_known: dict[BoundedH11Protocol, None] = {}
+        self.turns: dict[object, asyncio.Semaphore] = {}  # per credential: requests answered at once
 
     def account(self, c: BoundedH11Protocol, sign: int) -> None:
         """Add (1) or take out (-1) what connection `c` holds in its present state."""
@@ -244,6 +246,18 @@ class BoundedH11Protocol(H11Protocol):
             return None
         self._change(streaming=False)  # refused: it holds no stream
         return dataclasses.replace(refusal, close=self._phase != "body")
+
+    @contextlib.asynccontextmanager
+    async def turn(self, person: str | None, budget: Budget) -> AsyncIterator[None]:
+        """budgets.Charged.turn: the requests a credential has answered at once are bounded, so its requests cannot
+        fill the worker threads and the store's lock ahead of everyone else's (a search, an export each take them
+        a while); the rest wait here, first come, first served."""
+        turns = self.ledger.turns
+        gate = turns.get(person)
+        if gate is None:
+            gate = turns[person] = asyncio.Semaphore(budget.answering)
+        async with gate:
+            yield
 
     def _charge(self, person: str | None, budget: Budget, *, stream: bool, size: int) -> Refusal | None:
         led, bound = self.ledger, self.max_connections

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import anyio
 
+from hivenote.server.settings import save_settings
 from hivenote.server.tokens import Tokens
 from tests.support.flood import Held, Probe, drip, probe, serving, slow_bodies, streams
-from tests.support.live import exchange
+from tests.support.live import call, exchange
+from tests.support.notes import write_log
 
 # 1024 open files (the usual desktop limit) bound the server to 512 connections: the flood below holds more than that
 # from one token, as the issue's run held 1,500 slow bodies and ~1,000 streams against the default 1,000.
@@ -121,3 +123,56 @@ def test_past_the_bound_no_token_takes_nothing_and_a_token_takes_from_whoever_ho
             everyone.close()
 
         asyncio.run(run())
+
+
+SEARCHERS = 60  # within a teammate's share of connections at a bound of 512 (64)
+NOTES = 5000
+
+
+async def _search_loops(port: int, token: str, until: threading.Event) -> None:
+    """SEARCHERS requests at once, each a search over the whole notebook, again and again until `until`."""
+    head = (
+        "GET /api/notes?q=deploy%20token&limit=50 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n"
+    ).encode()
+
+    async def loop() -> None:
+        while not until.is_set():
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(head)
+            answer = await reader.read()
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+
+    await asyncio.gather(*(loop() for _ in range(SEARCHERS)))
+
+
+def test_a_teammate_keeping_many_searches_running_does_not_make_the_owner_wait_for_all_of_them(tmp_path: Path) -> None:
+    """Work per request: within its share of connections, a teammate's token keeps 60 searches over 5,000 notes
+    running at once. Its requests are answered a few at a time (the rest wait their turn), so the owner's request
+    waits for a few of them, not for all: every one of the owner's is answered. Before, each waited behind all 60 in
+    the worker threads and the store's lock, and timed out."""
+    data = tmp_path / "data"
+    write_log(data, NOTES)
+    save_settings(data, {"meaning": False})  # its index would build for minutes beside the flood, on these 2 cores
+    tokens = Tokens(data / "tokens.json")
+    owner, mallory = tokens.default(), tokens.add("mallory")
+    with serving(data, tmp_path / "serve.log", OPEN_FILES) as (_, port):
+        call(port, owner, "GET", "/api/notes?q=deploy")  # the first search after a start builds its index
+
+        async def run() -> Probe:
+            stop = threading.Event()
+            seen: list[Probe] = []
+
+            def probe_owner() -> None:
+                seen.append(probe(port, owner, PROBE_S))
+                stop.set()
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_search_loops, port, mallory, stop)
+                await anyio.to_thread.run_sync(probe_owner)
+            return seen[0]
+
+        owner_seen = asyncio.run(run())
+    assert not owner_seen.failures, f"{len(owner_seen.failures)} of {len(owner_seen.times)}: {owner_seen.failures[:3]}"
+    assert owner_seen.percentile(0.99) < 2.5, owner_seen.times
