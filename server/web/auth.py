@@ -21,7 +21,8 @@ from starlette.requests import ClientDisconnect
 from ..core.errors import HivenoteError
 from ..settings import Settings
 from ..tokens import PEER_PREFIX, Tokens
-from .session import COOKIE_PATHS, SignIn, cookie_name, from_the_dashboard, read_cookie
+from .budgets import budget_for, connection_of, refuse
+from .session import COOKIE_PATHS, KEY_HEADER, KEY_MISSING, SignIn, cookie_name, from_the_dashboard, read_cookie
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -136,6 +137,11 @@ class Guard:
                 if cookie is not None:
                     person = "" if dashboard and self.sign_in.cookie_valid(cookie) else None
                     state["signed_in_by"] = "cookie"
+                    if person == "" and not self.sign_in.key_valid(cookie, headers.get(KEY_HEADER, "")):
+                        person = None  # the cookie alone: another port's server may have been sent it
+                        if self.settings.auth:
+                            await reply(send, 401, "unauthorized", KEY_MISSING)
+                            return
                 else:
                     person = self.tokens.owner(presented.strip()) if scheme.lower() == "bearer" and presented else None
             except HivenoteError as exc:  # tokens.json damaged: nobody can be checked, so nobody gets in
@@ -196,6 +202,18 @@ class Guard:
         if length is not None and length.isdigit() and int(length) > limit:
             await too_large(send, path, limit)
             return
+        connection = connection_of(scope)
+        turn: contextlib.AbstractAsyncContextManager[None] = contextlib.nullcontext()
+        if connection is not None:  # what this credential holds of the server at once (budgets.py)
+            size = int(length) if length is not None and length.isdigit() else limit
+            budget = budget_for(person, self.settings.auth, self.settings.max_import_bytes)
+            stream = scope["method"] == "GET" and "text/event-stream" in headers.get("accept", "")
+            refusal = connection.charge(person, budget, stream=stream, size=size)
+            if refusal is not None:
+                await refuse(send, path, refusal)
+                return
+            if not stream:  # a stream is answered as long as it is open; it takes no turn
+                turn = connection.turn(person, budget)
         started = False
 
         async def tracked_send(message: Message) -> None:
@@ -204,7 +222,8 @@ class Guard:
             await send(message)
 
         try:
-            await self.app(scope, _limited(receive, limit), tracked_send)
+            async with turn:
+                await self.app(scope, _limited(receive, limit), tracked_send)
         except BodyTooLarge:  # a streamed body without Content-Length grew past the limit
             if not started:
                 await too_large(send, path, limit)

@@ -35,7 +35,14 @@ from .rest_schema import (
     ref,
     route,
 )
-from .session import CODE_LIFETIME_S, COOKIE_LIFETIME_S, cookie_header, cookie_name, from_the_dashboard
+from .session import (
+    CODE_LIFETIME_S,
+    COOKIE_LIFETIME_S,
+    KEY_HEADER,
+    cookie_header,
+    cookie_name,
+    from_the_dashboard,
+)
 
 if TYPE_CHECKING:
     from .services import Services
@@ -524,7 +531,9 @@ def session(c: Call) -> object:
     # With auth off too: there the cookie is what shows the owner's dashboard may widen who reaches the server.
     server = c.request.scope.get("server") or ("", c.services.settings.port)
     name = cookie_name(int(server[1] or c.services.settings.port))
-    response.headers["Set-Cookie"] = cookie_header(name, c.services.sign_in.cookie(), COOKIE_LIFETIME_S)
+    cookie = c.services.sign_in.cookie()
+    response.headers["Set-Cookie"] = cookie_header(name, cookie, COOKIE_LIFETIME_S)
+    response.headers[KEY_HEADER] = c.services.sign_in.key(cookie)  # kept by the page, per origin (session.py)
     return response
 
 

@@ -4,21 +4,28 @@ an error the caller sees, not a silent thread exit), `started` says when it answ
 Every uvicorn server Hivenote runs (`hivenote serve`, the tray's, the tests') is configured here, once:
 - no proxy header changes who the peer is: Hivenote is never behind a proxy it knows, and the dashboard's session
   decides on the socket's own address and owner;
-- a connection flood cannot take the server down: connections are bounded (the oldest idle one makes room for a
-  new one), a request head must arrive within `HEAD_TIMEOUT_S` and its body within `BODY_TIMEOUT_S`, an idle
-  kept-alive connection closes after `KEEP_ALIVE_S`, and the soft limit on open files is raised to the hard one.
+- a connection flood cannot take the server down: connections are bounded (the oldest one waiting for a request
+  makes room for a new one), a request head must arrive within `HEAD_TIMEOUT_S` and its body within
+  `BODY_TIMEOUT_S`, an idle kept-alive connection closes after `KEEP_ALIVE_S`, and the soft limit on open files is
+  raised to the hard one;
+- one credential cannot hold the server: each connection is charged to the credential its request showed, within
+  that credential's budgets (budgets.py: connections, streams and bodies at once; a share of the bound each).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
+import json
 import logging
 import os
 import socket
 import sys
 import threading
+from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import h11
@@ -27,6 +34,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..core.errors import HivenoteError
 from ..settings import Settings
+from . import budgets
+from .budgets import Budget, Refusal
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +101,21 @@ def connection_bound(open_files: int) -> int:
     return max(32, min(MAX_CONNECTIONS, open_files - FD_RESERVE - 2 * BACKLOG))
 
 
+def connection_slack(open_files: int) -> int:
+    """How many more may be open for a moment, while their request heads arrive and say who they are for: as many
+    as the bound where open files allow (a burst of a thousand connections from one token is then charged and
+    refused, not met by closing whoever comes next, the owner included), at least `budgets.SLACK`."""
+    bound = connection_bound(open_files)
+    return max(budgets.SLACK, min(bound, open_files - FD_RESERVE - 2 * BACKLOG - bound))
+
+
 _TIMED_OUT = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: %d"
     b"\r\n\r\n%s"
+)
+_ENDED = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"retry-after: 1\r\ncontent-length: %d\r\n\r\n%s"
 )
 _TIMED_OUT_BODY = (
     b'{"error":{"code":"timeout","message":"The request was not sent whole within %d s; the connection is closed. '
@@ -102,37 +123,181 @@ _TIMED_OUT_BODY = (
 )
 
 
+_WAITING = ("head", "idle", "drain")  # holding nothing but a socket: anybody's to reclaim
+_BUSY = ("body", "app")  # in a request, charged to its credential
+_UNKNOWN = object()  # no request head yet: no credential shown
+
+
+class Ledger:
+    """What the connections of one server hold, per credential, kept up to date as each one changes (so a request
+    costs the same whatever the number of connections): connections in a request, streams and bodies arriving among
+    them, and those waiting for a request, oldest first (the ones that showed no credential apart)."""
+
+    def __init__(self) -> None:
+        self.busy: Counter[object] = Counter()
+        self.streams: Counter[object] = Counter()
+        self.bodies: Counter[object] = Counter()
+        self.body_bytes: Counter[object] = Counter()
+        self.waiting_anonymous: dict[BoundedH11Protocol, None] = {}  # insertion order: oldest first
+        self.waiting_known: dict[BoundedH11Protocol, None] = {}
+        self.turns: dict[object, asyncio.Semaphore] = {}  # per credential: requests answered at once
+
+    def account(self, c: BoundedH11Protocol, sign: int) -> None:
+        """Add (1) or take out (-1) what connection `c` holds in its present state."""
+        if c._phase in _WAITING:
+            waiting = self.waiting_anonymous if c.credential in (_UNKNOWN, None) else self.waiting_known
+            if sign > 0:
+                waiting[c] = None
+            else:
+                waiting.pop(c, None)
+        elif c._phase in _BUSY and c.credential is not _UNKNOWN:
+            who = c.credential
+            _add(self.busy, who, sign)
+            if c.streaming:
+                _add(self.streams, who, sign)
+            if c._phase == "body":
+                _add(self.bodies, who, sign)
+                _add(self.body_bytes, who, sign * c.body_size)
+
+    def oldest_waiting(self, besides: BoundedH11Protocol) -> BoundedH11Protocol | None:
+        """The connection that has waited longest for a request (those that showed no credential first), other than
+        `besides`; connections already being closed are dropped from the front as they are met."""
+        for waiting in (self.waiting_anonymous, self.waiting_known):
+            found, closing = None, []
+            for c in waiting:
+                if c.transport.is_closing():
+                    closing.append(c)  # connection_lost takes the rest of it out
+                elif c is not besides:
+                    found = c
+                    break
+            for c in closing:
+                del waiting[c]
+            if found is not None:
+                return found
+        return None
+
+
+def _add(counter: Counter[object], key: object, amount: int) -> None:
+    counter[key] += amount
+    if not counter[key]:
+        del counter[key]
+
+
 class BoundedH11Protocol(H11Protocol):
     """uvicorn's HTTP/1.1 protocol with deadlines for a request's head and body (uvicorn times out only an idle
-    kept-alive connection, after a first answer), and a bound on open connections that closes the oldest one
-    waiting for a request, so a flood of idle connections cannot keep real clients out."""
+    kept-alive connection, after a first answer), a bound on open connections that closes the oldest one waiting for
+    a request, so a flood of idle connections cannot keep real clients out, and each request charged to the
+    credential it showed (`charge`, called by the guard), so one credential cannot hold them all (budgets.py)."""
 
     max_connections = MAX_CONNECTIONS
+    slack = budgets.SLACK
+    ledger = Ledger()  # one per server: uvicorn_config makes a subclass with its own
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         cork_turns(transport, self.loop)
         self._deadline: asyncio.TimerHandle | None = None
         self._cycle_seen: Any = None
-        self._phase = "head"  # head: waiting for a request head; body: for its body; app: answering; idle: done
+        # head: waiting for a request head; body: for its body; app: answering; idle: done, kept alive; drain:
+        # answered before its body arrived (a 401, a 413), the rest of the body still coming; gone: closed
+        self._phase = "head"
         self._since = self.loop.time()
         self._received = False
+        self.credential: object = _UNKNOWN  # who the last request said it was (budgets.py): a person, "" or None
+        self.streaming = False  # the request under way is an event stream
+        self.body_size = 0  # the body under way's declared size (or its route's limit)
+        self.ledger.account(self, 1)
         self._arm(HEAD_TIMEOUT_S)
         if len(self.connections) > self.max_connections:
             self._make_room()
 
-    def _make_room(self) -> None:
-        waiting = [
-            c
-            for c in self.connections
-            if isinstance(c, BoundedH11Protocol)
-            and c._phase in ("head", "idle")
-            and c is not self
-            and not c.transport.is_closing()
-        ]
-        victim: BoundedH11Protocol = min(waiting, key=lambda c: c._since) if waiting else self
+    def _change(self, **state: Any) -> None:
+        """Set attributes of this connection's state (phase, credential, streaming, body_size), kept in the ledger."""
+        if self._phase == "gone":
+            return
+        self.ledger.account(self, -1)
+        for name, value in state.items():
+            setattr(self, name, value)
+        self.ledger.account(self, 1)
+
+    def _reclaim_waiting(self) -> bool:
+        """Close the connection that has waited longest for a request, those that showed no credential first."""
+        victim = self.ledger.oldest_waiting(besides=self)
+        if victim is None:
+            return False
         log.debug("too many open connections (%d): closing one waiting for a request", len(self.connections))
         victim.transport.close()
+        return True
+
+    def _make_room(self) -> None:
+        """A new connection past the bound (who it is for is not known yet): it takes the place of one waiting for a
+        request, or waits in the slack for its head; past the slack too, it is closed."""
+        if not self._reclaim_waiting() and len(self.connections) > self.max_connections + self.slack:
+            log.debug("too many open connections (%d): closing the new one", len(self.connections))
+            self.transport.close()
+
+    def charge(self, person: str | None, budget: Budget, *, stream: bool, size: int) -> Refusal | None:
+        """This connection's request showed `person` (budgets.Charged): refused when that credential already holds
+        its share of connections, streams or bodies; past the server's bound, it takes a connection from whoever
+        holds the most, or is refused when nobody holds more than it does."""
+        self._change(credential=person, streaming=stream, body_size=size if self._phase == "body" else 0)
+        refusal = self._charge(person, budget, stream=stream, size=size)
+        if refusal is None:
+            return None
+        self._change(streaming=False)  # refused: it holds no stream
+        return dataclasses.replace(refusal, close=self._phase != "body")
+
+    @contextlib.asynccontextmanager
+    async def turn(self, person: str | None, budget: Budget) -> AsyncIterator[None]:
+        """budgets.Charged.turn: the requests a credential has answered at once are bounded, so its requests cannot
+        fill the worker threads and the store's lock ahead of everyone else's (a search, an export each take them
+        a while); the rest wait here, first come, first served."""
+        turns = self.ledger.turns
+        gate = turns.get(person)
+        if gate is None:
+            gate = turns[person] = asyncio.Semaphore(budget.answering)
+        async with gate:
+            yield
+
+    def _charge(self, person: str | None, budget: Budget, *, stream: bool, size: int) -> Refusal | None:
+        led, bound = self.ledger, self.max_connections
+        connections, streams = budget.shares(bound)
+        mine = led.busy[person] - 1  # besides this one
+        if mine >= connections:
+            return budgets.too_many_connections(budget, mine, bound)
+        if stream and (held := led.streams[person] - 1) >= streams:
+            return budgets.too_many_streams(budget, held)
+        if self._phase == "body":
+            bodies = led.bodies[person] - 1
+            if bodies >= budget.bodies or (bodies and led.body_bytes[person] > budget.body_bytes):
+                return budgets.too_many_bodies(budget, bodies, led.body_bytes[person])
+        over = len(self.connections) > bound and not self._reclaim_waiting()
+        if over and (person is None or not self._reclaim_from_the_largest(person)):
+            return budgets.server_busy(bound)
+        return None
+
+    def _reclaim_from_the_largest(self, person: str) -> bool:
+        """Past the bound with no connection waiting: end the oldest body still arriving, else the oldest stream, of
+        the credential holding the most connections, when it holds more than `person` does."""
+        largest = max(self.ledger.busy.items(), key=lambda item: item[1], default=None)
+        if largest is None or largest[1] <= self.ledger.busy[person]:
+            return False
+        theirs = [
+            c
+            for c in self.connections
+            if isinstance(c, BoundedH11Protocol) and c.credential == largest[0] and not c.transport.is_closing()
+        ]
+        for candidates in ([c for c in theirs if c._phase == "body"], [c for c in theirs if c.streaming]):
+            if candidates:
+                victim = min(candidates, key=lambda c: c._since)
+                log.info("all connections in use: ending one of the caller holding the most (%d)", largest[1])
+                if victim._phase == "body" and not victim.cycle.response_started:
+                    refusal = budgets.ended_for_room(self.max_connections, largest[1])
+                    body = json.dumps({"error": {"code": refusal.code, "message": refusal.message}}).encode()
+                    victim.transport.write(_ENDED % (len(body), body))
+                victim.transport.close()
+                return True
+        return False
 
     def _arm(self, seconds: float) -> None:
         self._disarm()
@@ -156,31 +321,36 @@ class BoundedH11Protocol(H11Protocol):
         cycle = self.cycle
         if cycle is not None and cycle is not self._cycle_seen:  # a new request head arrived
             self._cycle_seen = cycle
-            self._phase, self._since = "body", self.loop.time()
+            self._change(_phase="body", _since=self.loop.time(), credential=_UNKNOWN, streaming=False, body_size=0)
+            extensions: dict[str, Any] = dict(cycle.scope.get("extensions") or {})
+            extensions[budgets.CONNECTION] = self
+            cycle.scope["extensions"] = extensions
             self._arm(BODY_TIMEOUT_S)
         if self._phase == "body" and cycle is not None and (not cycle.more_body or cycle.response_complete):
-            self._phase = "app"
+            self._change(_phase="app")
             self._disarm()
 
     def data_received(self, data: bytes) -> None:
         self._received = True
         super().data_received(data)
         if self._phase == "idle" and self.cycle is self._cycle_seen:  # part of the next head
-            self._phase, self._since = "head", self.loop.time()
+            self._change(_phase="head", _since=self.loop.time())
             self._arm(HEAD_TIMEOUT_S)
         self._follow()
 
     def on_response_complete(self) -> None:
         if self.conn.their_state is not h11.DONE and self._phase == "body":
-            pass  # answered before the body arrived (413): the body deadline still runs
+            # answered before the body arrived (a 401, a 413): the body deadline still runs
+            self._change(_phase="drain", streaming=False)
         else:
-            self._phase, self._since = "idle", self.loop.time()
+            self._change(_phase="idle", _since=self.loop.time(), streaming=False)
             self._disarm()  # uvicorn's keep-alive timer runs now
         super().on_response_complete()
         self._follow()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._change(_phase="gone")
         super().connection_lost(exc)
 
 
@@ -227,18 +397,23 @@ def cork_turns(transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) ->
 
 def uvicorn_config(app: Any, *, open_files: int | None = None) -> uvicorn.Config:
     """The one uvicorn configuration: no proxy headers, bounded connections, timeouts (see the module's doc)."""
-    bound = connection_bound(open_files if open_files is not None else OPEN_FILES_WANTED)
-    protocol = type("BoundedH11", (BoundedH11Protocol,), {"max_connections": bound})
+    files = open_files if open_files is not None else OPEN_FILES_WANTED
+    bound, slack = connection_bound(files), connection_slack(files)
+    protocol = type("BoundedH11", (BoundedH11Protocol,), {"max_connections": bound, "slack": slack, "ledger": Ledger()})
     return uvicorn.Config(
         app,
         http=protocol,
+        # No WebSocket: Hivenote serves none, and an upgraded connection would leave this protocol's deadlines and
+        # budgets (uvicorn would otherwise upgrade whenever a WebSocket library happens to be installed).
+        ws="none",
         log_level="warning",
         lifespan="on",
         access_log=False,
         timeout_graceful_shutdown=3,
         proxy_headers=False,  # no X-Forwarded-For / -Proto changes who the peer is
         forwarded_allow_ips="",
-        limit_concurrency=bound + 64,  # requests at once (each open connection can hold one, plus some being closed)
+        # requests at once (each open connection can hold one, plus the slack and some being closed)
+        limit_concurrency=bound + slack + 64,
         backlog=BACKLOG,
         timeout_keep_alive=KEEP_ALIVE_S,
     )

@@ -4,6 +4,12 @@ command line), and the page exchanges it for a cookie (HttpOnly, SameSite=Strict
 and /desktop. Who a caller is is never read from the network (addresses, ports, socket tables): a request holds a
 token, this cookie, or nothing.
 
+A browser sends a cookie for 127.0.0.1 to every port of 127.0.0.1 (cookies do not keep ports apart), so a server of
+another account on another port that the user's browser visits receives it. The cookie alone therefore opens
+nothing: the trade also answers a key (`KEY_HEADER`, an HMAC over the cookie's value) that the page keeps in its
+origin's localStorage, which browsers do keep apart by port, and sends with each call; the guard wants both. The
+cookie is HttpOnly, so a script in the page cannot read it; the key alone opens nothing either.
+
 The cookie is an HMAC keyed with the owner's token over when it was issued, so it outlives a restart of the server
 and dies with the token; the server refuses it after `COOKIE_LIFETIME_S`. A browser sends a cookie for 127.0.0.1 to
 every port of 127.0.0.1 (cookies do not keep ports apart): its name carries the port, so two Hivenotes do not
@@ -28,6 +34,11 @@ CODE_LIFETIME_S = 120  # a code is used within a second or two by the window or 
 COOKIE_LIFETIME_S = 7 * 24 * 3600
 MAX_CODES = 32  # outstanding at once; the oldest goes first
 COOKIE_PATHS = ("/api", "/desktop")  # what the cookie opens: the dashboard's backend, never /mcp or /sync
+KEY_HEADER = "x-hivenote-key"  # the key that goes with the cookie (the trade's answer, and every call after it)
+KEY_MISSING = (
+    "This page's sign-in is incomplete (the key that goes with the sign-in cookie is missing or wrong; a page of "
+    "another port may have been sent the cookie). Open the dashboard again from the tray or with `hivenote open`."
+)
 DASHBOARD_CLIENT = "hivenote-dashboard/"
 
 
@@ -97,6 +108,14 @@ class SignIn:
         while tokens.json is damaged."""
         issued = str(self.now_ms() // 1000)
         return f"{issued}.{self._mac(issued)}"
+
+    def key(self, cookie: str) -> str:
+        """The key that goes with a cookie value (kept by the page, per origin; see the module's doc)."""
+        message = f"hivenote-dashboard-key\n{cookie}".encode()
+        return hmac.new(self.tokens.default().encode(), message, hashlib.sha256).hexdigest()
+
+    def key_valid(self, cookie: str, key: str) -> bool:
+        return hmac.compare_digest(key.encode(), self.key(cookie).encode())
 
     def cookie_valid(self, value: str) -> bool:
         issued, _, mac = value.partition(".")

@@ -144,13 +144,14 @@ def dashboard_url(running: Running, path: str = "/") -> str:
 
 
 def signed_in(running: Running, client: str = "hivenote-dashboard/test") -> dict[str, str]:
-    """The headers of the dashboard's own requests after it traded a code for its cookie: the cookie and the
-    client header (without which the cookie does not count)."""
+    """The headers of the dashboard's own requests after it traded a code for its cookie: the cookie, the key the
+    page keeps beside it and the client header (without either of which the cookie does not count)."""
     headers = {"X-Hivenote-Client": client, "Content-Type": "application/json"}
     body = json.dumps({"code": sign_in_code(running.url, running.token)}).encode()
     status, answer, _ = exchange(urllib.request.Request(running.url + "/api/session", body, headers, method="POST"))
     assert status == 200 and "set-cookie" in answer, (status, answer)
-    return {"Cookie": answer["set-cookie"].split(";", 1)[0], "X-Hivenote-Client": client}
+    cookie = answer["set-cookie"].split(";", 1)[0]
+    return {"Cookie": cookie, "X-Hivenote-Key": answer["x-hivenote-key"], "X-Hivenote-Client": client}
 
 
 GRAPH_URI = "memory://knowledge-graph"

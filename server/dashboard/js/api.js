@@ -10,6 +10,9 @@
 const VERSION = document.querySelector('meta[name="hivenote-version"]')?.content || "0";
 export const CLIENT = `hivenote-dashboard/${VERSION}`;
 const KEY = "hivenote.token";
+// The key that goes with the sign-in cookie: the cookie reaches every port of 127.0.0.1, this origin's storage does
+// not, and the server wants both (server/web/session.py).
+const SESSION_KEY = "hivenote.session";
 
 let token = null; // a pasted token; null: none (the cookie, or auth off)
 
@@ -46,6 +49,7 @@ export function forgetToken() {
 function headers(extra = {}) {
   const out = { "X-Hivenote-Client": CLIENT, ...extra };
   if (token) out.Authorization = `Bearer ${token}`;
+  else if (localStorage.getItem(SESSION_KEY)) out["X-Hivenote-Key"] = localStorage.getItem(SESSION_KEY);
   return out;
 }
 
@@ -136,7 +140,9 @@ async function redeemCode() {
     body: JSON.stringify({ code }),
     cache: "no-store",
   });
-  return response.ok;
+  const key = response.headers.get("X-Hivenote-Key");
+  if (response.ok && key) localStorage.setItem(SESSION_KEY, key);
+  return response.ok && Boolean(key);
 }
 
 /**
