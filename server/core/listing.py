@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from .fold import Revision, State
 from .model import Facets, Note
+from .timewindow import Window
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
@@ -31,6 +32,10 @@ class Filters:
     person: str | None = None
     node: str | None = None
     trashed: bool = False  # True: only the trash; False: only live notes
+    window: Window | None = None  # only notes created or changed in it (an edit, a trash, a restore)
+    # When a note changed, for the window: the state's (`reading`), set where a list or search starts; not compared
+    # (a list keeps its last filtered order by its filters).
+    state: State | None = field(default=None, compare=False, repr=False)
 
     def admit(self, note: Note | Facets) -> bool:
         return (
@@ -41,7 +46,35 @@ class Filters:
             and (self.agent is None or self.agent in (note.created_by.agent, note.updated_by.agent))
             and (self.person is None or self.person in (note.created_by.person, note.updated_by.person))
             and (self.node is None or self.node in (note.created_on, note.updated_on))
+            and (self.window is None or self.within(note.id))
         )
+
+    def reading(self, state: State) -> Filters:
+        """These filters over `state` (a window asks it when each note changed)."""
+        return self if self.window is None or self.state is state else replace(self, state=state)
+
+    def plain(self) -> bool:
+        """Whether no filter but the trash's (and a window's) is set."""
+        return replace(self, trashed=False, window=None) == NO_FILTERS
+
+    def within(self, note_id: str) -> bool:
+        """Whether the note was created or changed in the window: its latest change is in it, or, when that is after
+        the window's end, an earlier one is (the note's record is read only then)."""
+        window, state = self.window, self.state
+        if window is None:
+            return True
+        assert state is not None, "Filters.reading(state) before a window is applied"
+        listed = state.listed(note_id)
+        if listed is None:
+            return False
+        latest = listed[0][0]
+        since, until = window.since, window.until
+        if since is not None and latest < since:
+            return False
+        if until is None or latest < until:
+            return True
+        record = state.notes.get(note_id)
+        return record is not None and any(window.contains(wall) for wall in record.walls())
 
 
 NO_FILTERS = Filters()
@@ -73,6 +106,7 @@ def list_notes(
     page alone: a filtered one reads what its filters look at from each note's record (`State.facets`)."""
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     recent = _recent(state)
+    filters = filters.reading(state)
     plain = replace(filters, trashed=False) == NO_FILTERS
     if recent.stale and (offset or not plain):  # a walk past the front: without stale entries it runs in C
         _compact(recent)
@@ -88,14 +122,36 @@ def list_notes(
         def admitted(note_id: str) -> bool:
             return (seen := facets(note_id)) is not None and filters.admit(seen)
 
-        if last is not None and last[0] == filters:
+        if filters.plain():  # a window alone: the trash flag from the order's record, without the note's facets
+
+            def admitted(note_id: str) -> bool:
+                return (
+                    (got := state.listed(note_id)) is not None and got[1] == filters.trashed and filters.within(note_id)
+                )
+
+        window = filters.window
+        if window is not None and window.since is not None:
+            # Newest first: the notes changed since the window's start are at the front, and the walk ends at the
+            # first one older (a window costs its notes, not a pass over the notebook).
+            newer = itertools.takewhile(
+                lambda note_id: _since(state, note_id, window), _chosen(recent, filters.trashed)
+            )
+            every = [note_id for note_id in newer if admitted(note_id)]
+        elif last is not None and last[0] == filters:
             every = last[2] if last[1] == recent.version else _patched(recent, last[1], last[2], admitted)
         if every is None:
             every = [note_id for note_id in _chosen(recent, filters.trashed) if admitted(note_id)]
-        recent.filtered = (filters, recent.version, every)
+        if window is None or window.since is None:
+            recent.filtered = (filters, recent.version, every)
         total, ids = len(every), every[offset : offset + cap]
     page = [note for note in map(state.note, ids) if note is not None]  # each is: the order is up to date
     return (bounded(page, limit) if limit is None else page), total
+
+
+def _since(state: State, note_id: str, window: Window) -> bool:
+    """Whether the note's latest change is at or after the window's start (its place in the order says no earlier)."""
+    listed = state.listed(note_id)
+    return listed is not None and (window.since is None or listed[0][0] >= window.since)
 
 
 def note_counts(state: State) -> dict[bool, int]:

@@ -575,7 +575,7 @@ class Journal:
             return None
         by, node = self._authors[self.bys[row]], self._nodes[self.nodes[row]]
         # `_make` is tuple's own constructor (a pass over 100k notes: the class's Python __new__ took 1.5 us a note)
-        return Facets._make((kind, project, tags, False, by, node, by, node))
+        return Facets._make((kind, project, tags, False, by, node, by, node, entry[0]))
 
     def release(self, row: int, note_id: str) -> None:
         """Let a note op's row keep its note id alone (`Op.release`): the fold needs nothing of its payload."""
@@ -885,6 +885,7 @@ class Facets(NamedTuple):
     created_on: str
     updated_by: Author
     updated_on: str
+    id: str  # the note's id: a time window asks the note's record when it changed (`Filters.admit`)
 
 
 @dataclass(frozen=True, slots=True)

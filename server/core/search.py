@@ -544,8 +544,12 @@ def _notes(state: State, keys: Iterable[str]) -> list[Note]:
 def _admitted(state: State, keys: Iterable[str], filters: Filters) -> list[str]:
     """Of the notes `keys`, those `filters` admit, without making their views (a common word's matches are most of
     the notebook): the trash flag from the record, what other filters look at from its deciding ops."""
-    if replace(filters, trashed=False) == NO_FILTERS:
-        return [key for key in keys if (listed := state.listed(key)) is not None and listed[1] == filters.trashed]
+    if filters.plain():  # no filter but the trash's and a window's: from the record, without the facets
+        return [
+            key
+            for key in keys
+            if (listed := state.listed(key)) is not None and listed[1] == filters.trashed and filters.within(key)
+        ]
     return [key for key in keys if (seen := state.facets(key)) is not None and filters.admit(seen)]
 
 
@@ -562,6 +566,7 @@ def search_notes(
     """Notes matching every term of `query` (substring, case/accent-insensitive), best first; a note another live
     note replaces comes right after it. With nothing matching every term, `near` holds the closest notes: partial
     matches, fused with the notes closest in meaning when a `meaning` index is given and ready."""
+    filters = filters.reading(state)  # a time window asks the state when each note changed
     result = _lexical(state, query, filters, limit, near=meaning is None)
     reasons: dict[str, str] = {}
     near = result.near
