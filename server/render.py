@@ -88,3 +88,13 @@ def window_json(window: Window | None, now_ms: int) -> dict[str, object] | None:
     if window is None:
         return None
     return {**window.to_json(), "text": window.describe(now_ms=now_ms)}
+
+
+def imported_text(by: Author, now_ms: int) -> str:
+    """What a version's line adds when an import wrote it: " (imported by Hivenote CLI 2 hours ago from x.json)"."""
+    imported = by.imported
+    if imported is None:
+        return ""
+    importer = " · ".join(x for x in (agent_name(imported.agent), imported.person) if x)
+    source = f" from {imported.file}" if imported.file else ""
+    return f" (imported by {importer} {ago(imported.at, now_ms)}{source})"
