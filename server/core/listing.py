@@ -7,6 +7,7 @@ Pure: imports only the standard library.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Iterator
@@ -33,9 +34,9 @@ class Filters:
     node: str | None = None
     trashed: bool = False  # True: only the trash; False: only live notes
     window: Window | None = None  # only notes created or changed in it (an edit, a trash, a restore)
-    # When a note changed, for the window: the state's (`reading`), set where a list or search starts; not compared
+    # The ids of the notes in the window, read from the state where a list or search starts (`reading`); not compared
     # (a list keeps its last filtered order by its filters).
-    state: State | None = field(default=None, compare=False, repr=False)
+    inside: frozenset[str] | set[str] | None = field(default=None, compare=False, repr=False)
 
     def admit(self, note: Note | Facets) -> bool:
         return (
@@ -50,31 +51,21 @@ class Filters:
         )
 
     def reading(self, state: State) -> Filters:
-        """These filters over `state` (a window asks it when each note changed)."""
-        return self if self.window is None or self.state is state else replace(self, state=state)
+        """These filters over `state`: a window's notes are found once, from the list's order (`in_window`)."""
+        if self.window is None:
+            return self
+        return replace(self, inside=window_set(state, self.window))
 
     def plain(self) -> bool:
         """Whether no filter but the trash's (and a window's) is set."""
         return replace(self, trashed=False, window=None) == NO_FILTERS
 
     def within(self, note_id: str) -> bool:
-        """Whether the note was created or changed in the window: its latest change is in it, or, when that is after
-        the window's end, an earlier one is (the note's record is read only then)."""
-        window, state = self.window, self.state
-        if window is None:
+        """Whether the note was created or changed in the window (`reading` found which notes were)."""
+        if self.window is None:
             return True
-        assert state is not None, "Filters.reading(state) before a window is applied"
-        listed = state.listed(note_id)
-        if listed is None:
-            return False
-        latest = listed[0][0]
-        since, until = window.since, window.until
-        if since is not None and latest < since:
-            return False
-        if until is None or latest < until:
-            return True
-        record = state.notes.get(note_id)
-        return record is not None and any(window.contains(wall) for wall in record.walls())
+        assert self.inside is not None, "Filters.reading(state) before a window is applied"
+        return note_id in self.inside
 
 
 NO_FILTERS = Filters()
@@ -106,7 +97,6 @@ def list_notes(
     page alone: a filtered one reads what its filters look at from each note's record (`State.facets`)."""
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     recent = _recent(state)
-    filters = filters.reading(state)
     plain = replace(filters, trashed=False) == NO_FILTERS
     if recent.stale and (offset or not plain):  # a walk past the front: without stale entries it runs in C
         _compact(recent)
@@ -122,36 +112,72 @@ def list_notes(
         def admitted(note_id: str) -> bool:
             return (seen := facets(note_id)) is not None and filters.admit(seen)
 
-        if filters.plain():  # a window alone: the trash flag from the order's record, without the note's facets
-
-            def admitted(note_id: str) -> bool:
-                return (
-                    (got := state.listed(note_id)) is not None and got[1] == filters.trashed and filters.within(note_id)
-                )
-
         window = filters.window
-        if window is not None and window.since is not None:
-            # Newest first: the notes changed since the window's start are at the front, and the walk ends at the
-            # first one older (a window costs its notes, not a pass over the notebook).
-            newer = itertools.takewhile(
-                lambda note_id: _since(state, note_id, window), _chosen(recent, filters.trashed)
-            )
-            every = [note_id for note_id in newer if admitted(note_id)]
+        if window is not None:
+            # The window's notes from the order (newest first): a window costs its notes, not a pass over the notebook.
+            inside = in_window(state, window)
+            current = recent.current
+            if filters.plain() and not recent.counts[not filters.trashed]:  # every note is of this list: a slice
+                page = [note for note in map(state.note, inside[offset : offset + cap]) if note is not None]
+                return (bounded(page, limit) if limit is None else page), len(inside)
+            flags = map(current.__getitem__, inside)
+            every = list(itertools.compress(inside, flags if filters.trashed else map(operator.not_, flags)))
+            if not filters.plain():
+                filters = replace(filters, inside=set(every))
+                every = [note_id for note_id in every if admitted(note_id)]
         elif last is not None and last[0] == filters:
             every = last[2] if last[1] == recent.version else _patched(recent, last[1], last[2], admitted)
         if every is None:
             every = [note_id for note_id in _chosen(recent, filters.trashed) if admitted(note_id)]
-        if window is None or window.since is None:
+        if window is None:
             recent.filtered = (filters, recent.version, every)
         total, ids = len(every), every[offset : offset + cap]
     page = [note for note in map(state.note, ids) if note is not None]  # each is: the order is up to date
     return (bounded(page, limit) if limit is None else page), total
 
 
-def _since(state: State, note_id: str, window: Window) -> bool:
-    """Whether the note's latest change is at or after the window's start (its place in the order says no earlier)."""
-    listed = state.listed(note_id)
-    return listed is not None and (window.since is None or listed[0][0] >= window.since)
+def in_window(state: State, window: Window) -> list[str]:
+    """The ids of the notes (in the trash or not) created or changed in `window`, most recently changed first. The
+    order keeps each entry's latest change (`Recent.walls`, newest first), so the notes whose latest change is in the
+    window are one slice of it, found by bisection; a note whose latest change is after the window's end is in it
+    when an earlier change is (its record read, for those notes alone)."""
+    recent, front, start, end = _window_slice(state, window)
+    return front + recent.ids[start:end] if front else recent.ids[start:end]
+
+
+def window_set(state: State, window: Window) -> frozenset[str]:
+    """`in_window` as a set, for a search's candidates; kept while the notebook and the window's slice of the order
+    stay the same (an agent asking "since 7d" again and again: the same notes, a new `since` each time)."""
+    recent, front, start, end = _window_slice(state, window)
+    key = (recent.version, start, end)
+    kept = recent.window_set
+    if not front and kept is not None and kept[0] == key:
+        return kept[1]
+    made = frozenset(recent.ids[start:end]).union(front)
+    if not front:
+        recent.window_set = (key, made)
+    return made
+
+
+def _window_slice(state: State, window: Window) -> tuple[Recent, list[str], int, int]:
+    """The order, the notes before `start` changed in the window before their latest change, and the slice
+    [start, end) of the order whose latest change is in the window."""
+    recent = _recent(state)
+    if recent.stale:
+        _compact(recent)
+    ids, walls, since, until = recent.ids, recent.walls, window.since, window.until
+    end = len(ids) if since is None else bisect.bisect_right(walls, -since, key=operator.neg)  # changed at/after since
+    start = 0 if until is None else min(end, bisect.bisect_right(walls, -until, key=operator.neg))  # ... at/after until
+    front = [
+        note_id for note_id in filter(recent.edited.__contains__, ids[:start]) if _changed_in(state, note_id, window)
+    ]
+    return recent, front, start, end
+
+
+def _changed_in(state: State, note_id: str, window: Window) -> bool:
+    """Whether a note whose latest change is after the window changed in it before."""
+    record = state.notes.get(note_id)
+    return record is not None and any(map(window.contains, record.walls()))
 
 
 def note_counts(state: State) -> dict[bool, int]:
@@ -169,6 +195,7 @@ class Recent:
 
     version: int
     ids: list[str]  # newest first, stale entries included
+    walls: list[int]  # each entry's latest change (ms) when it was put in the order: never increasing
     current: dict[str, bool]  # id -> in the trash, for every note there is
     counts: dict[bool, int]  # trashed -> how many notes
     head: Revision | None  # the revision of the note listed first
@@ -180,6 +207,11 @@ class Recent:
     # The last patches of the order after writes: (version before, version after, the ids changed, those that are
     # notes now, newest first), so a filtered list of an earlier version can be brought up to date.
     patches: list[tuple[int, int, set[str], list[str]]] = field(default_factory=list)
+    # The notes with more than one change (most are written once): only these can have changed in a window before
+    # their latest change (`in_window`).
+    edited: set[str] = field(default_factory=set)
+    # The last window's notes as a set (`window_set`), with the notebook's version and the slice of the order then.
+    window_set: tuple[tuple[int, int, int], frozenset[str]] | None = None
 
 
 @dataclass
@@ -242,8 +274,10 @@ def _patched(recent: Recent, since: int, ids: list[str], admitted: Callable[[str
 
 
 def _compact(recent: Recent) -> None:
-    """Drop the stale entries: each note's id once, at its place."""
+    """Drop the stale entries: each note's id once, at its place (with its time there)."""
+    first = dict(zip(reversed(recent.ids), reversed(recent.walls), strict=True))  # the wall of each id's first entry
     recent.ids = list(filter(recent.current.__contains__, dict.fromkeys(recent.ids)))
+    recent.walls = list(map(first.__getitem__, recent.ids))
     recent.stale = 0
 
 
@@ -272,9 +306,11 @@ def _recent(state: State) -> Recent:
             for _, note_id, trashed in fresh:
                 current[note_id] = trashed
                 counts[trashed] += 1
+            _note_edited(state, recent.edited, changed)
             ids = [note_id for _, note_id, _ in fresh]
             if fresh:
                 recent.ids[:0] = ids
+                recent.walls[:0] = [revision[0] for revision, _, _ in fresh]
                 recent.head = fresh[0][0]
             recent.patches.append((recent.version, state.notes_version, set(changed), ids))
             del recent.patches[:-KEPT_PATCHES]
@@ -289,9 +325,22 @@ def _recent(state: State) -> Recent:
     recent = recency.recent = Recent(
         state.notes_version,
         [note_id for _, note_id, _ in listed],
+        [revision[0] for revision, _, _ in listed],
         {note_id: trashed for _, note_id, trashed in listed},
         counts,
         listed[0][0] if listed else None,
     )
+    _note_edited(state, recent.edited, state.notes)
     changed.clear()
     return recent
+
+
+def _note_edited(state: State, edited: set[str], ids: Iterable[str]) -> None:
+    """Keep `Recent.edited` up to date for the notes `ids`."""
+    records = state.notes
+    for note_id in ids:
+        record = records.get(note_id)
+        if record is not None and type(record.ops) is not int:
+            edited.add(note_id)
+        else:
+            edited.discard(note_id)

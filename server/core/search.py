@@ -544,12 +544,10 @@ def _notes(state: State, keys: Iterable[str]) -> list[Note]:
 def _admitted(state: State, keys: Iterable[str], filters: Filters) -> list[str]:
     """Of the notes `keys`, those `filters` admit, without making their views (a common word's matches are most of
     the notebook): the trash flag from the record, what other filters look at from its deciding ops."""
-    if filters.plain():  # no filter but the trash's and a window's: from the record, without the facets
-        return [
-            key
-            for key in keys
-            if (listed := state.listed(key)) is not None and listed[1] == filters.trashed and filters.within(key)
-        ]
+    if filters.plain():  # no filter but the trash's (and a window's: its notes, `Filters.reading`)
+        if filters.inside is not None:
+            keys = filters.inside.intersection(keys)
+        return [key for key in keys if (listed := state.listed(key)) is not None and listed[1] == filters.trashed]
     return [key for key in keys if (seen := state.facets(key)) is not None and filters.admit(seen)]
 
 
