@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hivenote.server.core.listing import NO_FILTERS, Filters
@@ -37,7 +37,7 @@ BASE = 1_760_000_000_000  # write_log's first note is at BASE + 1 s, the i-th at
 
 
 def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat()
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
 
 
 def timed(call: Callable[[], object], runs: int) -> tuple[float, float]:
@@ -96,7 +96,16 @@ def main() -> None:
                 )
             kind = Filters(kind="decision")
             listed = timed(lambda: notebook.list(kind, limit=20), 50)
-            print(f"| (for scale: kind=decision, no window) | {listed[0]:.2f} / {listed[1]:.2f} | |")
+            spent = []
+            for query in queries:
+                t = time.perf_counter()
+                notebook.search(query, kind)
+                spent.append((time.perf_counter() - t) * 1000)
+            spent.sort()
+            print(
+                f"| (for scale: kind=decision, no window) | {listed[0]:.2f} / {listed[1]:.2f} "
+                f"| {statistics.median(spent):.2f} / {spent[int(len(spent) * 0.99)]:.2f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -151,7 +151,7 @@ def test_the_history_shows_the_same_window_on_a_notes_versions(notebook: Noteboo
 def test_an_unreadable_phrase_changes_nothing_and_lists_what_works(notebook: Notebook, clock: Clock) -> None:
     notebook.remember(kind="fact", title="still here")
     size = notebook.store.shard_path.stat().st_size if notebook.store.shard_path else 0
-    with pytest.raises(InvalidInput, match="cannot read since 'the other day' as a time; use .*yesterday.*2h"):
+    with pytest.raises(InvalidInput, match=r"cannot read since .the other day. as a time; use .*yesterday.*2h"):
         notebook.window("the other day")
     with pytest.raises(InvalidInput, match="cannot read until 'soonish'"):
         notebook.window(None, "soonish")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -21,6 +22,7 @@ DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
 TOKEN_BUDGET = 1500  # default result size, in estimated model tokens of the one-line summaries
 REFRESH_RECENT = 1000  # list_notes brings its recency order up to date after at most this many changed notes
+_INT64 = (1 << 63) - 1
 KEPT_PATCHES = 32  # patches of the order kept for bringing a filtered list up to date (`Recent.patches`)
 
 
@@ -168,9 +170,11 @@ def _window_slice(state: State, window: Window) -> tuple[Recent, list[str], int,
     ids, walls, since, until = recent.ids, recent.walls, window.since, window.until
     end = len(ids) if since is None else bisect.bisect_right(walls, -since, key=operator.neg)  # changed at/after since
     start = 0 if until is None else min(end, bisect.bisect_right(walls, -until, key=operator.neg))  # ... at/after until
-    front = [
-        note_id for note_id in filter(recent.edited.__contains__, ids[:start]) if _changed_in(state, note_id, window)
-    ]
+    if start and recent.edited is None:
+        recent.edited = set()
+        _note_edited(state, recent.edited, state.notes)
+    edited = recent.edited or set()
+    front = [note_id for note_id in filter(edited.__contains__, ids[:start]) if _changed_in(state, note_id, window)]
     return recent, front, start, end
 
 
@@ -195,7 +199,9 @@ class Recent:
 
     version: int
     ids: list[str]  # newest first, stale entries included
-    walls: list[int]  # each entry's latest change (ms) when it was put in the order: never increasing
+    walls: array[
+        int
+    ]  # each entry's latest change (ms, at most 2**63 - 1) when it was put in the order: never increasing
     current: dict[str, bool]  # id -> in the trash, for every note there is
     counts: dict[bool, int]  # trashed -> how many notes
     head: Revision | None  # the revision of the note listed first
@@ -208,8 +214,8 @@ class Recent:
     # notes now, newest first), so a filtered list of an earlier version can be brought up to date.
     patches: list[tuple[int, int, set[str], list[str]]] = field(default_factory=list)
     # The notes with more than one change (most are written once): only these can have changed in a window before
-    # their latest change (`in_window`).
-    edited: set[str] = field(default_factory=set)
+    # their latest change (`in_window`); made when a window with an end first asks.
+    edited: set[str] | None = None
     # The last window's notes as a set (`window_set`), with the notebook's version and the slice of the order then.
     window_set: tuple[tuple[int, int, int], frozenset[str]] | None = None
 
@@ -277,7 +283,7 @@ def _compact(recent: Recent) -> None:
     """Drop the stale entries: each note's id once, at its place (with its time there)."""
     first = dict(zip(reversed(recent.ids), reversed(recent.walls), strict=True))  # the wall of each id's first entry
     recent.ids = list(filter(recent.current.__contains__, dict.fromkeys(recent.ids)))
-    recent.walls = list(map(first.__getitem__, recent.ids))
+    recent.walls = array("q", map(first.__getitem__, recent.ids))
     recent.stale = 0
 
 
@@ -306,11 +312,12 @@ def _recent(state: State) -> Recent:
             for _, note_id, trashed in fresh:
                 current[note_id] = trashed
                 counts[trashed] += 1
-            _note_edited(state, recent.edited, changed)
+            if recent.edited is not None:
+                _note_edited(state, recent.edited, changed)
             ids = [note_id for _, note_id, _ in fresh]
             if fresh:
                 recent.ids[:0] = ids
-                recent.walls[:0] = [revision[0] for revision, _, _ in fresh]
+                recent.walls[:0] = _walls(revision for revision, _, _ in fresh)
                 recent.head = fresh[0][0]
             recent.patches.append((recent.version, state.notes_version, set(changed), ids))
             del recent.patches[:-KEPT_PATCHES]
@@ -325,14 +332,18 @@ def _recent(state: State) -> Recent:
     recent = recency.recent = Recent(
         state.notes_version,
         [note_id for _, note_id, _ in listed],
-        [revision[0] for revision, _, _ in listed],
+        _walls(revision for revision, _, _ in listed),
         {note_id: trashed for _, note_id, trashed in listed},
         counts,
         listed[0][0] if listed else None,
     )
-    _note_edited(state, recent.edited, state.notes)
     changed.clear()
     return recent
+
+
+def _walls(revisions: Iterable[Revision]) -> array[int]:
+    """The walls of `revisions` for `Recent.walls` (a wall past int64, from a clock far off, as the largest)."""
+    return array("q", (min(revision[0], _INT64) for revision in revisions))
 
 
 def _note_edited(state: State, edited: set[str], ids: Iterable[str]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -114,7 +114,7 @@ def test_an_unreadable_phrase_says_what_would_work(phrase: str) -> None:
 
 
 def test_an_empty_window_is_refused_with_what_to_change() -> None:
-    with pytest.raises(InvalidInput, match="is not before until .* give an earlier since or a later until"):
+    with pytest.raises(InvalidInput, match=r"is not before until .* give an earlier since or a later until"):
         read_window("today", "yesterday", now_ms=NOW, tz=BERLIN)
 
 
@@ -154,7 +154,7 @@ def test_a_phrase_never_ends_before_it_starts_nor_starts_after_now(phrase: str, 
 
 @given(INSTANTS, ZONES)
 def test_an_iso_date_time_reads_back_as_the_instant_it_was_written_from(at: int, tz: ZoneInfo) -> None:
-    moment = datetime.fromtimestamp(at / 1000, timezone.utc).replace(microsecond=(at % 1000) * 1000)
+    moment = datetime.fromtimestamp(at / 1000, UTC).replace(microsecond=(at % 1000) * 1000)
     assert read_time(moment.isoformat(), now_ms=at, tz=tz).start == at
     assert read_time(moment.isoformat().replace("+00:00", "Z"), now_ms=at, tz=tz).start == at
     local = moment.astimezone(tz)

@@ -15,29 +15,9 @@ from mcp.types import CallToolResult, TextContent
 
 from hivenote.server.cli.main import main
 from hivenote.server.core.hlc import wall_ms
-from hivenote.server.core.model import Author, Op
-
 from tests.support.live import Running, mcp_client, serve
+from tests.support.notes import seed_times as seed
 from tests.web.test_rest import DOC, Api
-
-HOUR, DAY = 3_600_000, 86_400_000
-CURSOR = Author("cursor", "cursor-vscode 1.7", "ann")
-CODEX = Author("codex", "codex-cli 0.5", "bob")
-
-
-def seed(data_dir: Path, now: int) -> dict[str, str]:
-    """Three notes written at known times (a log another machine wrote): 10 days ago, 2 days ago, an hour ago."""
-    (data_dir / "log").mkdir(parents=True)
-    notes = {
-        "old": ("01TIMEOLD0000000000000000A", now - 10 * DAY, CURSOR, "Drizzle for shop-api"),
-        "recent": ("01TIMERECENT00000000000000", now - 2 * DAY, CODEX, "Drizzle migrations on deploy"),
-        "fresh": ("01TIMEFRESH000000000000000", now - HOUR, CURSOR, "Drizzle pool size 10"),
-    }
-    with open(data_dir / "log" / "other-0001.jsonl", "wb") as fh:
-        for seq, (note_id, wall, by, title) in enumerate(notes.values(), start=1):
-            data = {"id": note_id, "fields": {"kind": "decision", "title": title, "project": "shop-api"}}
-            fh.write(Op("other-0001", seq, wall, 0, "note.set", data, by).encode())
-    return {name: spec[0] for name, spec in notes.items()}
 
 
 @pytest.fixture
