@@ -11,10 +11,12 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hivenote.server.core.errors import InvalidInput
 from hivenote.server.core.listing import Filters
-from hivenote.server.core.model import Author
+from hivenote.server.core.model import Author, CorruptLine, Imported, Op, decode_op
 from hivenote.server.core.timewindow import Window, read_window
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
@@ -285,3 +287,33 @@ def test_an_export_without_times_is_imported_as_written_now_by_the_importer(tmp_
         _import(notebook, json.dumps(doc))
         note = notebook.get("01OLD")
         assert (note.created, note.created_by.agent, note.created_by.person) == (at("2026-12-07T09:00"), "cli", "me")
+
+
+_TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=12)
+
+
+@given(_TEXT, _TEXT, _TEXT, st.integers(0, 2**53), _TEXT, st.integers(0, 2**45))
+def test_an_imported_ops_author_and_import_read_back_from_its_line(
+    agent: str, client: str, person: str, imported_at: int, file: str, wall: int
+) -> None:
+    by = Author("cursor", "cursor 1", "ann", Imported(agent, client, person, imported_at, file))
+    op = Op("laptop-7f3a", 3, wall, 0, "note.set", {"id": "01X", "fields": {"title": "t"}, "since": None}, by)
+    line = op.encode()
+    again = decode_op(line.rstrip(b"\n"))
+    assert again.by == by and again.wall == wall
+    assert json.loads(line)["by"]["imported"] == {
+        "by": Author(agent, client, person).to_json(),
+        "at": imported_at,
+        "file": file,
+    }
+
+
+@pytest.mark.parametrize(
+    "imported",
+    [{"at": 1, "file": "x"}, {"by": {}, "at": -1, "file": "x"}, {"by": {"agent": 1}, "at": 1, "file": "x"}, "x"],
+)
+def test_a_damaged_import_record_makes_its_line_corrupt_not_the_fold(imported: object) -> None:
+    line = {"v": 1, "node": "n-0001", "seq": 1, "hlc": [1, 0], "op": "note.set", "id": "01X"}
+    line |= {"fields": {"title": "t"}, "by": {"agent": "cursor", "imported": imported}}
+    with pytest.raises(CorruptLine, match="imported"):
+        decode_op(json.dumps(line))
