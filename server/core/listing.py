@@ -173,7 +173,9 @@ def _window_slice(state: State, window: Window) -> tuple[Recent, list[str], int,
     if start and recent.edited is None:
         recent.edited = set()
         _note_edited(state, recent.edited, state.notes)
-    edited = recent.edited or set()
+    edited = recent.edited
+    if not edited:  # every note written once: none changed before its latest change
+        return recent, [], start, end
     front = [note_id for note_id in filter(edited.__contains__, ids[:start]) if _changed_in(state, note_id, window)]
     return recent, front, start, end
 

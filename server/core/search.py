@@ -863,7 +863,11 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
             quick = _head_first(state, index, numbers, terms, bounds, filters.trashed, cap)
             if quick is not None and quick[1]:
                 return SearchResult(bounded(quick[0], limit), [], quick[1])
-        candidates = set(map(index.key_at, numbers))
+        inside = filters.inside  # a time window's notes: fewer than the matches, they are the candidates
+        if inside is not None and len(inside) < len(numbers):
+            candidates = {key for key in inside if index.number(key) in numbers}
+        else:
+            candidates = set(map(index.key_at, numbers))
     matches = _admitted(state, candidates, filters)
     ranked = _ranked(state, matches, index.text, _same, terms, bounds, cap)
     hits = bounded([note for _, note in ranked], limit)
