@@ -5,13 +5,14 @@ notebook export imported with its own times and authors."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hivenote.server.core.errors import InvalidInput
@@ -317,3 +318,52 @@ def test_a_damaged_import_record_makes_its_line_corrupt_not_the_fold(imported: o
     line |= {"fields": {"title": "t"}, "by": {"agent": "cursor", "imported": imported}}
     with pytest.raises(CorruptLine, match="imported"):
         decode_op(json.dumps(line))
+
+
+_STEPS = st.lists(
+    st.tuples(st.sampled_from(["new", "edit", "trash", "restore"]), st.integers(0, 9), st.integers(0, 6 * 3600)),
+    min_size=1,
+    max_size=14,
+)
+_BOUND = st.none() | st.integers(0, 3 * 24 * 3600)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_STEPS, _BOUND, _BOUND)
+def test_a_window_holds_exactly_the_notes_with_a_change_in_it(
+    steps: list[tuple[str, int, int]], since_s: int | None, until_s: int | None
+) -> None:
+    """Whatever the writes and the window: a list, in the order of the unwindowed list, and a search hold the notes
+    with a version in the window (`history`), in and out of the trash, and nothing else."""
+    base = at("2026-12-01T00:00")
+    clock = [base]
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "data", now_ms=lambda: clock[0]) as store:
+        notebook = Notebook(store)
+        made: list[str] = []
+        for action, pick, step in steps:
+            clock[0] += step * 1000
+            if action == "new" or not made:
+                made.append(notebook.remember(kind="fact", title=f"Note {len(made)} zebra").note.id)
+            elif action == "edit":
+                notebook.update(made[pick % len(made)], body=f"edit at {clock[0]}")
+            else:
+                getattr(notebook, "forget" if action == "trash" else "restore")(made[pick % len(made)])
+            if step % 2:  # the order kept between lists, patched after writes (stale entries and all)
+                notebook.list(limit=1)
+            if step % 3 == 0:  # a window with an end: the edited notes found, then kept up to date
+                notebook.list(Filters(window=Window(None, base + 3_600_000)), limit=1)
+        since = None if since_s is None else base + since_s * 1000
+        until = None if until_s is None else base + until_s * 1000
+        if since is not None and until is not None and since >= until:
+            return
+        span = Window(since, until)
+        for trashed in (False, True):
+            everything = [n.id for n in notebook.list(Filters(trashed=trashed), limit=200)[0]]
+            wanted = [i for i in everything if any(span.contains(v.at) for v in notebook.history(i))]
+            listed, total = notebook.list(Filters(trashed=trashed, window=span), limit=200)
+            assert [n.id for n in listed] == wanted and total == len(wanted)
+            for offset in (1, 3):
+                paged, _ = notebook.list(Filters(trashed=trashed, window=span), limit=2, offset=offset)
+                assert [n.id for n in paged] == wanted[offset : offset + 2]
+            found = notebook.search("zebra", Filters(trashed=trashed, window=span), 200)
+            assert sorted(n.id for n in found.hits) == sorted(wanted) and found.total == len(wanted)

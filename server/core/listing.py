@@ -117,11 +117,15 @@ def list_notes(
         window = filters.window
         if window is not None:
             # The window's notes from the order (newest first): a window costs its notes, not a pass over the notebook.
+            if filters.plain() and not recent.counts[not filters.trashed]:  # every note is of this list: a slice
+                _, front, start, end = _window_slice(state, window)
+                ids = front[offset : offset + cap]
+                skip = start + max(0, offset - len(front))
+                ids += recent.ids[skip : max(skip, min(end, skip + cap - len(ids)))]
+                page = [note for note in map(state.note, ids) if note is not None]
+                return (bounded(page, limit) if limit is None else page), len(front) + end - start
             inside = in_window(state, window)
             current = recent.current
-            if filters.plain() and not recent.counts[not filters.trashed]:  # every note is of this list: a slice
-                page = [note for note in map(state.note, inside[offset : offset + cap]) if note is not None]
-                return (bounded(page, limit) if limit is None else page), len(inside)
             flags = map(current.__getitem__, inside)
             every = list(itertools.compress(inside, flags if filters.trashed else map(operator.not_, flags)))
             if not filters.plain():
