@@ -56,7 +56,10 @@ class Filters:
         """These filters over `state`: a window's notes are found once, from the list's order (`in_window`)."""
         if self.window is None:
             return self
-        return replace(self, inside=window_set(state, self.window))
+        inside = window_set(state, self.window)
+        if inside is None:  # the window holds every note: as without one (a search takes its quickest path)
+            return replace(self, window=None, inside=None)
+        return replace(self, inside=inside)
 
     def plain(self) -> bool:
         """Whether no filter but the trash's (and a window's) is set."""
@@ -151,10 +154,13 @@ def in_window(state: State, window: Window) -> list[str]:
     return front + recent.ids[start:end] if front else recent.ids[start:end]
 
 
-def window_set(state: State, window: Window) -> frozenset[str]:
-    """`in_window` as a set, for a search's candidates; kept while the notebook and the window's slice of the order
-    stay the same (an agent asking "since 7d" again and again: the same notes, a new `since` each time)."""
+def window_set(state: State, window: Window) -> frozenset[str] | None:
+    """`in_window` as a set, for a search's candidates (None when the window holds every note); kept while the
+    notebook and the window's slice of the order stay the same (an agent asking "since 7d" again and again: the same
+    notes, a new `since` each time)."""
     recent, front, start, end = _window_slice(state, window)
+    if start == 0 and end == len(recent.ids) and not recent.stale:
+        return None
     key = (recent.version, start, end)
     kept = recent.window_set
     if not front and kept is not None and kept[0] == key:
