@@ -23,6 +23,7 @@ MAX_LIMIT = 200
 TOKEN_BUDGET = 1500  # default result size, in estimated model tokens of the one-line summaries
 REFRESH_RECENT = 1000  # list_notes brings its recency order up to date after at most this many changed notes
 _INT64 = (1 << 63) - 1
+KEPT_WINDOW = 10_000  # a window's notes kept as a set between searches up to this many (~0.5 MB), made again above
 KEPT_PATCHES = 32  # patches of the order kept for bringing a filtered list up to date (`Recent.patches`)
 
 
@@ -166,7 +167,7 @@ def window_set(state: State, window: Window) -> frozenset[str] | None:
     if not front and kept is not None and kept[0] == key:
         return kept[1]
     made = frozenset(recent.ids[start:end]).union(front)
-    if not front:
+    if not front and len(made) <= KEPT_WINDOW:
         recent.window_set = (key, made)
     return made
 
