@@ -21,6 +21,7 @@ from .core.ids import new_ulid
 from .core.listing import NO_FILTERS, Filters, list_notes, note_counts
 from .core.model import LOCAL_AUTHOR, NOTE_KINDS, Author, Note, Version
 from .core.search import Meaning, SearchResult, search_notes, similar_notes
+from .core.timewindow import Window, read_window
 from .storage.store import Payload, Store
 
 MAX_TITLE = 200
@@ -180,10 +181,18 @@ class Notebook:
         with self.store.reading() as state:
             return self._resolve(state, note_id)
 
-    def history(self, note_id: str) -> list[Version]:
+    def window(self, since: str | None = None, until: str | None = None) -> Window | None:
+        """The time window `since` and `until` name ("yesterday", "last week", "3 days ago", "2h", "monday", an ISO
+        date or date-time), read now in the machine's local time zone; None when neither is given. Raises
+        InvalidInput (listing the forms it reads) for a value it cannot read."""
+        return read_window(since, until, now_ms=self.store.now_ms())
+
+    def history(self, note_id: str, window: Window | None = None) -> list[Version]:
+        """The note's versions, oldest first (those made in `window` when one is given)."""
         with self.store.reading() as state:
             note = self._resolve(state, note_id)
-            return state.history(note.id)
+            versions = state.history(note.id)
+        return versions if window is None else [v for v in versions if window.contains(v.at)]
 
     def search(self, query: str, filters: Filters = NO_FILTERS, limit: int | None = None) -> SearchResult:
         if limit is not None and limit < 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .agents import agent_name
 from .core.model import Author, Note
+from .core.timewindow import Window
 
 
 def ago(then_ms: int, now_ms: int) -> str:
@@ -75,3 +76,25 @@ def note_text(note: Note, now_ms: int) -> str:
     if note.body:
         lines += ["", note.body]
     return "\n".join(lines)
+
+
+def window_line(window: Window, now_ms: int) -> str:
+    """What a windowed list or search says first: "Created or changed since Mon 1 Dec 00:00 (local time):"."""
+    return f"Created or changed {window.describe(now_ms=now_ms)} (local time):"
+
+
+def window_json(window: Window | None, now_ms: int) -> dict[str, object] | None:
+    """The window an answer used: its bounds (epoch ms) and the same in words."""
+    if window is None:
+        return None
+    return {**window.to_json(), "text": window.describe(now_ms=now_ms)}
+
+
+def imported_text(by: Author, now_ms: int) -> str:
+    """What a version's line adds when an import wrote it: " (imported by Hivenote CLI 2 hours ago from x.json)"."""
+    imported = by.imported
+    if imported is None:
+        return ""
+    importer = " · ".join(x for x in (agent_name(imported.agent), imported.person) if x)
+    source = f" from {imported.file}" if imported.file else ""
+    return f" (imported by {importer} {ago(imported.at, now_ms)}{source})"

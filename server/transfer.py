@@ -12,10 +12,10 @@ from typing import Any, Final
 
 from .core.errors import ImportRejected, InvalidInput
 from .core.fold import State
-from .core.model import Author, Entity, Relation
+from .core.model import Author, Entity, Imported, Relation
 from .graph import Graph, entity_issue, relation_issue
 from .notebook import Notebook, check_body, check_kind, check_project, check_tags, check_title
-from .storage.store import Payload
+from .storage.store import Dated, Payload
 
 NOTEBOOK_FORMAT: Final = "hivenote-notebook"
 BATCH = 500  # items per write, so a big import never holds the store for long
@@ -269,7 +269,47 @@ def _parse_note(item: Any) -> dict[str, Any]:
         if not isinstance(replaces, str) or not replaces or len(replaces) > 64 or not replaces.isprintable():
             raise InvalidInput("'replaces' must be a note id")
         fields["replaces"] = replaces
-    return {"id": note_id, "fields": fields, "trashed": item.get("trashed") is True}
+    created, updated = _wall(item, "created"), _wall(item, "updated")
+    if created is not None and updated is not None and updated < created:
+        raise InvalidInput("a note's 'updated' must not be before its 'created'")
+    return {
+        "id": note_id,
+        "fields": fields,
+        "trashed": item.get("trashed") is True,
+        "created": created,
+        "updated": updated,
+        "created_by": _writer(item, "created_by"),
+        "updated_by": _writer(item, "updated_by"),
+    }
+
+
+def _wall(item: dict[str, Any], key: str) -> int | None:
+    """A note's `created` or `updated` in an export (epoch ms), None when the file has none."""
+    value = item.get(key)
+    if value is None:
+        return None
+    if type(value) is not int or value < 0:
+        raise InvalidInput(f"a note's {key!r} must be a time in epoch milliseconds (got {_shown(value)})")
+    return value
+
+
+def _writer(item: dict[str, Any], key: str) -> tuple[str, str, str] | None:
+    """A note's `created_by` or `updated_by` in an export (agent, client, person), None when the file has none."""
+    value = item.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidInput(f"a note's {key!r} must be an object with agent, client and person")
+    parts = tuple(value.get(name, "") for name in ("agent", "client", "person"))
+    for part in parts:
+        if not _text(part) or len(part) > 200 or not part.isprintable():
+            raise InvalidInput(f"a note's {key!r} must hold agent, client and person as short printable text")
+    return parts[0], parts[1], parts[2]
+
+
+def _shown(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def parse_notebook(
@@ -323,31 +363,85 @@ def import_notes(
     summary: ImportSummary,
     *,
     by: Author,
+    source: str = "",
     progress: Progress | None = None,
 ) -> None:
-    """Create every note whose id is not known yet (with its trash state); known ids are left as they are."""
+    """Bring in the notes of an export with their own times and authors: each op is stamped with the export's
+    `created` or `updated` and written as its `created_by` or `updated_by`, and carries the import (`by`, now, the
+    file `source`) for the note's history. A note not here yet is created (with its trash state); one here already
+    keeps its own version when that is as new as the export's or newer, and takes the export's changes otherwise.
+    Importing the same file again changes nothing."""
+    source = "".join(ch for ch in source if ch.isprintable())[:200]  # a name a client sent: one short line
+    imported = Imported(by.agent, by.client, by.person, notebook.store.now_ms(), source)
     for start in range(0, len(notes), BATCH):
         chunk = notes[start : start + BATCH]
 
-        def decide(state: State, chunk: list[dict[str, Any]] = chunk) -> list[Payload]:
-            payloads: list[Payload] = []
+        def decide(state: State, chunk: list[dict[str, Any]] = chunk) -> list[Dated]:
+            dated: list[Dated] = []
             for item in chunk:
-                if item["id"] in state.notes and state.note(item["id"]) is not None:
+                made = _note_ops(state, item, by, imported)
+                if made is None:
                     _count(summary.skipped, "notes")
                     continue
-                rec = state.notes.get(item["id"])
-                purge = rec.purge if rec is not None else None
-                # The purge this import comes after (it re-creates the note); a purge made meanwhile elsewhere wins.
-                seen = purge and (purge.wall, purge.counter, purge.node, purge.seq)
-                payloads.append(("note.set", {"id": item["id"], "fields": item["fields"], "since": seen or None}))
-                if item["trashed"]:
-                    payloads.append(("note.trash", {"id": item["id"]}))
-                _count(summary.added, "notes")
-            return payloads
+                dated += made[1]
+                _count(summary.added, made[0])
+            return dated
 
-        notebook.store.write(decide, by)
+        notebook.store.write_dated(decide)
         if progress:
             progress(min(start + BATCH, len(notes)), len(notes))
+
+
+def _note_ops(
+    state: State, item: dict[str, Any], importer: Author, imported: Imported
+) -> tuple[str, list[Dated]] | None:
+    """The ops that bring one exported note in, and what they do ("notes": a new one, "updated": a newer version of
+    one here); None when the note here is as new as the export's or newer."""
+    note_id, fields = item["id"], item["fields"]
+    created, updated = item["created"], item["updated"]
+    created_by = _author(item["created_by"], importer, imported)
+    updated_by = _author(item["updated_by"] or item["created_by"], importer, imported)
+    if updated is None:
+        updated = created
+    note = state.note(note_id)
+    if note is not None:
+        if updated is None or note.updated >= updated:
+            return None
+        current = note.to_json()
+        changed = {name: value for name, value in fields.items() if current.get(name) != value}
+        if changed.keys() == {"replaces"}:
+            changed["kind"] = note.kind  # a line carries a field every reader knows (OPLOG.md `replaces`)
+        record = state.notes[note_id]
+        purge = record.purge
+        since = purge and (purge.wall, purge.counter, purge.node, purge.seq)
+        ops: list[Dated] = []
+        if changed:
+            ops.append(("note.set", {"id": note_id, "fields": changed, "since": since or None}, updated, updated_by))
+        if item["trashed"] != note.trashed:
+            ops.append(("note.trash" if item["trashed"] else "note.restore", {"id": note_id}, updated, updated_by))
+        return ("updated", ops) if ops else None
+    gone = state.notes.get(note_id)
+    purge = gone.purge if gone is not None else None
+    # The purge this import comes after (it re-creates the note); a purge made meanwhile elsewhere wins. Such a note
+    # starts again now: its recorded times are before the purge, which ended everything before it.
+    since = purge and (purge.wall, purge.counter, purge.node, purge.seq)
+    if purge is not None:
+        created = updated = None
+    if created is None or (updated == created and updated_by == created_by):
+        ops = [("note.set", {"id": note_id, "fields": fields, "since": since or None}, created, created_by)]
+    else:  # made by one writer, last changed by another or later: the note as the export holds it is the later one's
+        first = {"id": note_id, "fields": {"kind": fields["kind"]}, "since": since or None}
+        ops = [("note.set", first, created, created_by)]
+        ops.append(("note.set", {"id": note_id, "fields": fields, "since": since or None}, updated, updated_by))
+    if item["trashed"]:
+        ops.append(("note.trash", {"id": note_id}, updated, updated_by))
+    return "notes", ops
+
+
+def _author(writer: tuple[str, str, str] | None, importer: Author, imported: Imported) -> Author:
+    """An exported note's writer, with the import that brings the op in (the importer when the file names none)."""
+    agent, client, person = writer or (importer.agent, importer.client, importer.person)
+    return Author(agent, client, person, imported)
 
 
 def detect_format(text: str) -> str:

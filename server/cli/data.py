@@ -81,12 +81,13 @@ def cmd_import(ctx: Context) -> int:
         notes, entities, relations, bad = parse_notebook(text, skip_bad=a.skip_bad)
     with ctx.notebook() as notebook:
         if isinstance(notebook, RemoteNotebook):  # the server owns the data dir: it imports the file itself
-            _report_import(ctx, path, fmt, notebook.import_file(text.encode("utf-8"), fmt, a.skip_bad))
+            _report_import(ctx, path, fmt, notebook.import_file(text.encode("utf-8"), fmt, a.skip_bad, path.name))
             return 0
         summary = ImportSummary(fmt, rejected=list(bad))
         by = Author(agent="import", client=f"hivenote import {path.name}")
         progress = _progress(ctx, "importing")
-        import_notes(notebook, notes, summary, by=by, progress=progress)
+        # The notes keep their recorded times and authors; each op says who imported it (the CLI), when, from where.
+        import_notes(notebook, notes, summary, by=notebook.author, source=path.name, progress=progress)
         import_graph(Graph(notebook.store), entities, relations, summary, by=by, progress=progress)
     _report_import(ctx, path, fmt, summary.to_json())
     return 0

@@ -51,7 +51,18 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
         p.add_argument("--project", help="the codebase's name, e.g. shop-api")
         p.add_argument("--tag")
         p.add_argument("--agent", help="written by this agent (cursor, claude-code, codex, ...)")
+        p.add_argument("--person", help="written by this teammate (their token's name)")
         p.add_argument("--trash", action="store_true", help="look in the trash instead")
+        window(p)
+
+    def window(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--since",
+            metavar="WHEN",
+            help="created or changed at or after: yesterday, today, monday, 'last week', 'this month', "
+            "'3 days ago', 2h, 7d, or an ISO date/date-time (local time)",
+        )
+        p.add_argument("--until", metavar="WHEN", help="created or changed before (a day or week: before its end)")
 
     p = add("remember", "store a note", notes.cmd_remember)
     p.add_argument("--kind", required=True, choices=NOTE_KINDS)
@@ -88,7 +99,9 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
     add("forget", "move a note to the trash", notes.flag_command("forget", "Moved to the trash:")).add_argument("id")
     add("restore", "bring a note back from the trash", notes.flag_command("restore", "Restored")).add_argument("id")
     add("purge", "delete a trashed note for good", notes.cmd_purge).add_argument("id")
-    add("history", "every version of a note, with who and when", notes.cmd_history).add_argument("id")
+    p = add("history", "every version of a note, with who and when", notes.cmd_history)
+    p.add_argument("id")
+    window(p)
 
     p = add("import", "import a memory.jsonl or a notebook export (idempotent)", data.cmd_import)
     p.add_argument("file")

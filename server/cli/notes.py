@@ -16,21 +16,28 @@ from ..core.model import Note
 from ..graph import Graph, graph_json
 from ..meaning import open_index
 from ..notebook import UNSET, Notebook
-from ..render import ago, annotation, note_line, note_text
+from ..render import ago, annotation, imported_text, note_line, note_text, window_json, window_line
 from ..settings import load_settings
 
 if TYPE_CHECKING:
     from .context import Context
 
 
-def _filters(args: argparse.Namespace, *, trashed: bool = False) -> Filters:
+def _filters(args: argparse.Namespace, notebook: Notebook, *, trashed: bool = False) -> Filters:
     return Filters(
         kind=args.kind,
         project=args.project,
         tag=getattr(args, "tag", None),
         agent=getattr(args, "agent", None),
+        person=getattr(args, "person", None),
         trashed=trashed,
+        window=notebook.window(args.since, args.until),
     )
+
+
+def _with_window(text: str, filters: Filters, now: int) -> str:
+    """The window a list or search used, said first."""
+    return text if filters.window is None else f"{window_line(filters.window, now)}\n{text}"
 
 
 def _read_body(args: argparse.Namespace) -> str | None:
@@ -74,7 +81,9 @@ def cmd_search(ctx: Context) -> int:
         index = open_index(ctx.data_dir, settings.meaning, ModelSettings(settings.model_dir, download=False))
         if index is not None:
             index.catch_up(store)
-        result = Notebook(store, meaning=index).search(a.query, _filters(a, trashed=a.trash), a.limit)
+        notebook = Notebook(store, meaning=index)
+        filters = _filters(a, notebook, trashed=a.trash)
+        result = notebook.search(a.query, filters, a.limit)
     now = wall_ms()
 
     def line(note: Note) -> str:
@@ -98,8 +107,9 @@ def cmd_search(ctx: Context) -> int:
             "total": result.total,
             "reasons": result.reasons,
             "replaced_by": result.replaced_by,
+            "window": window_json(filters.window, now),
         },
-        text,
+        _with_window(text, filters, now),
     )
     return 0
 
@@ -107,12 +117,16 @@ def cmd_search(ctx: Context) -> int:
 def cmd_list(ctx: Context) -> int:
     a = ctx.args
     with ctx.store(write=False) as store:
-        notes, total = Notebook(store).list(_filters(a, trashed=a.trash), limit=a.limit, offset=a.offset)
+        notebook = Notebook(store)
+        filters = _filters(a, notebook, trashed=a.trash)
+        notes, total = notebook.list(filters, limit=a.limit, offset=a.offset)
     now = wall_ms()
-    text = "\n".join(note_line(n, now) for n in notes) or ("The trash is empty." if a.trash else "No notes yet.")
+    empty = "No notes in that time." if filters.window else "The trash is empty." if a.trash else "No notes yet."
+    text = "\n".join(note_line(n, now) for n in notes) or empty
     if total > a.offset + len(notes):
         text += f"\n({len(notes)} of {total} shown; use --limit/--offset for more)"
-    ctx.emit({"results": [n.to_json() for n in notes], "total": total}, text)
+    doc = {"results": [n.to_json() for n in notes], "total": total, "window": window_json(filters.window, now)}
+    ctx.emit(doc, _with_window(text, filters, now))
     return 0
 
 
@@ -163,14 +177,19 @@ def cmd_purge(ctx: Context) -> int:
 
 
 def cmd_history(ctx: Context) -> int:
+    a = ctx.args
     with ctx.store(write=False) as store:
-        versions = Notebook(store).history(ctx.args.id)
+        notebook = Notebook(store)
+        window = notebook.window(a.since, a.until)
+        versions = notebook.history(a.id, window)
     now = wall_ms()
-    lines = []
+    lines = [] if window is None else [f"Versions made {window.describe(now_ms=now)} (local time):"]
     for v in versions:
         who = " · ".join(x for x in (v.by.agent, v.by.person, v.node) if x)
         changed = ", ".join(f"{k}={json.dumps(val, ensure_ascii=False)[:60]}" for k, val in v.fields.items())
-        lines.append(f"{ago(v.at, now):>16}  {v.action:<8} {who}  {changed}")
+        lines.append(f"{ago(v.at, now):>16}  {v.action:<8} {who}  {changed}{imported_text(v.by, now)}")
+    if window is not None and not versions:
+        lines.append("None in that time.")
     ctx.emit([v.to_json() for v in versions], "\n".join(lines))
     return 0
 

@@ -79,7 +79,7 @@ class RemoteNotebook:
     def purge(self, note_id: str) -> str:
         return str(self._call("DELETE", f"/api/notes/{note_id}")["purged"])
 
-    def import_file(self, content: bytes, fmt: str, skip_bad: bool) -> dict[str, Any]:
-        params = {"format": fmt, "skip_bad": "true" if skip_bad else "false"}
+    def import_file(self, content: bytes, fmt: str, skip_bad: bool, file: str = "") -> dict[str, Any]:
+        params = {"format": fmt, "skip_bad": "true" if skip_bad else "false", "file": file}
         answer: dict[str, Any] = self._call("POST", "/api/import", params=params, content=content)
         return answer

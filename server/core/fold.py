@@ -277,7 +277,16 @@ class NoteRecord:
             created_on=first.node,
             updated_by=last.by,
             updated_on=last.node,
+            id=self.id,
         )
+
+    def walls(self) -> list[int]:
+        """When the note changed: the wall time (ms) of each op of its history after the latest purge, oldest first,
+        read from the rows without making the ops (a time window asks it of a note that changed after its end)."""
+        if self.purge is not None:
+            return [op.wall for op in self.live_ops()]
+        stamp: Any = self._refs.stamp
+        return [stamp(entry)[0] for entry in self.entries()]
 
     def note(self, *, keep: bool = True) -> Note | None:
         """The note as its fields' deciding ops say (None: no note, such as one purged). The view is kept for the next

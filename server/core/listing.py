@@ -7,18 +7,23 @@ Pure: imports only the standard library.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from .fold import Revision, State
 from .model import Facets, Note
+from .timewindow import Window
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 200
 TOKEN_BUDGET = 1500  # default result size, in estimated model tokens of the one-line summaries
 REFRESH_RECENT = 1000  # list_notes brings its recency order up to date after at most this many changed notes
+_INT64 = (1 << 63) - 1
+KEPT_WINDOW = 10_000  # a window's notes kept as a set between searches up to this many (~0.5 MB), made again above
 KEPT_PATCHES = 32  # patches of the order kept for bringing a filtered list up to date (`Recent.patches`)
 
 
@@ -31,6 +36,10 @@ class Filters:
     person: str | None = None
     node: str | None = None
     trashed: bool = False  # True: only the trash; False: only live notes
+    window: Window | None = None  # only notes created or changed in it (an edit, a trash, a restore)
+    # The ids of the notes in the window, read from the state where a list or search starts (`reading`); not compared
+    # (a list keeps its last filtered order by its filters).
+    inside: frozenset[str] | set[str] | None = field(default=None, compare=False, repr=False)
 
     def admit(self, note: Note | Facets) -> bool:
         return (
@@ -41,7 +50,28 @@ class Filters:
             and (self.agent is None or self.agent in (note.created_by.agent, note.updated_by.agent))
             and (self.person is None or self.person in (note.created_by.person, note.updated_by.person))
             and (self.node is None or self.node in (note.created_on, note.updated_on))
+            and (self.window is None or self.within(note.id))
         )
+
+    def reading(self, state: State) -> Filters:
+        """These filters over `state`: a window's notes are found once, from the list's order (`in_window`)."""
+        if self.window is None:
+            return self
+        inside = window_set(state, self.window)
+        if inside is None:  # the window holds every note: as without one (a search takes its quickest path)
+            return replace(self, window=None, inside=None)
+        return replace(self, inside=inside)
+
+    def plain(self) -> bool:
+        """Whether no filter but the trash's (and a window's) is set."""
+        return replace(self, trashed=False, window=None) == NO_FILTERS
+
+    def within(self, note_id: str) -> bool:
+        """Whether the note was created or changed in the window (`reading` found which notes were)."""
+        if self.window is None:
+            return True
+        assert self.inside is not None, "Filters.reading(state) before a window is applied"
+        return note_id in self.inside
 
 
 NO_FILTERS = Filters()
@@ -88,14 +118,83 @@ def list_notes(
         def admitted(note_id: str) -> bool:
             return (seen := facets(note_id)) is not None and filters.admit(seen)
 
-        if last is not None and last[0] == filters:
+        window = filters.window
+        if window is not None:
+            # The window's notes from the order (newest first): a window costs its notes, not a pass over the notebook.
+            if filters.plain() and not recent.counts[not filters.trashed]:  # every note is of this list: a slice
+                _, front, start, end = _window_slice(state, window)
+                ids = front[offset : offset + cap]
+                skip = start + max(0, offset - len(front))
+                ids += recent.ids[skip : max(skip, min(end, skip + cap - len(ids)))]
+                page = [note for note in map(state.note, ids) if note is not None]
+                return (bounded(page, limit) if limit is None else page), len(front) + end - start
+            inside = in_window(state, window)
+            current = recent.current
+            flags = map(current.__getitem__, inside)
+            every = list(itertools.compress(inside, flags if filters.trashed else map(operator.not_, flags)))
+            if not filters.plain():
+                filters = replace(filters, inside=set(every))
+                every = [note_id for note_id in every if admitted(note_id)]
+        elif last is not None and last[0] == filters:
             every = last[2] if last[1] == recent.version else _patched(recent, last[1], last[2], admitted)
         if every is None:
             every = [note_id for note_id in _chosen(recent, filters.trashed) if admitted(note_id)]
-        recent.filtered = (filters, recent.version, every)
+        if window is None:
+            recent.filtered = (filters, recent.version, every)
         total, ids = len(every), every[offset : offset + cap]
     page = [note for note in map(state.note, ids) if note is not None]  # each is: the order is up to date
     return (bounded(page, limit) if limit is None else page), total
+
+
+def in_window(state: State, window: Window) -> list[str]:
+    """The ids of the notes (in the trash or not) created or changed in `window`, most recently changed first. The
+    order keeps each entry's latest change (`Recent.walls`, newest first), so the notes whose latest change is in the
+    window are one slice of it, found by bisection; a note whose latest change is after the window's end is in it
+    when an earlier change is (its record read, for those notes alone)."""
+    recent, front, start, end = _window_slice(state, window)
+    return front + recent.ids[start:end] if front else recent.ids[start:end]
+
+
+def window_set(state: State, window: Window) -> frozenset[str] | None:
+    """`in_window` as a set, for a search's candidates (None when the window holds every note); kept while the
+    notebook and the window's slice of the order stay the same (an agent asking "since 7d" again and again: the same
+    notes, a new `since` each time)."""
+    recent, front, start, end = _window_slice(state, window)
+    if start == 0 and end == len(recent.ids) and not recent.stale:
+        return None
+    key = (recent.version, start, end)
+    kept = recent.window_set
+    if not front and kept is not None and kept[0] == key:
+        return kept[1]
+    made = frozenset(recent.ids[start:end]).union(front)
+    if not front and len(made) <= KEPT_WINDOW:
+        recent.window_set = (key, made)
+    return made
+
+
+def _window_slice(state: State, window: Window) -> tuple[Recent, list[str], int, int]:
+    """The order, the notes before `start` changed in the window before their latest change, and the slice
+    [start, end) of the order whose latest change is in the window."""
+    recent = _recent(state)
+    if recent.stale:
+        _compact(recent)
+    ids, walls, since, until = recent.ids, recent.walls, window.since, window.until
+    end = len(ids) if since is None else bisect.bisect_right(walls, -since, key=operator.neg)  # changed at/after since
+    start = 0 if until is None else min(end, bisect.bisect_right(walls, -until, key=operator.neg))  # ... at/after until
+    if start and recent.edited is None:
+        recent.edited = set()
+        _note_edited(state, recent.edited, state.notes)
+    edited = recent.edited
+    if not edited:  # every note written once: none changed before its latest change
+        return recent, [], start, end
+    front = [note_id for note_id in filter(edited.__contains__, ids[:start]) if _changed_in(state, note_id, window)]
+    return recent, front, start, end
+
+
+def _changed_in(state: State, note_id: str, window: Window) -> bool:
+    """Whether a note whose latest change is after the window changed in it before."""
+    record = state.notes.get(note_id)
+    return record is not None and any(map(window.contains, record.walls()))
 
 
 def note_counts(state: State) -> dict[bool, int]:
@@ -113,6 +212,9 @@ class Recent:
 
     version: int
     ids: list[str]  # newest first, stale entries included
+    walls: array[
+        int
+    ]  # each entry's latest change (ms, at most 2**63 - 1) when it was put in the order: never increasing
     current: dict[str, bool]  # id -> in the trash, for every note there is
     counts: dict[bool, int]  # trashed -> how many notes
     head: Revision | None  # the revision of the note listed first
@@ -124,6 +226,11 @@ class Recent:
     # The last patches of the order after writes: (version before, version after, the ids changed, those that are
     # notes now, newest first), so a filtered list of an earlier version can be brought up to date.
     patches: list[tuple[int, int, set[str], list[str]]] = field(default_factory=list)
+    # The notes with more than one change (most are written once): only these can have changed in a window before
+    # their latest change (`in_window`); made when a window with an end first asks.
+    edited: set[str] | None = None
+    # The last window's notes as a set (`window_set`), with the notebook's version and the slice of the order then.
+    window_set: tuple[tuple[int, int, int], frozenset[str]] | None = None
 
 
 @dataclass
@@ -186,8 +293,10 @@ def _patched(recent: Recent, since: int, ids: list[str], admitted: Callable[[str
 
 
 def _compact(recent: Recent) -> None:
-    """Drop the stale entries: each note's id once, at its place."""
+    """Drop the stale entries: each note's id once, at its place (with its time there)."""
+    first = dict(zip(reversed(recent.ids), reversed(recent.walls), strict=True))  # the wall of each id's first entry
     recent.ids = list(filter(recent.current.__contains__, dict.fromkeys(recent.ids)))
+    recent.walls = array("q", map(first.__getitem__, recent.ids))
     recent.stale = 0
 
 
@@ -216,9 +325,12 @@ def _recent(state: State) -> Recent:
             for _, note_id, trashed in fresh:
                 current[note_id] = trashed
                 counts[trashed] += 1
+            if recent.edited is not None:
+                _note_edited(state, recent.edited, changed)
             ids = [note_id for _, note_id, _ in fresh]
             if fresh:
                 recent.ids[:0] = ids
+                recent.walls[:0] = _walls(revision for revision, _, _ in fresh)
                 recent.head = fresh[0][0]
             recent.patches.append((recent.version, state.notes_version, set(changed), ids))
             del recent.patches[:-KEPT_PATCHES]
@@ -233,9 +345,26 @@ def _recent(state: State) -> Recent:
     recent = recency.recent = Recent(
         state.notes_version,
         [note_id for _, note_id, _ in listed],
+        _walls(revision for revision, _, _ in listed),
         {note_id: trashed for _, note_id, trashed in listed},
         counts,
         listed[0][0] if listed else None,
     )
     changed.clear()
     return recent
+
+
+def _walls(revisions: Iterable[Revision]) -> array[int]:
+    """The walls of `revisions` for `Recent.walls` (a wall past int64, from a clock far off, as the largest)."""
+    return array("q", (min(revision[0], _INT64) for revision in revisions))
+
+
+def _note_edited(state: State, edited: set[str], ids: Iterable[str]) -> None:
+    """Keep `Recent.edited` up to date for the notes `ids`."""
+    records = state.notes
+    for note_id in ids:
+        record = records.get(note_id)
+        if record is not None and type(record.ops) is not int:
+            edited.add(note_id)
+        else:
+            edited.discard(note_id)

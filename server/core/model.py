@@ -88,15 +88,41 @@ class UnknownOp(CorruptLine):
 
 
 @dataclass(frozen=True, slots=True)
+class Imported:
+    """How an op came in with a notebook export: who imported it (agent, client, person), when (`at`, epoch ms) and
+    from which file. The op's own author and stamp are the export's, the note's; this is the import's."""
+
+    agent: str
+    client: str
+    person: str
+    at: int
+    file: str
+
+    @property
+    def by(self) -> Author:
+        return Author(self.agent, self.client, self.person)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"by": self.by.to_json(), "at": self.at, "file": self.file}
+
+
+@dataclass(frozen=True, slots=True)
 class Author:
-    """Provenance of an op, set by the server: which agent product, raw client string, person (token owner)."""
+    """Provenance of an op, set by the server: which agent product, raw client string, person (token owner), and for
+    an op an import wrote with the export's author, the import (`imported`)."""
 
     agent: str = "cli"
     client: str = ""
     person: str = ""
+    imported: Imported | None = None
 
-    def to_json(self) -> dict[str, str]:
-        return {k: v for k, v in (("agent", self.agent), ("client", self.client), ("person", self.person)) if v}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            k: v for k, v in (("agent", self.agent), ("client", self.client), ("person", self.person)) if v
+        }
+        if self.imported is not None:
+            out["imported"] = self.imported.to_json()
+        return out
 
 
 _NO_AUTHOR: Final = Author()  # the default of an Op made without one (Author() is "cli")
@@ -575,7 +601,7 @@ class Journal:
             return None
         by, node = self._authors[self.bys[row]], self._nodes[self.nodes[row]]
         # `_make` is tuple's own constructor (a pass over 100k notes: the class's Python __new__ took 1.5 us a note)
-        return Facets._make((kind, project, tags, False, by, node, by, node))
+        return Facets._make((kind, project, tags, False, by, node, by, node, entry[0]))
 
     def release(self, row: int, note_id: str) -> None:
         """Let a note op's row keep its note id alone (`Op.release`): the fold needs nothing of its payload."""
@@ -737,8 +763,20 @@ def decode_op(line: bytes | str) -> Op:
 
 
 @functools.lru_cache(maxsize=4096)
-def author(agent: str, client: str, person: str) -> Author:
-    return Author(agent, client, person)  # a log has few distinct authors: share them
+def author(agent: str, client: str, person: str, imported: Imported | None = None) -> Author:
+    return Author(agent, client, person, imported)  # a log has few distinct authors: share them
+
+
+def _imported(raw: Any) -> Imported:
+    """`by.imported` of a line: who imported the op, when, from which file (older Hivenotes ignore the key)."""
+    by = raw.get("by") if type(raw) is dict else None
+    at, file = (raw.get("at"), raw.get("file")) if type(raw) is dict else (None, None)
+    if type(by) is not dict or type(at) is not int or at < 0 or type(file) is not str:
+        raise CorruptLine("'by.imported' must be {by: {agent, client, person}, at: wall_ms, file}")
+    agent, client, person = by.get("agent", ""), by.get("client", ""), by.get("person", "")
+    if type(agent) is not str or type(client) is not str or type(person) is not str:
+        raise CorruptLine("'by.imported.by' must map agent/client/person to strings")
+    return Imported(agent, client, person, at, file)
 
 
 def op_from_json(raw: dict[str, Any], digest: int = 0) -> Op:
@@ -775,7 +813,8 @@ def op_from_json(raw: dict[str, Any], digest: int = 0) -> Op:
         agent, client, person = by_raw.get("agent", ""), by_raw.get("client", ""), by_raw.get("person", "")
         if type(agent) is not str or type(client) is not str or type(person) is not str:
             raise CorruptLine("'by' must map agent/client/person to strings")
-        by = author(agent, client, person)
+        imported = by_raw.get("imported")
+        by = author(agent, client, person, None if imported is None else _imported(imported))
     return Op(sys.intern(node), seq, wall, counter, _KINDS[kind], data, by, digest, names)
 
 
@@ -885,6 +924,7 @@ class Facets(NamedTuple):
     created_on: str
     updated_by: Author
     updated_on: str
+    id: str  # the note's id: a time window asks the note's record when it changed (`Filters.admit`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -544,7 +544,9 @@ def _notes(state: State, keys: Iterable[str]) -> list[Note]:
 def _admitted(state: State, keys: Iterable[str], filters: Filters) -> list[str]:
     """Of the notes `keys`, those `filters` admit, without making their views (a common word's matches are most of
     the notebook): the trash flag from the record, what other filters look at from its deciding ops."""
-    if replace(filters, trashed=False) == NO_FILTERS:
+    if filters.plain():  # no filter but the trash's (and a window's: its notes, `Filters.reading`)
+        if filters.inside is not None:
+            keys = filters.inside.intersection(keys)
         return [key for key in keys if (listed := state.listed(key)) is not None and listed[1] == filters.trashed]
     return [key for key in keys if (seen := state.facets(key)) is not None and filters.admit(seen)]
 
@@ -562,6 +564,7 @@ def search_notes(
     """Notes matching every term of `query` (substring, case/accent-insensitive), best first; a note another live
     note replaces comes right after it. With nothing matching every term, `near` holds the closest notes: partial
     matches, fused with the notes closest in meaning when a `meaning` index is given and ready."""
+    filters = filters.reading(state)  # a time window asks the state when each note changed
     result = _lexical(state, query, filters, limit, near=meaning is None)
     reasons: dict[str, str] = {}
     near = result.near
@@ -869,7 +872,11 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
             quick = _head_first(state, index, numbers, terms, bounds, filters.trashed, cap)
             if quick is not None and quick[1]:
                 return SearchResult(bounded(quick[0], limit), [], quick[1])
-        candidates = set(map(index.key_at, numbers))
+        inside = filters.inside  # a time window's notes: fewer than the matches, they are the candidates
+        if inside is not None and len(inside) < len(numbers):
+            candidates = {key for key in inside if index.number(key) in numbers}
+        else:
+            candidates = set(map(index.key_at, numbers))
     matches = _admitted(state, candidates, filters)
     ranked = _ranked(state, matches, index.text, _same, terms, bounds, cap)
     hits = bounded([note for _, note in ranked], limit)

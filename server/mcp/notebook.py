@@ -17,7 +17,7 @@ from ..core.hlc import wall_ms
 from ..core.listing import Filters
 from ..core.model import Author, Note
 from ..notebook import UNSET, Notebook
-from ..render import ago, annotation, note_line, note_text
+from ..render import ago, annotation, note_line, note_text, window_json, window_line
 
 Identify = Callable[[Any], Author]  # MCP request context -> who is calling (mcp.common.identify)
 
@@ -30,6 +30,8 @@ nothing they did not store.
 another agent can act on it without this conversation: what was decided, why, and what to do.
 - `project` is the codebase's name, like `shop-api` - never a file path.
 - Change a note with brain_update instead of adding a near-copy; brain_forget moves a note to the trash.
+- To see what changed since a time, call brain_list (or brain_search) with since='yesterday' (or 'monday', \
+'last week', '3 days ago', '2h', an ISO date).
 Notes are for durable choices, not for chat logs or scratch work."""
 
 Kind = Literal["fact", "decision", "preference", "project"]
@@ -48,6 +50,23 @@ ReplacesArg = Annotated[
         "and search lists this one first."
     ),
 ]
+SinceArg = Annotated[
+    str | None,
+    Field(
+        description="Only notes created or changed at or after this time: 'yesterday', 'today', 'monday', "
+        "'last week', 'this month', '3 days ago', '2h', '7d', or an ISO 8601 date or date-time (local time)."
+    ),
+]
+UntilArg = Annotated[
+    str | None,
+    Field(
+        description="Only notes created or changed before this time, same forms as since; a day, week or month "
+        "counts to its end ('yesterday' = before today)."
+    ),
+]
+AgentArg = Annotated[str | None, Field(description="Only notes written by this agent, e.g. 'cursor'.")]
+PersonArg = Annotated[str | None, Field(description="Only notes written by this teammate (their token's name).")]
+WINDOW_HELP = " To see what changed since a time, pass since='yesterday' (or 'monday', 'last week', '2h', an ISO date)."
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
@@ -82,6 +101,7 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
             "case and accents ignored) come first; when none does, the closest notes by meaning or by some of "
             "the words, each with the reason. A note another one replaces is listed after it. Returns one line "
             "per note with its id, kind, project and who wrote it where and when; read a whole note with brain_get."
+            + WINDOW_HELP
         ),
     )
     def brain_search(
@@ -91,9 +111,15 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         project: ProjectArg = None,
         tag: str | None = None,
         limit: Annotated[int | None, Field(ge=1, le=50, description="At most this many results.")] = None,
+        agent: AgentArg = None,
+        person: PersonArg = None,
+        since: SinceArg = None,
+        until: UntilArg = None,
     ) -> CallToolResult:
         try:
-            result = notebook.search(query, Filters(kind=kind, project=project, tag=tag), limit)
+            window = notebook.window(since, until)
+            filters = Filters(kind=kind, project=project, tag=tag, agent=agent, person=person, window=window)
+            result = notebook.search(query, filters, limit)
         except HivenoteError as exc:
             return _error(exc)
         now = wall_ms()
@@ -107,9 +133,13 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
                 lines.append(f"({len(result.hits)} of {result.total} shown; narrow the query or raise limit)")
         else:
             lines = ["No matching memories. If this is a new decision or fact, store it with brain_remember."]
+            if window is not None:
+                lines = [f"No matching memories created or changed {window.describe(now_ms=now)} (local time)."]
             if result.near:
                 lines.append("Closest matches (the reason is in brackets):")
                 lines += [line(n) for n in result.near]
+        if window is not None and result.hits:
+            lines.insert(0, window_line(window, now))
         structured = {
             "results": [_summary(n) for n in result.hits],
             "near": [_summary(n) for n in result.near],
@@ -117,6 +147,8 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
             "reasons": result.reasons,
             "replaced_by": result.replaced_by,
         }
+        if window is not None:
+            structured["window"] = window_json(window, now)
         return _ok("\n".join(lines), structured)
 
     @mcp.tool(
@@ -222,28 +254,39 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
         name="brain_list",
         title="List recent notes",
         annotations=READ,
-        description="List notes, most recently changed first, optionally of one kind, project, tag or agent.",
+        description=(
+            "List notes, most recently changed first, optionally of one kind, project, tag, agent or person."
+            + WINDOW_HELP
+        ),
     )
     def brain_list(
         ctx: Context,
         kind: Kind | None = None,
         project: ProjectArg = None,
         tag: str | None = None,
-        agent: Annotated[str | None, Field(description="Only notes written by this agent, e.g. 'cursor'.")] = None,
+        agent: AgentArg = None,
         limit: Annotated[int, Field(ge=1, le=50)] = 20,
         offset: Annotated[int, Field(ge=0)] = 0,
+        person: PersonArg = None,
+        since: SinceArg = None,
+        until: UntilArg = None,
     ) -> CallToolResult:
         try:
-            notes, total = notebook.list(
-                Filters(kind=kind, project=project, tag=tag, agent=agent), limit=limit, offset=offset
-            )
+            window = notebook.window(since, until)
+            filters = Filters(kind=kind, project=project, tag=tag, agent=agent, person=person, window=window)
+            notes, total = notebook.list(filters, limit=limit, offset=offset)
         except HivenoteError as exc:
             return _error(exc)
         now = wall_ms()
         lines = [note_line(n, now) for n in notes] or ["No notes yet."]
+        if window is not None:
+            lines = [window_line(window, now)] + ([note_line(n, now) for n in notes] or ["No notes in that time."])
         if total > offset + len(notes):
             lines.append(f"({len(notes)} of {total} shown; pass offset={offset + len(notes)} for more)")
-        return _ok("\n".join(lines), {"results": [_summary(n) for n in notes], "total": total})
+        structured: dict[str, Any] = {"results": [_summary(n) for n in notes], "total": total}
+        if window is not None:
+            structured["window"] = window_json(window, now)
+        return _ok("\n".join(lines), structured)
 
     @mcp.tool(
         name="brain_forget",

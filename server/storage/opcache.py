@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ..core.model import NOTE_OPS, OP_KINDS, Author, Journal, Op, author, shared_names
+from ..core.model import NOTE_OPS, OP_KINDS, Author, Imported, Journal, Op, author, shared_names
 from .files import private_dir, write_whole
 from .gcpause import collector_paused
 
 # 7: a shard's ops as columns (a journal's, each with its typecode) and one payload per op, no row tuples
-MAGIC = b"hivenote-opcache-7\n"
+# 8: an author may carry the import that wrote its op (`Author.imported`)
+MAGIC = b"hivenote-opcache-8\n"
 
 Tables = tuple[list[str], list[Author], list[tuple[str, ...] | None]]  # node ids, authors, field-name tuples
 
@@ -67,12 +68,18 @@ def _rows(entries: list[ShardEntry]) -> list[Any]:
             e.health,
             e.columns,
             e.tables[0],
-            [(a.agent, a.client, a.person) for a in e.tables[1]],
+            [(a.agent, a.client, a.person, _imported_row(a.imported)) for a in e.tables[1]],
             e.tables[2],
             e.payloads,
         )
         for e in entries
     ]
+
+
+def _imported_row(imported: Imported | None) -> tuple[str, str, str, int, str] | None:
+    if imported is None:
+        return None
+    return (imported.agent, imported.client, imported.person, imported.at, imported.file)
 
 
 _NOTE_CODES: Final = frozenset(code for code, kind in enumerate(OP_KINDS) if kind in NOTE_OPS)
@@ -94,7 +101,7 @@ def load(path: Path) -> dict[str, ShardEntry]:
         for name, offset, line_no, digest, health, columns, nodes, authors, names, payloads in rows:
             tables: Tables = (
                 list(nodes),
-                [author(a, c, p) for a, c, p in authors],
+                [author(a, c, p, None if i is None else Imported(*i)) for a, c, p, i in authors],
                 [None if n is None else shared_names(n) for n in names],
             )
             if not _valid(columns, tables, payloads):

@@ -71,6 +71,10 @@ log = logging.getLogger(__name__)
 
 Payload = tuple[str, dict[str, Any]]  # (op kind, payload) as decided by the notebook/graph use-cases
 Decide = Callable[[State], list[Payload]]
+# (op kind, payload, when it happened in ms or None for now, who did it): an import's ops, which keep the export's
+# times and authors (`Store.write_dated`)
+Dated = tuple[str, dict[str, Any], int | None, Author]
+DecideDated = Callable[[State], list[Dated]]
 
 # Problems no probe can see clear (an I/O error, an unknown one): the next write simply tries. Writes wait for
 # `watch` to clear the others, so a full disk refuses at once instead of failing and re-folding every time.
@@ -400,6 +404,13 @@ class Store:
         may raise to write nothing. Ops are applied to the state at once (later deciders see them) and
         acknowledged after the fsync of the group they were written with.
         """
+        return self.write_dated(lambda state: [(kind, data, None, by) for kind, data in decide(state)])
+
+    def write_dated(self, decide: DecideDated) -> list[Op]:
+        """`write` of ops that each say when they happened and who did them: an import of a notebook export, whose
+        notes keep their recorded times and authors. An op with a time is stamped `[time, 0]` (never ahead of this
+        machine's clock), before the ops made after it, as the write it records was (OPLOG.md "One line = one op");
+        one without (None) is stamped by the clock like any write."""
         if self._opening:  # opened on a full disk: room again?
             self.watch()
             if self._opening and self.problem is not None:
@@ -413,12 +424,15 @@ class Store:
             if self.problem is not None and self.problem.kind not in RETRIED_PROBLEMS:
                 raise StoreWriteFailed(f"Nothing was saved: {self.problem.message}")
         with self.lock:
-            payloads = decide(self.state)
-            if not payloads:
+            dated = decide(self.state)
+            if not dated:
                 return []
             ops = []
-            for offset, (kind, data) in enumerate(payloads, start=1):
-                wall, counter = self.clock.tick()
+            for offset, (kind, data, when, by) in enumerate(dated, start=1):
+                if when is None:
+                    wall, counter = self.clock.tick()
+                else:
+                    wall, counter = max(0, min(when, self.now_ms())), 0
                 ops.append(Op(self.node, self._seq + offset, wall, counter, kind, data, by))
             blob = b"".join(op.encode() for op in ops)  # raises before anything changes
             self._seq += len(ops)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -17,10 +18,12 @@ from starlette.routing import BaseRoute
 from .. import __version__, transfer
 from ..connect import CLIENTS, all_snippets, snippet, stdio_command
 from ..core.errors import EntityNotFound, Forbidden, ImportRejected, InvalidInput, NotFound
+from ..core.hlc import wall_ms
 from ..core.listing import DEFAULT_LIMIT, MAX_LIMIT, Filters
 from ..core.model import Entity, Note, Relation
 from ..graph import GraphPage, graph_json
 from ..meaning import status_of as meaning_status
+from ..render import window_json
 from ..settings import SETTINGS_HELP, save_settings
 from .rest_schema import (
     NOTE,
@@ -77,21 +80,26 @@ def list_notes(c: Call) -> object:
     default budget (about 10); a search pages within its best 200 matches. `near` holds the closest partial
     matches when nothing matched every word."""
     q = c.query
+    notebook = c.services.notebook
+    time_window = notebook.window(q.get("since"), q.get("until"))
     filters = Filters(**{k: q[k] for k in ("kind", "project", "tag", "agent", "person", "node", "trashed") if k in q})
+    filters = replace(filters, window=time_window)
+    used = window_json(time_window, wall_ms())
     limit, offset = q.get("limit"), q.get("offset", 0)
     if "q" not in q:
-        notes, total = c.services.notebook.list(filters, limit=limit, offset=offset)
-        return {"results": _notes(notes), "near": [], "total": total, "reasons": {}, "replaced_by": {}}
+        notes, total = notebook.list(filters, limit=limit, offset=offset)
+        return {"results": _notes(notes), "near": [], "total": total, "reasons": {}, "replaced_by": {}, "window": used}
     window = limit if not offset else offset + (limit or DEFAULT_LIMIT)
     if window is not None and window > MAX_LIMIT:
         raise InvalidInput(f"a search ranks its best {MAX_LIMIT} matches: offset + limit must be at most {MAX_LIMIT}")
-    result = c.services.notebook.search(q["q"], filters, window)
+    result = notebook.search(q["q"], filters, window)
     return {
         "results": _notes(result.hits[offset:]),
         "near": _notes(result.near),
         "total": result.total,
         "reasons": result.reasons,
         "replaced_by": result.replaced_by,
+        "window": used,
     }
 
 
@@ -136,9 +144,13 @@ def purge_note(c: Call) -> object:
     return {"purged": c.services.notebook.purge(c.path["id"], by=c.author)}
 
 
-@endpoint("GET", "/api/notes/{id}/history", "Every version of a note", ref("History"))
+@endpoint("GET", "/api/notes/{id}/history", "Every version of a note", ref("History"), query=QUERIES["history"])
 def note_history(c: Call) -> object:
-    return {"versions": [v.to_json() for v in c.services.notebook.history(c.path["id"])]}
+    """With since/until, the versions made in that window (the same window as a list's)."""
+    notebook = c.services.notebook
+    window = notebook.window(c.query.get("since"), c.query.get("until"))
+    versions = notebook.history(c.path["id"], window)
+    return {"versions": [v.to_json() for v in versions], "window": window_json(window, wall_ms())}
 
 
 # -- knowledge graph ------------------------------------------------------------------------------------------------
@@ -398,7 +410,7 @@ def import_file(c: Call) -> object:
     except ImportRejected as exc:  # its message names the CLI's flag
         raise InvalidInput(str(exc).replace("--skip-bad", "skip_bad=true")) from None
     summary = transfer.ImportSummary(fmt, rejected=bad)
-    transfer.import_notes(c.services.notebook, notes, summary, by=c.author)
+    transfer.import_notes(c.services.notebook, notes, summary, by=c.author, source=c.query.get("file", ""))
     transfer.import_graph(c.services.graph, entities, relations, summary, by=c.author)
     return summary.to_json()
 

@@ -101,6 +101,7 @@ def ref(name: str) -> Schema:
 
 _TEXT_OR_NULL: Schema = {"type": ["string", "null"]}
 _OBJECT_OR_NULL: Schema = {"type": ["object", "null"]}
+_WALL_OR_NULL: Schema = {"type": ["integer", "null"]}
 
 
 def obj(properties: dict[str, Schema], required: Sequence[str] | None = None) -> Schema:
@@ -146,6 +147,23 @@ NOTE_INPUT = NOTE_FIELDS | {
 QUERY = {"type": "string", "maxLength": MAX_QUERY}
 NOTE, ENTITY, RELATION = ref("Note"), ref("Entity"), ref("Relation")
 _BY = {"agent": described(TEXT, "The product, e.g. cursor"), "client": TEXT, "person": TEXT}
+_BY |= {
+    "imported": described(
+        obj({"by": obj({"agent": TEXT, "client": TEXT, "person": TEXT}, []), "at": INTEGER, "file": TEXT}),
+        "Set when the op came in with a notebook export: who imported it, when, from which file (the op's own "
+        "author and time are the export's)",
+    )
+}
+_WINDOW_TEXT = (
+    "'yesterday', 'today', 'monday', 'last week', 'this month', '3 days ago', '2h', '7d', or an ISO 8601 date or "
+    "date-time; read in the server's local time zone"
+)
+SINCE = described(TEXT, f"Only what was created or changed at or after this time: {_WINDOW_TEXT}")
+UNTIL = described(TEXT, "Only what was created or changed before this time (a day, week or month: before its end)")
+WINDOW = described(
+    {"anyOf": [obj({"since": _WALL_OR_NULL, "until": _WALL_OR_NULL, "text": TEXT}), {"type": "null"}]},
+    "The time window used (epoch ms; `text` says it in words, e.g. 'since Mon 1 Dec 00:00'), null without one",
+)
 _SETTING_TYPES = {"str": TEXT, "int": INTEGER, "bool": BOOLEAN, "tuple[str, ...]": TEXTS}
 # Sync settings change only through `hivenote sync ...`, which moves shards and checks the bucket first.
 SETTABLE = {
@@ -186,6 +204,7 @@ COMPONENTS: dict[str, Schema] = {
         {"results": array(NOTE), "near": array(NOTE), "total": INTEGER}
         | {"reasons": described(mapping(TEXT), "Why a note that is not an exact match is listed, by id")}
         | {"replaced_by": described(mapping(TEXT), "A listed note -> the live note that replaces it")}
+        | {"window": WINDOW}
     ),
     "Version": obj(
         {"at": INTEGER, "node": TEXT, "seq": INTEGER, "by": ref("Author")}
@@ -247,7 +266,7 @@ COMPONENTS: dict[str, Schema] = {
     "NoteChange": obj(NOTE_INPUT, []) | {"minProperties": 1},
     "Remembered": obj({"note": NOTE, "similar": described(array(NOTE), "Live notes that look like the same fact")}),
     "Purged": obj({"purged": TEXT}),
-    "History": obj({"versions": array(ref("Version"))}),
+    "History": obj({"versions": array(ref("Version")), "window": WINDOW}),
     "Entities": obj({"entities": array(ENTITY)}),
     "Relations": obj({"relations": array(RELATION)}),
     "NewObservations": obj({"observations": array(obj({"entityName": TEXT, "contents": TEXTS}))}),
@@ -267,9 +286,11 @@ QUERIES: dict[str, Schema] = {
     "notes": obj(
         {"q": described(QUERY, "Words that must all match (omit to list, most recently changed first)"), "kind": KIND}
         | dict.fromkeys(("project", "tag", "agent", "person", "node"), TEXT)
-        | {"trashed": described(BOOLEAN, "true: only the trash"), "limit": LIMIT, "offset": OFFSET},
+        | {"trashed": described(BOOLEAN, "true: only the trash"), "limit": LIMIT, "offset": OFFSET}
+        | {"since": SINCE, "until": UNTIL},
         [],
     ),
+    "history": obj({"since": SINCE, "until": UNTIL}, []),
     "health": obj(
         {
             "challenge": described(
@@ -283,7 +304,11 @@ QUERIES: dict[str, Schema] = {
     "search": obj({"q": TEXT, **PAGE}, ["q"]),
     "connect": obj({"graph": described(BOOLEAN, "for the official memory tools at /mcp/graph")}, []),
     "export": obj({"format": FORMAT}, []),
-    "import": obj({"format": FORMAT, "skip_bad": described(BOOLEAN, "import the good lines, list the bad")}, []),
+    "import": obj(
+        {"format": FORMAT, "skip_bad": described(BOOLEAN, "import the good lines, list the bad")}
+        | {"file": described(TEXT, "The file's name, kept in each imported note's history")},
+        [],
+    ),
 }
 
 # -- checking requests ----------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def test_status_on_a_fresh_machine_explains_where_the_data_lives(run: Run) -> No
 def test_remember_then_search_with_json_carries_every_field(run: Run) -> None:
     note_id = remember(run, "Use Drizzle, not Prisma", "--body", "cold starts", "--project", "shop-api", "--tag", "db")
     result = run.json("search", "drizzle")
-    assert set(result) == {"results", "near", "total", "reasons", "replaced_by"}
+    assert set(result) == {"results", "near", "total", "reasons", "replaced_by", "window"}
     hit = result["results"][0]
     assert hit["id"] == note_id
     for key in ("id", "kind", "title", "project", "tags", "created", "updated", "created_by", "updated_by"):

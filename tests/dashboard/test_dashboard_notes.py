@@ -6,6 +6,7 @@ from pathlib import Path
 
 from playwright.sync_api import Dialog, Page, Route, expect
 
+from hivenote.server.core.hlc import wall_ms
 from hivenote.server.core.model import Op
 from hivenote.server.core.search import note_index
 from hivenote.server.meaning.both import Meanings
@@ -13,6 +14,7 @@ from hivenote.server.notebook import Notebook
 from tests.support.browser import Pages
 from tests.support.dashboard import CURSOR, api, card_ids, screenshot, seed, write_log
 from tests.support.live import Running, dashboard_url, serve
+from tests.support.notes import seed_times
 from tests.support.wait import wait_until
 
 WAIT_MS = 10_000
@@ -252,3 +254,33 @@ def test_a_note_that_replaces_another_is_written_and_shown_first(running: Runnin
     index.catch_up(running.store, most=10**6)
     search(page, "where do reports of the mobile client dying go")
     expect(page.locator(".card .chip.reason").first).to_have_text("similar meaning", timeout=WAIT_MS)
+
+
+def test_the_time_filter_shows_the_notes_of_a_window_and_a_notes_history_in_it(
+    tmp_path: Path, page: Page, errors: list[str]
+) -> None:
+    """Notes written 10 days, 2 days and an hour ago (another machine's shard): "Last 7 days" shows the two newer ones,
+    as the API answers since=7d, with the window the server used; a note's history takes the same choice."""
+    ids = seed_times(tmp_path / "data", wall_ms())
+    with serve(tmp_path / "data") as running:
+        page.goto(dashboard_url(running, "/"))
+        expect(page.locator(".card")).to_have_count(3, timeout=WAIT_MS)
+        page.locator("select[name=when]").select_option("7d")
+        expect(page.locator(".card")).to_have_count(2, timeout=WAIT_MS)
+        assert card_ids(page) == [n["id"] for n in api(running, "/api/notes?since=7d&limit=50")["results"]]
+        assert card_ids(page) == [ids["fresh"], ids["recent"]]
+        expect(page.locator(".count .window")).to_contain_text("since ")
+        page.locator("select[name=when]").select_option("24h")
+        expect(page.locator(".card")).to_have_count(1, timeout=WAIT_MS)
+        page.get_by_role("button", name="Clear filters").click()
+        expect(page.locator(".card")).to_have_count(3, timeout=WAIT_MS)
+        page.locator(f".card[data-id='{ids['old']}']").click()
+        dialog = page.locator("dialog[open]")
+        dialog.get_by_role("tab", name="History").click()
+        expect(dialog.locator(".version")).to_have_count(1, timeout=WAIT_MS)
+        dialog.locator("select[name=when]").select_option("7d")
+        expect(dialog.get_by_text("No changes in that time.")).to_be_visible(timeout=WAIT_MS)
+        dialog.locator("select[name=when]").select_option("30d")
+        expect(dialog.locator(".version")).to_have_count(1, timeout=WAIT_MS)
+        expect(dialog.locator(".version").nth(0)).to_contain_text("Created")
+    assert errors == []

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 from PIL import Image
 from playwright.sync_api import Page, expect
 
+from hivenote.server.core.hlc import wall_ms
 from hivenote.server.core.model import Author
+from hivenote.server.notebook import Notebook
+from hivenote.server.storage.store import Store
+from hivenote.server.transfer import export_notebook
 from tests.support.browser import Pages, Scheme
 from tests.support.dashboard import CURSOR, api, screenshot, seed
 from tests.support.disks import vanish
@@ -217,3 +222,28 @@ def test_the_copied_toast_shows_above_the_connect_dialog(running: Running, pages
     shot = Image.open(io.BytesIO(page.screenshot(clip={"x": box["x"] + 3, "y": box["y"] + 3, "width": 2, "height": 2})))
     r, g, b = shot.convert("RGB").getpixel((0, 0))  # type: ignore[misc]
     assert f"rgb({r}, {g}, {b})" == painted, "the toast is under the dialog's backdrop"
+
+
+def test_an_imported_notebook_keeps_its_times_and_the_history_names_the_import(
+    running: Running, page: Page, tmp_path: Path
+) -> None:
+    """A notebook export from another machine, uploaded here: its note shows when and by whom it was written, and
+    its history says who imported it and from which file."""
+    written = wall_ms() - 3 * 86_400_000
+    with Store(tmp_path / "other", now_ms=lambda: written) as other:
+        note_id = Notebook(other).remember(kind="fact", title="Deploys need a green main", by=CURSOR).note.id
+        export = json.dumps(export_notebook(other.state, node=other.node, now_ms=written))
+    page.goto(dashboard_url(running, "/#transfer"))
+    upload = {"name": "team-export.json", "mimeType": "application/json", "buffer": export.encode()}
+    page.locator("input[type=file]").set_input_files(upload)  # type: ignore[arg-type]
+    expect(page.locator(".summary .tally.good")).to_contain_text("1 notes", timeout=WAIT_MS)
+    note = api(running, f"/api/notes/{note_id}")
+    assert (note["created"], note["created_by"]["agent"]) == (written, "cursor")
+    page.goto(dashboard_url(running, "/"))
+    card = page.locator(f".card[data-id='{note_id}']")
+    expect(card).to_contain_text("3 days ago", timeout=WAIT_MS)
+    card.click()
+    dialog = page.locator("dialog[open]")
+    dialog.get_by_role("tab", name="History").click()
+    expect(dialog.locator(".version .imported")).to_contain_text("from team-export.json", timeout=WAIT_MS)
+    expect(dialog.locator(".version .imported")).to_contain_text("Imported by")

@@ -35,7 +35,9 @@ SEED = os.environ.get("HIVENOTE_FUZZ_SEED")
 # A request valid for the schema may still be refused (400) where the rule is one a schema cannot say; every other
 # operation must accept what its schema allows.
 BEYOND_THE_SCHEMA = {
-    ("GET", "/api/notes"): "a search pages within its best 200 matches: offset + limit at most 200",
+    ("GET", "/api/notes"): "a search pages within its best 200 matches: offset + limit at most 200; since/until "
+    "must be a time Hivenote reads (an ISO date or date-time, 'yesterday', '3 days ago', ...)",
+    ("GET", "/api/notes/{id}/history"): "since/until must be a time Hivenote reads, as on GET /api/notes",
     ("POST", "/api/notes"): "no control characters, a title not blank, a body of at most 64 KiB of UTF-8, ...",
     ("PATCH", "/api/notes/{id}"): "the same rules as POST /api/notes",
     ("POST", "/api/import"): "the body must be a notebook export or a memory.jsonl",

@@ -45,3 +45,23 @@ def write_log(data_dir: Path, n: int, seed: int = 1) -> None:
         for i in range(1, n + 1):
             data = {"id": f"01SEED{i:020d}", "fields": dict(note_fields(rnd))}
             fh.write(Op("seed-0001", i, base + i * 1000, 0, "note.set", data, by).encode())
+
+
+HOUR, DAY = 3_600_000, 86_400_000
+CURSOR = Author("cursor", "cursor-vscode 1.7", "ann")
+CODEX = Author("codex", "codex-cli 0.5", "bob")
+
+
+def seed_times(data_dir: Path, now: int) -> dict[str, str]:
+    """Three notes written at known times (a log another machine wrote): 10 days ago, 2 days ago, an hour ago."""
+    (data_dir / "log").mkdir(parents=True)
+    notes = {
+        "old": ("01TIMEOLD0000000000000000A", now - 10 * DAY, CURSOR, "Drizzle for shop-api"),
+        "recent": ("01TIMERECENT00000000000000", now - 2 * DAY, CODEX, "Drizzle migrations on deploy"),
+        "fresh": ("01TIMEFRESH000000000000000", now - HOUR, CURSOR, "Drizzle pool size 10"),
+    }
+    with open(data_dir / "log" / "other-0001.jsonl", "wb") as fh:
+        for seq, (note_id, wall, by, title) in enumerate(notes.values(), start=1):
+            data = {"id": note_id, "fields": {"kind": "decision", "title": title, "project": "shop-api"}}
+            fh.write(Op("other-0001", seq, wall, 0, "note.set", data, by).encode())
+    return {name: spec[0] for name, spec in notes.items()}

@@ -231,6 +231,7 @@ def test_search_answers_exactly_what_mcp_and_the_cli_get_from_the_same_store(
         "total": want.total,
         "reasons": want.reasons,
         "replaced_by": want.replaced_by,
+        "window": None,
     }
 
 
@@ -245,6 +246,7 @@ def test_lists_and_search_pages_follow_the_notebook(api: Api, running: Running) 
         "total": total,
         "reasons": {},
         "replaced_by": {},
+        "window": None,
     }
     best = Notebook(running.store).search("fact number", limit=5).hits
     paged = api("GET", "/api/notes", params={"q": "fact number", "limit": "3", "offset": "2"}, expect=200).body

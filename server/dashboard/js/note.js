@@ -6,7 +6,7 @@ import { api } from "./api.js";
 import { AgentIcon, Icon } from "./icons.js";
 import { Markdown } from "./markdown.js";
 import { Confirm, Dialog, ErrorNote, toast } from "./ui.js";
-import { KINDS, ago, when, who } from "./util.js";
+import { KINDS, WHEN, agentName, ago, when, whenName, whenQuery, who } from "./util.js";
 
 const FIELDS = ["kind", "title", "project", "tags", "body", "replaces"];
 
@@ -126,14 +126,34 @@ function withBefore(versions) {
 function History({ id, revision }) {
   const [versions, setVersions] = useState(null);
   const [error, setError] = useState(null);
+  const [period, setPeriod] = useState(""); // the time filter: the same choices and window as the notes view's
+  const [span, setSpan] = useState(null);
   useEffect(() => {
-    api(`/api/notes/${encodeURIComponent(id)}/history`)
-      .then((body) => setVersions(withBefore(body.versions)))
+    // The whole history, so each version's "before" is right; the window then picks the versions made in it.
+    const all = api(`/api/notes/${encodeURIComponent(id)}/history`);
+    const inside = period ? api(`/api/notes/${encodeURIComponent(id)}/history`, { query: whenQuery(period) }) : all;
+    Promise.all([all, inside])
+      .then(([body, picked]) => {
+        const kept = new Set(picked.versions.map((v) => `${v.node}-${v.seq}`));
+        setVersions(withBefore(body.versions).filter((v) => kept.has(`${v.node}-${v.seq}`)));
+        setSpan(picked.window);
+        setError(null);
+      })
       .catch(setError);
-  }, [id, revision]);
+  }, [id, revision, period]);
   if (error) return html`<${ErrorNote} error=${error} />`;
   if (!versions) return html`<p class="muted">Loading history…</p>`;
-  return html`<ol class="history" aria-label="History">
+  const filter = html`<div class="filters" role="group" aria-label="History filter">
+    <label class="filter"><span class="visually-hidden">Any time</span>
+      <select name="when" value=${period} class=${period ? "set" : ""} onChange=${(e) => setPeriod(e.currentTarget.value)}>
+        <option value="">Any time</option>
+        ${Object.keys(WHEN).map((k) => html`<option key=${k} value=${k}>${whenName(k)}</option>`)}
+      </select>
+    </label>
+    ${span && html`<span class="count window">${span.text}</span>`}
+  </div>`;
+  if (versions.length === 0) return html`${filter}<p class="muted">No changes in that time.</p>`;
+  return html`${filter}<ol class="history" aria-label="History">
     ${versions.map((v) => {
       const first = v.index === 0;
       const label = v.action === "set" ? (first ? "Created" : "Edited") : ACTIONS[v.action] || v.action;
@@ -145,6 +165,9 @@ function History({ id, revision }) {
           <span class="muted">by ${who({ ...v.by, agent: v.by.agent || "cli", node: v.node })}</span>
           <time class="muted right" title=${when(v.at)}>${ago(v.at)}</time>
         </div>
+        ${v.by.imported &&
+        html`<p class="muted imported">Imported by ${agentName(v.by.imported.by.agent)}${v.by.imported.by.person ? ` · ${v.by.imported.by.person}` : ""}
+          ${" "}<time title=${when(v.by.imported.at)}>${ago(v.by.imported.at)}</time>${v.by.imported.file ? ` from ${v.by.imported.file}` : ""}</p>`}
         ${changed.length > 0 &&
         html`<div class="changes">
           ${changed.map((f) =>

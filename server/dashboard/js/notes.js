@@ -5,12 +5,12 @@ import { api } from "./api.js";
 import { FIRST_PAGE, takeFirstPage } from "./boot.js";
 import { AgentIcon, Icon } from "./icons.js";
 import { Empty, ErrorNote, useDebounced } from "./ui.js";
-import { KINDS, agentName, ago, isoTime, machine, plural, preview, who } from "./util.js";
+import { KINDS, WHEN, agentName, ago, isoTime, machine, plural, preview, who, whenName, whenQuery } from "./util.js";
 
 export const PAGE = FIRST_PAGE;
 const SEARCH_WINDOW = 200; // the server ranks a search's best 200 matches; pages stay inside that window
 const TYPING_MS = 120;
-const FILTERS = ["kind", "project", "agent", "person", "node"];
+const FILTERS = ["kind", "project", "agent", "person", "node", "when"];
 
 let painted = false; // the first-paint mark is set once per page load
 /** One note as a card; every field is a text node (titles, tags and names are never parsed as HTML). */
@@ -93,7 +93,10 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
   const inflight = useRef(null);
   const seen = useSeen(page.results, status);
 
-  const params = (offset, limit) => ({ ...filters, q: query || undefined, limit, offset: offset || undefined });
+  const params = (offset, limit) => {
+    const { when, ...rest } = filters; // "when" is the time filter's choice: sent as the since/until it stands for
+    return { ...rest, ...whenQuery(when), q: query || undefined, limit, offset: offset || undefined };
+  };
 
   // A new query or filter: cancel whatever is still on its way (its answer would be stale) and ask again.
   // (A layout effect: it runs right after the render, not after the next frame, so the request leaves at once.)
@@ -189,9 +192,11 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
       <${FilterSelect} label="Any agent" name="agent" value=${filters.agent || ""} options=${seen.agent} onChange=${setFilter} show=${agentName} />
       <${FilterSelect} label="Anyone" name="person" value=${filters.person || ""} options=${seen.person} onChange=${setFilter} />
       <${FilterSelect} label="Any machine" name="node" value=${filters.node || ""} options=${seen.node} onChange=${setFilter} show=${machine} />
+      <${FilterSelect} label="Any time" name="when" value=${filters.when || ""} options=${Object.keys(WHEN)} onChange=${setFilter} show=${whenName} />
       ${active.length > 0 && html`<button type="button" class="link" onClick=${() => setFilters({})}>Clear filters</button>`}
       <span class=${pending ? "count pending" : "count"} aria-live="polite">
         ${page.loaded && (query ? `${plural(page.total, "match")}` : plural(page.total, "note"))}
+        ${page.loaded && page.window && html` <span class="window" title="Created or changed in this time (the server's local time)">${page.window.text}</span>`}
       </span>
     </div>
     <${ErrorNote} error=${error} />

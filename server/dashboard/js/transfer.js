@@ -45,7 +45,9 @@ export function TransferView({ onChanged }) {
     setError(null);
     setProgress(0);
     try {
-      const done = await upload(`/api/import${skipBad ? "?skip_bad=true" : ""}`, chosen, setProgress);
+      // The file's name goes with it: each imported note's history says where it came from.
+      const query = new URLSearchParams({ file: chosen.name || "", ...(skipBad ? { skip_bad: "true" } : {}) });
+      const done = await upload(`/api/import?${query}`, chosen, setProgress);
       setSummary(done);
       onChanged();
     } catch (e) {

@@ -5,6 +5,29 @@ import { AGENT_NAMES } from "./agent-names.js";
 
 export const KINDS = ["fact", "decision", "preference", "project"];
 
+// The time filter of the notes and the history: each choice is the since/until the server reads (in its local time
+// zone, server/core/timewindow.py); the answer's `window.text` says the window it used.
+export const WHEN = {
+  today: { since: "today" },
+  yesterday: { since: "yesterday", until: "yesterday" },
+  "24h": { since: "24h" },
+  week: { since: "this week" },
+  "7d": { since: "7d" },
+  month: { since: "this month" },
+  "30d": { since: "30d" },
+};
+export const WHEN_LABELS = {
+  today: "Today",
+  yesterday: "Yesterday",
+  "24h": "Last 24 hours",
+  week: "This week",
+  "7d": "Last 7 days",
+  month: "This month",
+  "30d": "Last 30 days",
+};
+export const whenName = (key) => (Object.hasOwn(WHEN_LABELS, key) ? WHEN_LABELS[key] : key);
+export const whenQuery = (key) => (Object.hasOwn(WHEN, key) ? WHEN[key] : {});
+
 // Agent ids come from any machine's shard, so they may be "constructor" or "__proto__": look up own keys only.
 export function agentName(agent) {
   return (Object.hasOwn(AGENT_NAMES, agent) && AGENT_NAMES[agent]) || agent || "unknown";
