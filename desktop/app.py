@@ -21,10 +21,11 @@ from typing import Any
 from hivenote.server.core.errors import HivenoteError
 from hivenote.server.heap import tune_heap
 from hivenote.server.logs import configure_logging
+from hivenote.server.settings import load_settings
 
 from . import clipboard, problems
 from .autostart import Autostart, autostart, launcher_command
-from .backends import INSTALL_HINT, graphical_session, tray_backend, tray_host
+from .backends import INSTALL_HINT, SNI_HOST, graphical_session, tray_backend, tray_host
 from .instance import Instance
 from .menu import Item, build_menu
 from .supervisor import Status, Supervisor
@@ -34,6 +35,7 @@ from .window import DashboardWindow
 log = logging.getLogger(__name__)
 
 HINT_MARKER = "tray-hint-shown"  # in the data dir: the first-launch notification was shown
+NOT_AT_LOGIN = ("HIVENOTE_DATA_DIR", "HIVENOTE_EXTRA", "HIVENOTE_PORT")  # not copied into the Start-at-login entry
 TICK_S = 1.0  # "online" is a two-minute window and last-seen labels change by the minute
 NO_TRAY_WHY = "This desktop shows no tray icons (no StatusNotifier host and no XEmbed tray is running)."
 NO_TRAY_HOW = (
@@ -55,7 +57,7 @@ class DesktopApp:
         from hivenote.server.connect import all_snippets
 
         self.data_dir = data_dir
-        self.login = login or autostart(login_command(data_dir, flags))
+        self.login = login or autostart(login_command(data_dir))
         self.window = window or DashboardWindow(on_action=self.on_window_action, sign_in=self.signed_in_url)
         self.supervisor = Supervisor(data_dir, flags, on_change=self.refresh, extra_routes=self._routes, tell=self.tell)
         self.tray: Tray | None = None
@@ -121,17 +123,22 @@ class DesktopApp:
             self.tell(f"{action} failed; see the log")
         self.refresh()
 
-    def _first_launch_hint(self) -> None:
-        """The first time: where Hivenote went (a menu launch shows no window, only an icon)."""
+    def _first_launch_hint(self, started: threading.Event) -> None:
+        """The first time: where Hivenote went (a menu launch shows no window, only an icon), said once the server's
+        first start is over, as it went: running, or what stops it."""
         marker = self.data_dir / HINT_MARKER
         if marker.exists():
             return
-        self.tell(
-            "Hivenote is running in your panel: its icon there opens the dashboard (middle click) and has the menu "
-            "(connect an agent, start at login, quit)."
-        )
+        started.wait(60)
+        status = self.supervisor.status()
+        self.tell(first_launch_hint(status, middle_click=self._middle_click_works()))
         with contextlib.suppress(OSError):
             marker.touch()
+
+    def _middle_click_works(self) -> bool:
+        """A middle click opens the dashboard where a StatusNotifier host shows the icon (GNOME, KDE). In an XEmbed
+        tray libayatana's fallback reads a size it never set, and the click is lost about one time in two."""
+        return sys.platform == "linux" and tray_host() == SNI_HOST
 
     def on_window_action(self, action: str) -> None:
         """The window asks while the server is stopped (window.WINDOW_ACTIONS)."""
@@ -174,7 +181,12 @@ class DesktopApp:
         elif action == "toggle-lan":
             self.supervisor.share_on_lan(not status.sharing)
         elif action == "toggle-autostart":
-            (self.login.disable if self._autostart_enabled() else self.login.enable)()
+            if self._autostart_enabled():
+                self.login.disable()
+            else:
+                settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
+                keep_port(self.data_dir, settings.port)  # the login-started tray reads it from settings.json
+                self.login.enable()
         elif action == "open-data-folder":
             open_path(self.data_dir, self.tell)
         elif action == "quit":
@@ -187,16 +199,25 @@ class DesktopApp:
         if self.supervisor.status().server in ("stopped", "error"):
             self.supervisor.start().wait(60)
             self.refresh()
-        self.open_dashboard()
+        self._open_window()
 
     def open_dashboard(self) -> None:
+        """The menu's Open dashboard and the icon's middle click. A stopped server is started first, as a second launch
+        does (on a thread of its own: a click runs on the GUI's loop, which must not wait for a start)."""
+        status = self.supervisor.status()
+        if status.running or status.elsewhere:
+            self._open_window()
+            return
+        threading.Thread(target=self.show, name="hivenote-open-dashboard", daemon=True).start()
+
+    def _open_window(self) -> None:
         settings = self.supervisor.settings
         status = self.supervisor.status()
         if status.elsewhere:  # `hivenote serve` holds the data dir: its dashboard is this notebook's
             self.window.open(status.elsewhere.rstrip("/") + "/")
             return
         if settings is None or not status.running:
-            self.tell("The server is not running: choose Start server first.")
+            self.tell(f"The dashboard cannot open: the server did not start. {status.message}".strip())
             return
         self.window.open(f"http://127.0.0.1:{settings.port}/")
 
@@ -209,9 +230,14 @@ class DesktopApp:
 
     def copy_snippet(self, client: str) -> None:
         from hivenote.server.connect import TOKEN_ENV, snippet
-        from hivenote.server.settings import load_settings
         from hivenote.server.tokens import Tokens
 
+        status = self.supervisor.status()
+        if status.port_busy:  # the snippet would point the agent at another program
+            raise HivenoteError(
+                f"Another program holds {status.address}, so a connect snippet would point your agent at it. Choose "
+                "Use another port first (or quit that program)."
+            )
         settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
         token = Tokens(self.data_dir / "tokens.json").default() if settings.auth else None
         base = self.supervisor.status().elsewhere.rstrip("/") or settings.base_url  # where the notebook answers
@@ -264,7 +290,7 @@ class DesktopApp:
                 started.wait()
                 self.open_dashboard()
             else:
-                self._first_launch_hint()
+                threading.Thread(target=self._first_launch_hint, args=(started,), daemon=True).start()
 
         try:
             if pystray is None:
@@ -288,30 +314,46 @@ class DesktopApp:
         return 0
 
 
-def login_command(
-    data_dir: Path,
-    flags: Mapping[str, Any] | None = None,
-    environ: Mapping[str, str] = os.environ,
-    platform: str = sys.platform,
-) -> list[str]:
+def login_command(data_dir: Path, environ: Mapping[str, str] = os.environ, platform: str = sys.platform) -> list[str]:
     """The command *Start at login* runs: this launcher with what this launch was given that login would not
-    know: a data dir other than the default, the tray's --port, and HIVENOTE_* settings from the environment (a
-    login session does not have the shell's; through `env` where there is one: Windows' Run key has none)."""
+    know: a data dir other than the default, and HIVENOTE_* settings from the environment (a login session does not
+    have the shell's; through `env` where there is one: Windows' Run key has none). Never the port: settings.json
+    holds it (`keep_port` saves this tray's there as Start at login is turned on), the one place "Use another port"
+    writes too, so a port in the entry could never shadow a port chosen later."""
     from dataclasses import fields
 
     from hivenote.server.settings import Settings, default_data_dir
 
     argv = launcher_command(platform=platform)
-    names = {f"HIVENOTE_{f.name.upper()}" for f in fields(Settings)} - {"HIVENOTE_DATA_DIR", "HIVENOTE_EXTRA"}
+    names = {f"HIVENOTE_{f.name.upper()}" for f in fields(Settings)} - set(NOT_AT_LOGIN)
     settings = [f"{name}={environ[name]}" for name in sorted(names) if environ.get(name)]
     if settings and platform != "win32":
         argv = ["/usr/bin/env", *settings, *argv]
     if data_dir.expanduser().absolute() != default_data_dir().absolute():
         argv += ["--data-dir", str(data_dir.expanduser().absolute())]
-    port = (flags or {}).get("port")
-    if port is not None:
-        argv += ["tray", "--port", str(port)]
     return argv
+
+
+def keep_port(data_dir: Path, port: int) -> bool:
+    """Save `port` in settings.json when the file (with the defaults) gives another: the port a launch without this
+    one's flags and environment (at login) starts on is then this one's. True if it was saved."""
+    from hivenote.server.settings import save_setting
+
+    if load_settings({}, environ={}, data_dir=data_dir).port == port:
+        return False
+    save_setting(data_dir, "port", port)
+    return True
+
+
+def first_launch_hint(status: Status, *, middle_click: bool) -> str:
+    """The first launch's notification: where Hivenote went, and the truth about its server."""
+    click = " (a middle click on the icon opens the dashboard)" if middle_click else ""
+    menu = f"Its icon in your panel has the menu: open the dashboard, connect an agent, start at login, quit{click}."
+    if status.running:
+        return f"Hivenote is running. {menu}"
+    if status.elsewhere:
+        return f"Hivenote is in your panel; the notebook is served by the Hivenote at {status.elsewhere}. {menu}"
+    return f"Hivenote is in your panel, but its server is not running: {status.message or status.server}. {menu}"
 
 
 def _quit_on_glib_signals(quit_app: Callable[[], None]) -> None:

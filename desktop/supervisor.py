@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 ServerState = Literal["starting", "running", "stopped", "error"]
 LAN_HOST = "0.0.0.0"
 RETRY_S = 5.0  # a taken port or data dir is tried again this often, so the tray recovers by itself
+AGENT_NAME_MAX = 40  # an agent's name in the menu and tooltip (any MCP client names itself, up to 200 characters)
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ def agents_online(tracker: AgentTracker, owner: str) -> tuple[AgentOnline, ...]:
         if agent.agent in PEOPLE_NOT_AGENTS:
             continue
         name = agent.client or "Other agent" if agent.agent == "other" else agent_name(agent.agent)
+        name = name if len(name) <= AGENT_NAME_MAX else name[: AGENT_NAME_MAX - 1].rstrip() + "…"
         if agent.person and agent.person != owner:
             name = f"{name} ({agent.person})"
         seen.setdefault(name, AgentOnline(name, ago(agent.last_seen, now)))
@@ -412,9 +414,16 @@ class Supervisor:
         with socket.socket() as probe:  # the system picks a free one (a moment before it is bound: good enough)
             probe.bind((settings.host, 0))
             port = probe.getsockname()[1]
-        save_setting(self.data_dir, "port", port)
-        self.flags.pop("port", None)  # the saved setting decides from now on
-        self.tell(f"Hivenote now uses port {port}: connect snippets copied from now on name it.")
+        save_setting(self.data_dir, "port", port)  # what every later launch starts on (Start at login too)
+        self.flags["port"] = port  # and this one, even with HIVENOTE_PORT set: the port told is the port used
+        shadow = os.environ.get("HIVENOTE_PORT")
+        told = f"Hivenote now uses port {port}: connect snippets copied from now on name it."
+        if shadow and shadow != str(port):
+            told += (
+                f" HIVENOTE_PORT={shadow} is set where this Hivenote was started: remove it, or a launch from there "
+                f"uses {shadow} again."
+            )
+        self.tell(told)
 
     def _save_host(self, host: str | None) -> None:
         from hivenote.server.settings import save_setting

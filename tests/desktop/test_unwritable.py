@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,7 +49,7 @@ def hivenote(desktop: Desktop, data_dir: Path, *args: str) -> subprocess.Complet
 def says_what_and_how(text: str, data_dir: Path) -> None:
     assert "Traceback" not in text, text
     assert str(data_dir) in text, text  # names the folder
-    assert "chown" in text or "chmod u+" in text, text  # and the fix (chmod for this account's own file)
+    assert "chown" in text or re.search(r"chmod (-R )?u\+", text), text  # and the fix (chmod for this account's own)
 
 
 def says_nothing_can_be_shown(text: str, data_dir: Path) -> None:
