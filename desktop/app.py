@@ -226,11 +226,14 @@ class DesktopApp:
         asked of the server with the owner's token from this data dir (the tray is this account)."""
         from hivenote.server.cli.opener import signed_in_url
 
-        return signed_in_url(url, self.data_dir)
+        try:
+            token = self.supervisor.owner_token()
+        except HivenoteError:  # no token file, and none can be saved: the page asks for one
+            return url
+        return signed_in_url(url, self.data_dir, token=token)
 
     def copy_snippet(self, client: str) -> None:
         from hivenote.server.connect import TOKEN_ENV, snippet
-        from hivenote.server.tokens import Tokens
 
         status = self.supervisor.status()
         if status.port_busy:  # the snippet would point the agent at another program
@@ -239,7 +242,7 @@ class DesktopApp:
                 "Use another port first (or quit that program)."
             )
         settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
-        token = Tokens(self.data_dir / "tokens.json").default() if settings.auth else None
+        token = self.supervisor.owner_token() if settings.auth else None
         base = self.supervisor.status().elsewhere.rstrip("/") or settings.base_url  # where the notebook answers
         found = snippet(client, url=f"{base}/mcp", token=token)
         clipboard.copy(found.text)
@@ -422,13 +425,18 @@ def load_pystray(backend: str) -> Any:
 def run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
     """`hivenote`: the single tray app for this data dir, or ask the running one to show its dashboard. A data dir
     this account may read but not write is served read-only (the supervisor says why in the tray); one it cannot make
-    or read ends it with the storage exit code and a message (a dialog when started from a menu)."""
+    or read, or a full disk, ends it with the error's exit code and a message (a dialog when started from a menu:
+    every failure that ends the app is said where the person looks)."""
     tune_heap()  # before any thread starts (hivenote.server.heap says why)
     configure_logging()  # before the MCP SDK's server sets it its way (hivenote.server.logs says why)
     try:
         return _run_tray(data_dir, flags, err)
+    except HivenoteError as exc:  # e.g. a full disk: the tray's own record cannot be saved
+        problems.tell("Hivenote cannot start", str(exc), err)
+        return exc.exit_code
     except OSError as exc:
         if not problems.cannot_write(exc):
+            problems.tell("Hivenote cannot start", f"Hivenote could not start: {exc}", err)
             raise
         problems.tell("Hivenote cannot start", problems.refused(data_dir, exc), err)
         return problems.EXIT_STORE

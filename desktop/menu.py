@@ -47,7 +47,7 @@ def status_line(status: Status) -> str:
 def error_lines(message: str) -> tuple[str, ...]:
     """An error message as menu lines of at most STATUS_LABEL_MAX characters, cut with "…" past STATUS_LINES_MAX
     lines: a menu that stays as wide as its other items, and what to do (at the message's end) still in it."""
-    lines = textwrap.wrap(f"Error: {message}", STATUS_LABEL_MAX, break_long_words=True) or ["Error"]
+    lines = textwrap.wrap(f"Error: {message}", STATUS_LABEL_MAX, break_on_hyphens=False) or ["Error"]
     if len(lines) > STATUS_LINES_MAX:
         last = lines[STATUS_LINES_MAX - 1]
         lines = [*lines[: STATUS_LINES_MAX - 1], last[: STATUS_LABEL_MAX - 1] + "…"]

@@ -14,6 +14,7 @@ import urllib.error
 from pathlib import Path
 
 from hivenote.desktop.instance import fallback_home
+from tests.support.disks import run, tmpfs
 from tests.support.harness import Desktop
 from tests.support.live import call, exchange, free_port
 from tests.support.privileges import without_root_powers
@@ -154,3 +155,25 @@ def test_a_shard_it_may_not_read_is_an_error_with_the_fix_until_fixed(desktop: D
     assert titles(port, data_dir, "before") == ["A note from before"]
     item.click("Quit Hivenote")
     assert app.wait(WAIT_S) == 0, desktop.output("app")
+
+
+def test_a_read_only_file_system_without_a_token_file_is_served_read_only(desktop: Desktop, tmp_path: Path) -> None:
+    """Issue 35: a notebook on a read-only file system that never had a token file went to an error state (the owner
+    token could not be saved) instead of read-only. The token is held in memory for the run; the window signs in."""
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        data_dir = disk / "data"
+        base = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)]
+        subprocess.run([*base, "remember", "--kind", "fact", "--title", "A note from before"], check=True)
+        assert not (data_dir / "tokens.json").exists()
+        run("mount", "-o", "remount,ro", str(disk))
+        port = free_port()
+        app = tray(desktop, data_dir, "tray", "--port", str(port))
+        item = desktop.tray_item()
+        item.wait_for(lambda i: READ_ONLY in title(i), what="served read-only, not an error")
+        assert title(item).startswith("Hivenote — running") and "read-only file system" in title(item), title(item)
+        item.click("Open dashboard")
+        window = desktop.find_window(WINDOW, WAIT_S)
+        assert window is not None, desktop.output("app")
+        assert eventually(lambda: has_brand_colour(desktop.screenshot(window)), WAIT_S), "the dashboard did not render"
+        item.click("Quit Hivenote")
+        assert app.wait(WAIT_S) == 0, desktop.output("app")
