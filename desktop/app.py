@@ -176,6 +176,8 @@ class DesktopApp:
             self.open_dashboard()
         elif action.startswith("copy:"):
             self.copy_snippet(action.removeprefix("copy:"))
+        elif action == "connect" or action.startswith("connect:"):
+            self.open_connect(action.removeprefix("connect").removeprefix(":"))
         elif action == "use-free-port":
             self.supervisor.use_free_port()
         elif action == "toggle-lan":
@@ -201,36 +203,60 @@ class DesktopApp:
             self.refresh()
         self._open_window()
 
-    def open_dashboard(self) -> None:
+    def open_dashboard(self, fragment: str = "") -> None:
         """The menu's Open dashboard and the icon's middle click. A stopped server is started first, as a second launch
         does (on a thread of its own: a click runs on the GUI's loop, which must not wait for a start)."""
         status = self.supervisor.status()
         if status.running or status.elsewhere:
-            self._open_window()
+            self._open_window(fragment)
             return
-        threading.Thread(target=self.show, name="hivenote-open-dashboard", daemon=True).start()
 
-    def _open_window(self) -> None:
+        def start_then_open() -> None:
+            self.show()
+            if fragment:
+                self._open_window(fragment)
+
+        threading.Thread(target=start_then_open, name="hivenote-open-dashboard", daemon=True).start()
+
+    def _open_window(self, fragment: str = "") -> None:
         settings = self.supervisor.settings
         status = self.supervisor.status()
         if status.elsewhere:  # `hivenote serve` holds the data dir: its dashboard is this notebook's
-            self.window.open(status.elsewhere.rstrip("/") + "/")
+            self.window.open(status.elsewhere.rstrip("/") + "/" + fragment)
             return
         if settings is None or not status.running:
             self.tell(f"The dashboard cannot open: the server did not start. {status.message}".strip())
             return
-        self.window.open(f"http://127.0.0.1:{settings.port}/")
+        self.window.open(f"http://127.0.0.1:{settings.port}/{fragment}")
+
+    def connect_target(self) -> tuple[str, str | None, list[str]]:
+        """Where agents reach this notebook (the MCP URL: another Hivenote's that holds the data dir, else this one's),
+        the owner's token (None: auth is off), and the stdio bridge command for clients that start one."""
+        from urllib.parse import urlsplit
+
+        from hivenote.server.connect import stdio_command
+
+        settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
+        base = self.supervisor.status().elsewhere.rstrip("/") or settings.base_url
+        token = self.supervisor.owner_token() if settings.auth else None
+        return f"{base}/mcp", token, stdio_command(self.data_dir, urlsplit(base).port or settings.port)
+
+    def open_connect(self, client: str) -> None:
+        """The window at the connect dialog, `client` chosen (the tray menu's Connect an agent)."""
+        self.open_dashboard(f"#connect/{client}" if client else "#connect")
 
     def signed_in_url(self, url: str) -> str:
         """The address a new window or browser loads: with a one-time code the page trades for its sign-in cookie,
-        asked of the server with the owner's token from this data dir (the tray is this account)."""
+        asked of the server with the owner's token from this data dir (the tray is this account). A `#fragment`
+        (the dialog to show) stays at the end."""
         from hivenote.server.cli.opener import signed_in_url
 
+        url, hash_, fragment = url.partition("#")
         try:
             token = self.supervisor.owner_token()
         except HivenoteError:  # no token file, and none can be saved: the page asks for one
-            return url
-        return signed_in_url(url, self.data_dir, token=token)
+            return url + hash_ + fragment
+        return signed_in_url(url, self.data_dir, token=token) + hash_ + fragment
 
     def copy_snippet(self, client: str) -> None:
         from hivenote.server.connect import TOKEN_ENV, snippet

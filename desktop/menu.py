@@ -7,6 +7,8 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hivenote.server.install import SNIPPET_ONLY
+
 from .supervisor import Status
 
 STATUS_LABEL_MAX = 70  # a menu line's width: longer messages go on more lines (the tooltip has them on one)
@@ -28,6 +30,7 @@ class Item:
 
 
 SEPARATOR = Item("-")
+CONNECT = "Connect an agent"
 SNIPPETS = "Copy connect snippet"
 SNIPPETS_PORT_TAKEN = "Copy connect snippet (not while another program has the port)"
 
@@ -80,6 +83,8 @@ def build_menu(status: Status, *, autostart: bool, clients: Sequence[tuple[str, 
         # Stopped: it starts the server first, as a second launch does (the middle click runs it too).
         Item("Open dashboard", "open-dashboard", enabled=not busy, default=True),
         # Another program has the port: a snippet would point an agent at it.
+        # The window's connect dialog for that agent: the change to its config is shown there before it is made.
+        Item(CONNECT, children=tuple(Item(t, f"connect:{c}") for c, t in clients if c not in SNIPPET_ONLY)),
         Item(SNIPPETS_PORT_TAKEN, enabled=False, children=snippets)
         if status.port_busy
         else Item(SNIPPETS, children=snippets),

@@ -28,6 +28,7 @@ def test_running_menu_top_to_bottom() -> None:
         "-",
         "Stop server",
         "Open dashboard",
+        "Connect an agent",
         "Copy connect snippet",
         "-",
         "Share on LAN",
@@ -41,6 +42,12 @@ def test_running_menu_top_to_bottom() -> None:
     assert find(menu, "Stop server").action == "toggle-server"
     dashboard = find(menu, "Open dashboard")
     assert dashboard.enabled and dashboard.default and dashboard.action == "open-dashboard"
+    connect = find(menu, "Connect an agent")  # the window's connect dialog, the change shown before it is made
+    assert [(c.label, c.action) for c in connect.children] == [
+        ("Cursor", "connect:cursor"),
+        ("Claude Code", "connect:claude-code"),
+        ("Codex", "connect:codex"),
+    ]
     snippets = find(menu, "Copy connect snippet")
     assert [(c.label, c.action) for c in snippets.children] == [
         ("Cursor", "copy:cursor"),
