@@ -239,7 +239,8 @@ def test_second_launch_opens_the_running_ones_dashboard(app: App, desktop: Deskt
 def test_xembed_tray_host(tmp_path: Path) -> None:
     """No StatusNotifier host, a plain XEmbed tray (trayer): the icon docks there and its menu quits the app; the
     first-launch notification promises no middle click (libayatana's XEmbed fallback loses it about one time in
-    two, issue 35), and the start logs no GTK or GDK criticals."""
+    two, issue 35). (The Gdk-CRITICAL at this start comes from libayatana's XEmbed fallback itself: a bare pystray
+    icon there logs it too.)"""
     with start_desktop(tmp_path, watcher=False, trayer=True, notifications=True) as desktop:
         app = App(desktop, tmp_path / "data", free_port())
         icon = desktop.xembed_icon(WAIT_S, classname="^hivenote$")
@@ -249,7 +250,7 @@ def test_xembed_tray_host(tmp_path: Path) -> None:
             return [n["body"] for n in desktop.notifications() if "panel" in n["body"]]
 
         assert eventually(hint, WAIT_S), desktop.output("app")
-        assert "middle" not in hint()[0] and "Open dashboard" not in hint()[0].split(":")[0], hint()
+        assert "middle" not in hint()[0] and "open the dashboard" in hint()[0], hint()  # the menu's item instead
 
         def quit_from_menu() -> bool:
             """The menu is rebuilt as the server comes up and as its status changes: a click landing mid-rebuild
