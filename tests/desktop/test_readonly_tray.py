@@ -76,7 +76,7 @@ def test_an_unwritable_data_dir_is_served_read_only_until_writable_again(desktop
     shown = title(item)
     assert str(data_dir) in shown and "chmod -R u+w" in shown and "read-only" in shown, shown  # where, what, the fix
     # The icon asks for attention as the error icon does (a panel shows NeedsAttention items first, or blinking).
-    item.wait_for(lambda i: i.prop("Status") == "NeedsAttention", what="SNI Status NeedsAttention while read-only")
+    item.wait_for(lambda i: i.prop("Status") == "NeedsAttention", WAIT_S, what="SNI Status NeedsAttention (read-only)")
     told = lambda: [n["body"] for n in desktop.notifications() if READ_ONLY in n["body"].lower()]  # noqa: E731
     assert eventually(told, WAIT_S), desktop.notifications()  # a person not looking at the icon is told too
 
@@ -92,7 +92,7 @@ def test_an_unwritable_data_dir_is_served_read_only_until_writable_again(desktop
     set_modes(data_dir, 0o700, 0o600)
     item.wait_for(lambda i: title(i).startswith("Hivenote — running") and READ_ONLY not in title(i), what="writable")
     assert remember(port, data_dir, "A note once fixed") == (201, "")
-    item.wait_for(lambda i: i.prop("Status") == "Active", what="SNI Status Active again")
+    item.wait_for(lambda i: i.prop("Status") == "Active", WAIT_S, what="SNI Status Active again")
     assert titles(port, data_dir, "fixed") == ["A note once fixed"]
     item.click("Quit Hivenote")
     assert app.wait(WAIT_S) == 0, desktop.output("app")
