@@ -21,10 +21,11 @@ from typing import Any
 from hivenote.server.core.errors import HivenoteError
 from hivenote.server.heap import tune_heap
 from hivenote.server.logs import configure_logging
+from hivenote.server.settings import load_settings
 
 from . import clipboard, problems
 from .autostart import Autostart, autostart, launcher_command
-from .backends import INSTALL_HINT, graphical_session, tray_backend, tray_host
+from .backends import INSTALL_HINT, SNI_HOST, graphical_session, tray_backend, tray_host
 from .instance import Instance
 from .menu import Item, build_menu
 from .supervisor import Status, Supervisor
@@ -34,6 +35,7 @@ from .window import DashboardWindow
 log = logging.getLogger(__name__)
 
 HINT_MARKER = "tray-hint-shown"  # in the data dir: the first-launch notification was shown
+NOT_AT_LOGIN = ("HIVENOTE_DATA_DIR", "HIVENOTE_EXTRA", "HIVENOTE_PORT")  # not copied into the Start-at-login entry
 TICK_S = 1.0  # "online" is a two-minute window and last-seen labels change by the minute
 NO_TRAY_WHY = "This desktop shows no tray icons (no StatusNotifier host and no XEmbed tray is running)."
 NO_TRAY_HOW = (
@@ -55,7 +57,7 @@ class DesktopApp:
         from hivenote.server.connect import all_snippets
 
         self.data_dir = data_dir
-        self.login = login or autostart(login_command(data_dir, flags))
+        self.login = login or autostart(login_command(data_dir))
         self.window = window or DashboardWindow(on_action=self.on_window_action, sign_in=self.signed_in_url)
         self.supervisor = Supervisor(data_dir, flags, on_change=self.refresh, extra_routes=self._routes, tell=self.tell)
         self.tray: Tray | None = None
@@ -121,17 +123,22 @@ class DesktopApp:
             self.tell(f"{action} failed; see the log")
         self.refresh()
 
-    def _first_launch_hint(self) -> None:
-        """The first time: where Hivenote went (a menu launch shows no window, only an icon)."""
+    def _first_launch_hint(self, started: threading.Event) -> None:
+        """The first time: where Hivenote went (a menu launch shows no window, only an icon), said once the server's
+        first start is over, as it went: running, or what stops it."""
         marker = self.data_dir / HINT_MARKER
         if marker.exists():
             return
-        self.tell(
-            "Hivenote is running in your panel: its icon there opens the dashboard (middle click) and has the menu "
-            "(connect an agent, start at login, quit)."
-        )
+        started.wait(60)
+        status = self.supervisor.status()
+        self.tell(first_launch_hint(status, middle_click=self._middle_click_works()))
         with contextlib.suppress(OSError):
             marker.touch()
+
+    def _middle_click_works(self) -> bool:
+        """A middle click opens the dashboard where a StatusNotifier host shows the icon (GNOME, KDE). In an XEmbed
+        tray libayatana's fallback reads a size it never set, and the click is lost about one time in two."""
+        return sys.platform == "linux" and tray_host() == SNI_HOST
 
     def on_window_action(self, action: str) -> None:
         """The window asks while the server is stopped (window.WINDOW_ACTIONS)."""
@@ -169,12 +176,19 @@ class DesktopApp:
             self.open_dashboard()
         elif action.startswith("copy:"):
             self.copy_snippet(action.removeprefix("copy:"))
+        elif action == "connect" or action.startswith("connect:"):
+            self.open_connect(action.removeprefix("connect").removeprefix(":"))
         elif action == "use-free-port":
             self.supervisor.use_free_port()
         elif action == "toggle-lan":
             self.supervisor.share_on_lan(not status.sharing)
         elif action == "toggle-autostart":
-            (self.login.disable if self._autostart_enabled() else self.login.enable)()
+            if self._autostart_enabled():
+                self.login.disable()
+            else:
+                settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
+                keep_port(self.data_dir, settings.port)  # the login-started tray reads it from settings.json
+                self.login.enable()
         elif action == "open-data-folder":
             open_path(self.data_dir, self.tell)
         elif action == "quit":
@@ -187,33 +201,74 @@ class DesktopApp:
         if self.supervisor.status().server in ("stopped", "error"):
             self.supervisor.start().wait(60)
             self.refresh()
-        self.open_dashboard()
+        self._open_window()
 
-    def open_dashboard(self) -> None:
+    def open_dashboard(self, fragment: str = "") -> None:
+        """The menu's Open dashboard and the icon's middle click. A stopped server is started first, as a second launch
+        does (on a thread of its own: a click runs on the GUI's loop, which must not wait for a start)."""
+        status = self.supervisor.status()
+        if status.running or status.elsewhere:
+            self._open_window(fragment)
+            return
+
+        def start_then_open() -> None:
+            self.show()
+            if fragment:
+                self._open_window(fragment)
+
+        threading.Thread(target=start_then_open, name="hivenote-open-dashboard", daemon=True).start()
+
+    def _open_window(self, fragment: str = "") -> None:
         settings = self.supervisor.settings
         status = self.supervisor.status()
         if status.elsewhere:  # `hivenote serve` holds the data dir: its dashboard is this notebook's
-            self.window.open(status.elsewhere.rstrip("/") + "/")
+            self.window.open(status.elsewhere.rstrip("/") + "/" + fragment)
             return
         if settings is None or not status.running:
-            self.tell("The server is not running: choose Start server first.")
+            self.tell(f"The dashboard cannot open: the server did not start. {status.message}".strip())
             return
-        self.window.open(f"http://127.0.0.1:{settings.port}/")
+        self.window.open(f"http://127.0.0.1:{settings.port}/{fragment}")
+
+    def connect_target(self) -> tuple[str, str | None, list[str]]:
+        """Where agents reach this notebook (the MCP URL: another Hivenote's that holds the data dir, else this one's),
+        the owner's token (None: auth is off), and the stdio bridge command for clients that start one."""
+        from urllib.parse import urlsplit
+
+        from hivenote.server.connect import stdio_command
+
+        settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
+        base = self.supervisor.status().elsewhere.rstrip("/") or settings.base_url
+        token = self.supervisor.owner_token() if settings.auth else None
+        return f"{base}/mcp", token, stdio_command(self.data_dir, urlsplit(base).port or settings.port)
+
+    def open_connect(self, client: str) -> None:
+        """The window at the connect dialog, `client` chosen (the tray menu's Connect an agent)."""
+        self.open_dashboard(f"#connect/{client}" if client else "#connect")
 
     def signed_in_url(self, url: str) -> str:
         """The address a new window or browser loads: with a one-time code the page trades for its sign-in cookie,
-        asked of the server with the owner's token from this data dir (the tray is this account)."""
+        asked of the server with the owner's token from this data dir (the tray is this account). A `#fragment`
+        (the dialog to show) stays at the end."""
         from hivenote.server.cli.opener import signed_in_url
 
-        return signed_in_url(url, self.data_dir)
+        url, hash_, fragment = url.partition("#")
+        try:
+            token = self.supervisor.owner_token()
+        except HivenoteError:  # no token file, and none can be saved: the page asks for one
+            return url + hash_ + fragment
+        return signed_in_url(url, self.data_dir, token=token) + hash_ + fragment
 
     def copy_snippet(self, client: str) -> None:
         from hivenote.server.connect import TOKEN_ENV, snippet
-        from hivenote.server.settings import load_settings
-        from hivenote.server.tokens import Tokens
 
+        status = self.supervisor.status()
+        if status.port_busy:  # the snippet would point the agent at another program
+            raise HivenoteError(
+                f"Another program holds {status.address}, so a connect snippet would point your agent at it. Choose "
+                "Use another port first (or quit that program)."
+            )
         settings = self.supervisor.settings or load_settings(self.supervisor.flags, data_dir=self.data_dir)
-        token = Tokens(self.data_dir / "tokens.json").default() if settings.auth else None
+        token = self.supervisor.owner_token() if settings.auth else None
         base = self.supervisor.status().elsewhere.rstrip("/") or settings.base_url  # where the notebook answers
         found = snippet(client, url=f"{base}/mcp", token=token)
         clipboard.copy(found.text)
@@ -264,7 +319,7 @@ class DesktopApp:
                 started.wait()
                 self.open_dashboard()
             else:
-                self._first_launch_hint()
+                threading.Thread(target=self._first_launch_hint, args=(started,), daemon=True).start()
 
         try:
             if pystray is None:
@@ -288,30 +343,46 @@ class DesktopApp:
         return 0
 
 
-def login_command(
-    data_dir: Path,
-    flags: Mapping[str, Any] | None = None,
-    environ: Mapping[str, str] = os.environ,
-    platform: str = sys.platform,
-) -> list[str]:
+def login_command(data_dir: Path, environ: Mapping[str, str] = os.environ, platform: str = sys.platform) -> list[str]:
     """The command *Start at login* runs: this launcher with what this launch was given that login would not
-    know: a data dir other than the default, the tray's --port, and HIVENOTE_* settings from the environment (a
-    login session does not have the shell's; through `env` where there is one: Windows' Run key has none)."""
+    know: a data dir other than the default, and HIVENOTE_* settings from the environment (a login session does not
+    have the shell's; through `env` where there is one: Windows' Run key has none). Never the port: settings.json
+    holds it (`keep_port` saves this tray's there as Start at login is turned on), the one place "Use another port"
+    writes too, so a port in the entry could never shadow a port chosen later."""
     from dataclasses import fields
 
     from hivenote.server.settings import Settings, default_data_dir
 
     argv = launcher_command(platform=platform)
-    names = {f"HIVENOTE_{f.name.upper()}" for f in fields(Settings)} - {"HIVENOTE_DATA_DIR", "HIVENOTE_EXTRA"}
+    names = {f"HIVENOTE_{f.name.upper()}" for f in fields(Settings)} - set(NOT_AT_LOGIN)
     settings = [f"{name}={environ[name]}" for name in sorted(names) if environ.get(name)]
     if settings and platform != "win32":
         argv = ["/usr/bin/env", *settings, *argv]
     if data_dir.expanduser().absolute() != default_data_dir().absolute():
         argv += ["--data-dir", str(data_dir.expanduser().absolute())]
-    port = (flags or {}).get("port")
-    if port is not None:
-        argv += ["tray", "--port", str(port)]
     return argv
+
+
+def keep_port(data_dir: Path, port: int) -> bool:
+    """Save `port` in settings.json when the file (with the defaults) gives another: the port a launch without this
+    one's flags and environment (at login) starts on is then this one's. True if it was saved."""
+    from hivenote.server.settings import save_setting
+
+    if load_settings({}, environ={}, data_dir=data_dir).port == port:
+        return False
+    save_setting(data_dir, "port", port)
+    return True
+
+
+def first_launch_hint(status: Status, *, middle_click: bool) -> str:
+    """The first launch's notification: where Hivenote went, and the truth about its server."""
+    click = " (a middle click on the icon opens the dashboard)" if middle_click else ""
+    menu = f"Its icon in your panel has the menu: open the dashboard, connect an agent, start at login, quit{click}."
+    if status.running:
+        return f"Hivenote is running. {menu}"
+    if status.elsewhere:
+        return f"Hivenote is in your panel; the notebook is served by the Hivenote at {status.elsewhere}. {menu}"
+    return f"Hivenote is in your panel, but its server is not running: {status.message or status.server}. {menu}"
 
 
 def _quit_on_glib_signals(quit_app: Callable[[], None]) -> None:
@@ -380,13 +451,18 @@ def load_pystray(backend: str) -> Any:
 def run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
     """`hivenote`: the single tray app for this data dir, or ask the running one to show its dashboard. A data dir
     this account may read but not write is served read-only (the supervisor says why in the tray); one it cannot make
-    or read ends it with the storage exit code and a message (a dialog when started from a menu)."""
+    or read, or a full disk, ends it with the error's exit code and a message (a dialog when started from a menu:
+    every failure that ends the app is said where the person looks)."""
     tune_heap()  # before any thread starts (hivenote.server.heap says why)
     configure_logging()  # before the MCP SDK's server sets it its way (hivenote.server.logs says why)
     try:
         return _run_tray(data_dir, flags, err)
+    except HivenoteError as exc:  # e.g. a full disk: the tray's own record cannot be saved
+        problems.tell("Hivenote cannot start", str(exc), err)
+        return exc.exit_code
     except OSError as exc:
         if not problems.cannot_write(exc):
+            problems.tell("Hivenote cannot start", f"Hivenote could not start: {exc}", err)
             raise
         problems.tell("Hivenote cannot start", problems.refused(data_dir, exc), err)
         return problems.EXIT_STORE

@@ -111,6 +111,9 @@ def window_backend(environ: Mapping[str, str] = os.environ, platform: str = sys.
     return Choice(None, "WebKitGTK is missing (gir1.2-webkit2-4.1): the dashboard opens in the browser")
 
 
+SNI_HOST = "StatusNotifier host"  # what tray_host() says for a panel that hosts StatusNotifierItems
+
+
 def tray_host(environ: Mapping[str, str] = os.environ) -> str | None:
     """What will show the icon on this Linux session: a StatusNotifier host (D-Bus) or an XEmbed tray (X11)."""
     with contextlib.suppress(Exception):  # no bus, no gi: treated as "no host found"
@@ -133,7 +136,7 @@ def tray_host(environ: Mapping[str, str] = os.environ) -> str | None:
             )
             bus.close_sync(None)
             if reply.unpack()[0]:
-                return "StatusNotifier host"
+                return SNI_HOST
     name = environ.get("DISPLAY", "")
     local = re.fullmatch(r":(\d+)(\.\d+)?", name)
     if not name or (local and not Path(f"/tmp/.X11-unix/X{local.group(1)}").exists()):

@@ -65,12 +65,15 @@ def cmd_quit(ctx: Context) -> int:
 def cmd_autostart(ctx: Context) -> int:
     if (code := without_desktop_parts(ctx, "starting the tray app at login")) is not None:
         return code
-    from .app import login_command
+    from hivenote.server.settings import load_settings
+
+    from .app import keep_port, login_command
     from .autostart import autostart
 
     entry = autostart(login_command(ctx.data_dir))
     action = ctx.args.state
     if action == "on":
+        keep_port(ctx.data_dir, load_settings(data_dir=ctx.data_dir).port)  # a login has no HIVENOTE_PORT
         entry.enable()
     elif action == "off":
         entry.disable()

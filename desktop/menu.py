@@ -3,12 +3,16 @@ children) for one state, so every state's menu is testable without a tray; `tray
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hivenote.server.install import SNIPPET_ONLY
+
 from .supervisor import Status
 
-STATUS_LABEL_MAX = 70  # longer error messages are cut in the menu; the tooltip and doctor have them whole
+STATUS_LABEL_MAX = 70  # a menu line's width: longer messages go on more lines (the tooltip has them on one)
+STATUS_LINES_MAX = 4  # an error's lines in the menu; past them it is cut (the tooltip and doctor have it whole)
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,9 @@ class Item:
 
 
 SEPARATOR = Item("-")
+CONNECT = "Connect an agent"
+SNIPPETS = "Copy connect snippet"
+SNIPPETS_PORT_TAKEN = "Copy connect snippet (not while another program has the port)"
 
 
 def status_line(status: Status) -> str:
@@ -37,8 +44,17 @@ def status_line(status: Status) -> str:
         return "Starting…"
     if status.server == "stopped":
         return "Server stopped"
-    message = f"Error: {status.message}"
-    return message if len(message) <= STATUS_LABEL_MAX else message[: STATUS_LABEL_MAX - 1] + "…"
+    return error_lines(status.message)[0]
+
+
+def error_lines(message: str) -> tuple[str, ...]:
+    """An error message as menu lines of at most STATUS_LABEL_MAX characters, cut with "…" past STATUS_LINES_MAX
+    lines: a menu that stays as wide as its other items, and what to do (at the message's end) still in it."""
+    lines = textwrap.wrap(f"Error: {message}", STATUS_LABEL_MAX, break_on_hyphens=False) or ["Error"]
+    if len(lines) > STATUS_LINES_MAX:
+        last = lines[STATUS_LINES_MAX - 1]
+        lines = [*lines[: STATUS_LINES_MAX - 1], last[: STATUS_LABEL_MAX - 1] + "…"]
+    return tuple(lines)
 
 
 def build_menu(status: Status, *, autostart: bool, clients: Sequence[tuple[str, str]]) -> tuple[Item, ...]:
@@ -55,18 +71,23 @@ def build_menu(status: Status, *, autostart: bool, clients: Sequence[tuple[str, 
     if status.storage_problem:
         sync = (Item(f"Cannot save notes: {status.storage_problem}"[:STATUS_LABEL_MAX], enabled=False), *sync)
     lan_label = "Share on LAN" if status.auth else "Share on LAN (needs auth on: remove auth=false from settings)"
+    lines = error_lines(status.message) if status.server == "error" else (status_line(status),)
+    snippets = tuple(Item(title, f"copy:{client}") for client, title in clients)
     return (
-        Item(status_line(status), enabled=False),
+        *(Item(line, enabled=False) for line in lines),
         *sync,
         agents,
         SEPARATOR,
         Item("Stop server" if status.running else "Start server", "toggle-server", enabled=not busy),
         *((Item("Use another port", "use-free-port"),) if status.port_busy else ()),
-        Item("Open dashboard", "open-dashboard", enabled=status.running or bool(status.elsewhere), default=True),
-        Item(
-            "Copy connect snippet",
-            children=tuple(Item(title, f"copy:{client}") for client, title in clients),
-        ),
+        # Stopped: it starts the server first, as a second launch does (the middle click runs it too).
+        Item("Open dashboard", "open-dashboard", enabled=not busy, default=True),
+        # Another program has the port: a snippet would point an agent at it.
+        # The window's connect dialog for that agent: the change to its config is shown there before it is made.
+        Item(CONNECT, children=tuple(Item(t, f"connect:{c}") for c, t in clients if c not in SNIPPET_ONLY)),
+        Item(SNIPPETS_PORT_TAKEN, enabled=False, children=snippets)
+        if status.port_busy
+        else Item(SNIPPETS, children=snippets),
         SEPARATOR,
         Item(lan_label, "toggle-lan", enabled=status.auth and not busy, checked=status.sharing),
         Item("Start at login", "toggle-autostart", checked=autostart),

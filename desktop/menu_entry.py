@@ -118,7 +118,7 @@ def _entry(argv: Sequence[str]) -> str:
         f"Exec={exec_quote(argv)}\n"
         f"Icon={APP_ID}\n"
         "Terminal=false\n"
-        "Categories=Utility;Development;\n"
+        "Categories=Development;\n"  # one main category: listed once
         "Keywords=MCP;AI;agent;notes;memory;notebook;\n"
         "StartupNotify=false\n"
         f"StartupWMClass={APP_ID}\n"

@@ -70,8 +70,8 @@ def unwritable(
             f"HIVENOTE_DATA_DIR).{after}"
         )
     return (
-        f"Hivenote cannot write to its data folder {data_dir}: permission denied{where}{meanwhile}. It was probably "
-        f"created by running Hivenote as another user (sudo hivenote). To fix it, {_fix(data_dir, user, platform)} "
+        f"Hivenote cannot write to its data folder {data_dir}: permission denied{where}{meanwhile}. "
+        f"{_cause_and_fix(data_dir, exc, user, platform)} "
         f"(or start Hivenote with another folder: --data-dir, or HIVENOTE_DATA_DIR).{after}"
     )
 
@@ -90,16 +90,15 @@ def unreadable(
     if not data_dir.exists() if missing is None else missing:  # the folder above it is another account's
         above = Path(exc.filename).parent if exc.filename else data_dir.parent
         return (
-            f"Hivenote cannot create its data folder {data_dir}: permission denied in {above}. It was probably "
-            f"created by running Hivenote as another user (sudo hivenote). To fix it, "
-            f"{_fix(above, user, platform, whole=False)} (or start Hivenote with another folder: --data-dir, or "
-            "HIVENOTE_DATA_DIR)."
+            f"Hivenote cannot create its data folder {data_dir}: permission denied in {above}. "
+            f"{_cause_and_fix(above, exc, user, platform, whole=False)} (or start Hivenote with another folder: "
+            "--data-dir, or HIVENOTE_DATA_DIR)."
         )
     where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(data_dir) else ""
     return (
         f"Hivenote cannot open its data folder {data_dir}: permission denied{where}, so it can neither show nor save "
-        "notes. It was probably created by running Hivenote as another user (sudo hivenote). To fix it, "
-        f"{_fix(data_dir, user, platform)} (or start Hivenote with another folder: --data-dir, or HIVENOTE_DATA_DIR)."
+        f"notes. {_cause_and_fix(data_dir, exc, user, platform, read=True)} (or start Hivenote with another folder: "
+        "--data-dir, or HIVENOTE_DATA_DIR)."
     )
 
 
@@ -116,12 +115,39 @@ def _readable(path: Path) -> bool:
     return os.access(path, os.R_OK | os.X_OK if path.is_dir() else os.R_OK)
 
 
-def _fix(folder: Path, user: str | None, platform: str, *, whole: bool = True) -> str:
-    if platform == "win32":
-        return f"give your account Full control of {folder} (Properties > Security)"
-    owner = user or _user()
+def _cause_and_fix(
+    folder: Path, exc: OSError, user: str | None, platform: str, *, whole: bool = True, read: bool = False
+) -> str:
+    """Why this account may not use `folder` and the command that fixes it. A folder (and refused file) of this
+    account's own was made read-only (or private to nobody): its permission back is the fix (chmod, as
+    server/storage/ownshard.py says for the shard); another account's (an earlier `sudo hivenote`) must be given back
+    (chown)."""
     recursive = "-R " if whole else ""
-    return f"give it back to your account: sudo chown {recursive}{shlex.quote(owner)}: {shlex.quote(str(folder))}"
+    if platform == "win32":
+        return (
+            "It was probably created by running Hivenote as another user. To fix it, give your account Full control "
+            f"of {folder} (Properties > Security)"
+        )
+    paths = [folder, *([Path(exc.filename)] if exc.filename else [])]
+    if all(_mine(path) for path in paths):
+        mode = "u+rwX" if read else "u+w"
+        return (
+            "The folder is your account's own, but its permission was taken away. To fix it, give your account "
+            f"the permission back: chmod {recursive}{mode} {shlex.quote(str(folder))}"
+        )
+    owner = user or _user()
+    return (
+        "It was probably created by running Hivenote as another user (sudo hivenote). To fix it, give it back to "
+        f"your account: sudo chown {recursive}{shlex.quote(owner)}: {shlex.quote(str(folder))}"
+    )
+
+
+def _mine(path: Path) -> bool:
+    """Whether `path` (or, when it does not exist yet, nothing else) belongs to this account."""
+    try:
+        return path.stat().st_uid == os.geteuid()
+    except OSError:
+        return False
 
 
 def _user() -> str:

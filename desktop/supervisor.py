@@ -30,6 +30,7 @@ from hivenote.server.settings import Settings, is_loopback, load_settings
 from hivenote.server.storage.ownshard import DiskProblem, ProblemKind, disk_writable
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.status import SyncStatus
+from hivenote.server.tokens import Tokens, new_token
 from hivenote.server.web.serve import PortInUse, ServerThread, bind
 
 from . import problems
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 ServerState = Literal["starting", "running", "stopped", "error"]
 LAN_HOST = "0.0.0.0"
 RETRY_S = 5.0  # a taken port or data dir is tried again this often, so the tray recovers by itself
+AGENT_NAME_MAX = 40  # an agent's name in the menu and tooltip (any MCP client names itself, up to 200 characters)
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ def agents_online(tracker: AgentTracker, owner: str) -> tuple[AgentOnline, ...]:
         if agent.agent in PEOPLE_NOT_AGENTS:
             continue
         name = agent.client or "Other agent" if agent.agent == "other" else agent_name(agent.agent)
+        name = name if len(name) <= AGENT_NAME_MAX else name[: AGENT_NAME_MAX - 1].rstrip() + "…"
         if agent.person and agent.person != owner:
             name = f"{name} ({agent.person})"
         seen.setdefault(name, AgentOnline(name, ago(agent.last_seen, now)))
@@ -144,6 +147,7 @@ class Supervisor:
         self._meaning: object = None  # the running server's meaning indexes (their progress, for the tooltip)
         self._server: ServerThread | None = None
         self._store: Store | None = None
+        self._tokens: Tokens | None = None  # the running server's (the tray's window and snippets use its owner token)
         self._lock = threading.Lock()
         self._commands: queue.Queue[tuple[str, threading.Event, str | None]] = queue.Queue()
         self.last_move: dict[str, Any] | None = None  # the outcome of the last use_folder: {"ok", "message", ...}
@@ -219,6 +223,12 @@ class Supervisor:
                 meaning=meaning_progress(self._meaning),
             )
         return status
+
+    def owner_token(self) -> str:
+        """The owner's token: the running server's (held in memory when a read-only data dir has no token file),
+        else the data dir's."""
+        tokens = self._tokens or Tokens(self.data_dir / "tokens.json")
+        return tokens.default()
 
     @property
     def settings(self) -> Settings | None:
@@ -304,7 +314,8 @@ class Supervisor:
             try:
                 from hivenote.server.web.app import create_app  # the server's imports load once the tray is up
 
-                app = create_app(settings, store, tracker=self.tracker, extra_routes=self.extra_routes())
+                tokens = owner_tokens(settings.data_dir, readonly=store.readonly)
+                app = create_app(settings, store, tracker=self.tracker, tokens=tokens, extra_routes=self.extra_routes())
                 server = ServerThread(app, settings, sock)
                 server.start()
                 while not server.started and server.thread.is_alive():
@@ -343,7 +354,7 @@ class Supervisor:
                 self._refused = Path(refusal.filename) if refusal.filename else self.data_dir
             self._set("error", str(exc) if refusal is None else problems.refused(self.data_dir, refusal))
             return
-        self._server, self._store = server, store
+        self._server, self._store, self._tokens = server, store, tokens
         self._retry_at, self._port_busy, self._elsewhere = None, False, ""
         self._share_urls = tuple(settings.share_urls)
         self._sync = app.state.services.sync
@@ -384,7 +395,7 @@ class Supervisor:
         server, store = self._server, self._store
         if server is None or store is None:
             return
-        self._server = self._store = None
+        self._server = self._store = self._tokens = None
         self._refused = None
         server.stop()
         store.close()
@@ -412,15 +423,42 @@ class Supervisor:
         with socket.socket() as probe:  # the system picks a free one (a moment before it is bound: good enough)
             probe.bind((settings.host, 0))
             port = probe.getsockname()[1]
-        save_setting(self.data_dir, "port", port)
-        self.flags.pop("port", None)  # the saved setting decides from now on
-        self.tell(f"Hivenote now uses port {port}: connect snippets copied from now on name it.")
+        save_setting(self.data_dir, "port", port)  # what every later launch starts on (Start at login too)
+        self.flags["port"] = port  # and this one, even with HIVENOTE_PORT set: the port told is the port used
+        shadow = os.environ.get("HIVENOTE_PORT")
+        told = f"Hivenote now uses port {port}: connect snippets copied from now on name it."
+        if shadow and shadow != str(port):
+            told += (
+                f" HIVENOTE_PORT={shadow} is set where this Hivenote was started: remove it, or a launch from there "
+                f"uses {shadow} again."
+            )
+        self.tell(told)
 
     def _save_host(self, host: str | None) -> None:
         from hivenote.server.settings import save_setting
 
         save_setting(self.data_dir, "host", host)
         self.flags.pop("host", None)  # the saved setting decides from now on
+
+
+class UnsavedTokens(Tokens):
+    """The token file of a data dir served read-only that has none (a read-only disk no Hivenote wrote to): the owner's
+    token is made for this run and kept in memory, since it cannot be saved, so the notebook is served read-only
+    rather than not at all. A token file that appears meanwhile is read as usual."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._unsaved = new_token()
+
+    def default(self) -> str:
+        with self._lock:
+            self._load()
+            return self._default or self._unsaved
+
+
+def owner_tokens(data_dir: Path, *, readonly: bool) -> Tokens:
+    path = data_dir / "tokens.json"
+    return UnsavedTokens(path) if readonly and not path.exists() else Tokens(path)
 
 
 def may_write(path: Path) -> bool:

@@ -164,7 +164,7 @@ class Tray:
             indicator.set_icon_full(path, plain(status.title, TITLE_MAX))
         if self._tooltip is not None:
             self._tooltip.show(*tooltip(status))
-        if status.server == "error":
+        if status.server == "error" or status.storage_problem:  # notes cannot be saved: as loud as an error
             attention = str(icons.assets_dir() / "hivenote-error.png")
             indicator.set_attention_icon_full(attention, plain(status.title, TITLE_MAX))
             indicator.set_status(AppIndicator.IndicatorStatus.ATTENTION)

@@ -97,8 +97,8 @@ class DashboardWindow:
                 return
             proc = self._proc
             if proc is not None and proc.poll() is None and proc.stdin is not None:
-                try:
-                    proc.stdin.write(b"show\n")
+                try:  # a #fragment (a dialog to show) is loaded in the open window; a plain address only raises it
+                    proc.stdin.write(f"show {url}\n".encode() if "#" in url else b"show\n")
                     proc.stdin.flush()
                 except OSError:
                     pass  # it is exiting: start another below
@@ -244,7 +244,10 @@ def _follow_parent(window: object, lines: Iterator[bytes]) -> None:
     """Lines on stdin from the tray: "show" brings the window forward (answered "shown" on stdout); the end of
     input (the tray is gone, or quits) closes it."""
     for line in lines:
-        if line.strip() == b"show":
+        word, _, url = line.strip().decode(errors="replace").partition(" ")
+        if word == "show":
+            if url.startswith(("http://", "https://")):  # the same page at another #fragment: no reload
+                window.load_url(url)  # type: ignore[attr-defined]
             window.restore()  # type: ignore[attr-defined]
             window.show()  # type: ignore[attr-defined]
             _tell_parent("shown")

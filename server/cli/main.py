@@ -124,6 +124,12 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
     p = add("connect", "print a ready config for an agent (Cursor, Claude, Codex, ...)", serving.cmd_connect)
     p.add_argument("client", nargs="?", help="cursor, claude-desktop, claude-code, codex, gemini-cli, vscode, ...")
     p.add_argument("--graph", action="store_true", help="the official memory tools endpoint instead")
+    p.add_argument(
+        "--install",
+        action="store_true",
+        help="connect it for you: run its own command or merge the entry into its config file (shown first)",
+    )
+    p.add_argument("--yes", action="store_true", help="with --install: make the change without asking")
 
     add("stop", "stop the Hivenote server of this data dir (tray, serve, or one stdio started)", serving.cmd_stop)
     add("open", "open the running server's dashboard in your browser, signed in", serving.cmd_open)

@@ -26,12 +26,12 @@ from ..tokens import Tokens
 CODE_WAIT_S = 5.0
 
 
-def signed_in_url(url: str, data_dir: Path) -> str:
+def signed_in_url(url: str, data_dir: Path, *, token: str | None = None) -> str:
     """`url` (the dashboard's address) with a fresh one-time code from the server there, asked with the owner's token
-    of `data_dir`; `url` as it is when no code can be had (the page then asks for a token)."""
+    (`token`, else the one in `data_dir`); `url` as it is when no code can be had (the page then asks for a token)."""
     base = url.rstrip("/")
     try:
-        token = Tokens(data_dir / "tokens.json").default()
+        token = token or Tokens(data_dir / "tokens.json").default()
         request = urllib.request.Request(
             f"{base}/api/session/code",
             data=b"",

@@ -155,11 +155,42 @@ def cmd_connect(ctx: Context) -> int:
     base = running_server(ctx.data_dir) or settings.base_url  # the server running for this data dir, if any
     url = f"{base}/mcp/graph" if a.graph else f"{base}/mcp"
     port = urlsplit(base).port or settings.port
-    found = snippet(a.client, url=url, token=token, graph=a.graph, stdio_command=stdio_command(ctx.data_dir, port))
+    bridge = stdio_command(ctx.data_dir, port)
+    if a.install:
+        return _install(ctx, a.client, url, token, bridge)
+    found = snippet(a.client, url=url, token=token, graph=a.graph, stdio_command=bridge)
     where = "\n".join(f"  {system}: {path}" for system, path in found.where.items())
     steps = "\n".join(f"  - {step}" for step in found.steps)
     ctx.emit(found.to_json(), f"{found.title} ({found.format}):\n\n{found.text}\n\nWhere:\n{where}\n\nSteps:\n{steps}")
     return 0
+
+
+def _install(ctx: Context, client: str, url: str, token: str | None, bridge: list[str]) -> int:
+    """`connect <client> --install`: the change shown, asked about (unless --yes), then made; its outcome said."""
+    from ..install import Machine, apply, plan
+
+    if ctx.args.graph:
+        raise InvalidInput("--install connects the notebook tools (/mcp); for /mcp/graph copy the snippet (--graph)")
+    machine = Machine.here()
+    planned = plan(client, machine, url=url, token=token, stdio_command=bridge)
+    shown = planned.diff or "\n".join(f"  $ {line}" for line in planned.shown)
+    if planned.way == "none":
+        ctx.emit({"plan": planned.to_json(), "ok": False}, f"{planned.summary}\n`hivenote connect {client}` prints it.")
+        return 1
+    if not ctx.args.yes:
+        if ctx.json or not sys.stdin.isatty():
+            raise InvalidInput(f"{planned.summary} Nobody can be asked here: run it again with --yes to go ahead.")
+        ctx.out.write(f"{planned.summary}\n\n{shown}\n\nGo ahead? [y/N] ")
+        ctx.out.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            ctx.out.write("Nothing was changed.\n")
+            return 1
+    elif not ctx.json:
+        ctx.out.write(f"{planned.summary}\n\n{shown}\n\n")
+    done = apply(planned, machine)
+    output = f"\n{done.output}" if done.output else ""
+    ctx.emit({"plan": planned.to_json(), **done.to_json()}, f"{done.message}{output}")
+    return 0 if done.ok else 1
 
 
 def cmd_stdio(ctx: Context) -> int:

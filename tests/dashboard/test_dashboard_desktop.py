@@ -107,3 +107,26 @@ def test_the_folder_route_is_this_machine_s_and_checks_its_input(supervised: tup
     assert post(b'{"path": 7}') == 400
     assert post(b'{"path": "  "}') == 400
     assert supervisor.last_move is None and load_settings(data_dir=supervisor.data_dir).log_dir == ""
+
+
+def test_settings_show_the_lan_address_after_share_on_lan_without_a_reload(
+    supervised: tuple[Supervisor, str], page: Page, errors: list[str]
+) -> None:
+    """Issue 35: after Share on LAN (the tray restarts its server on every interface) Settings kept showing
+    127.0.0.1 (its running settings were read once)."""
+    supervisor, url = supervised
+    token = Tokens(supervisor.data_dir / "tokens.json").default()
+    page.goto(f"{url}/?code={sign_in_code(url, token)}#settings")
+    values = page.locator("dl.values")
+    expect(values).to_contain_text('"127.0.0.1"', timeout=WAIT_MS)
+    assert supervisor.share_on_lan(True).wait(60) and supervisor.status().sharing
+    shared = supervisor.status().share_urls
+    sharing = page.locator("section.panel", has_text="Share on your network")
+    expect(sharing).to_contain_text("Shared on the network", timeout=WAIT_MS)
+    for address in shared:
+        expect(sharing).to_contain_text(address)
+    expect(values).to_contain_text('"0.0.0.0"', timeout=WAIT_MS)
+    expect(values).not_to_contain_text('"127.0.0.1"')
+    if not shared:  # no network here: never the page's loopback address for a teammate
+        expect(sharing).not_to_contain_text("127.0.0.1")
+    assert errors == []

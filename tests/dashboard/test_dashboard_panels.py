@@ -58,6 +58,8 @@ def test_the_connect_dialog_copies_a_snippet_that_parses(running: Running, pages
     dialog.locator("[data-client=cursor]").click()
     expect(dialog.locator("pre.code")).to_contain_text("mcpServers", timeout=WAIT_MS)
     expect(dialog.locator(".where")).to_contain_text(".cursor/mcp.json")
+    # Issue 35: the header read "Paste into (Linux) ~/.cursor/mcp.json", and Claude Code's "Run this / a terminal".
+    expect(dialog.locator(".where-line")).to_have_text("paste it into ~/.cursor/mcp.json on Linux")
     screenshot(page, "connect")
     dialog.get_by_role("button", name="Copy").click()
     expect(dialog.get_by_role("button", name="Copied")).to_be_visible()
@@ -65,6 +67,9 @@ def test_the_connect_dialog_copies_a_snippet_that_parses(running: Running, pages
     (server,) = config["mcpServers"].values()
     assert server["url"] == running.url + "/mcp"
     assert running.token in json.dumps(server)
+    dialog.locator("[data-client=claude-code]").click()
+    expect(dialog.locator("pre.code")).to_have_attribute("data-format", "shell", timeout=WAIT_MS)
+    expect(dialog.locator(".where-line")).to_have_text("run it in a terminal on Linux")
     dialog.locator("[data-client=codex]").click()
     expect(dialog.locator("pre.code")).to_have_attribute("data-format", "toml", timeout=WAIT_MS)
     page.keyboard.press("Escape")

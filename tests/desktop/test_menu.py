@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hivenote.desktop.menu import SEPARATOR, Item, build_menu, status_line
-from hivenote.desktop.supervisor import AgentOnline, Status
+from hivenote.desktop.menu import SEPARATOR, STATUS_LABEL_MAX, Item, build_menu, error_lines, status_line
+from hivenote.desktop.supervisor import AGENT_NAME_MAX, AgentOnline, Status, agents_online
+from hivenote.server.agents import AgentTracker, author_for
 
 CLIENTS = (("cursor", "Cursor"), ("claude-code", "Claude Code"), ("codex", "Codex"))
 RUNNING = Status("running", "127.0.0.1:7788")
@@ -27,6 +28,7 @@ def test_running_menu_top_to_bottom() -> None:
         "-",
         "Stop server",
         "Open dashboard",
+        "Connect an agent",
         "Copy connect snippet",
         "-",
         "Share on LAN",
@@ -40,6 +42,12 @@ def test_running_menu_top_to_bottom() -> None:
     assert find(menu, "Stop server").action == "toggle-server"
     dashboard = find(menu, "Open dashboard")
     assert dashboard.enabled and dashboard.default and dashboard.action == "open-dashboard"
+    connect = find(menu, "Connect an agent")  # the window's connect dialog, the change shown before it is made
+    assert [(c.label, c.action) for c in connect.children] == [
+        ("Cursor", "connect:cursor"),
+        ("Claude Code", "connect:claude-code"),
+        ("Codex", "connect:codex"),
+    ]
     snippets = find(menu, "Copy connect snippet")
     assert [(c.label, c.action) for c in snippets.children] == [
         ("Cursor", "copy:cursor"),
@@ -55,14 +63,14 @@ def test_running_menu_top_to_bottom() -> None:
 @pytest.mark.parametrize(
     ("status", "line", "toggle", "toggle_enabled", "dashboard"),
     [
-        (Status("stopped", "127.0.0.1:7788"), "Server stopped", "Start server", True, False),
+        (Status("stopped", "127.0.0.1:7788"), "Server stopped", "Start server", True, True),
         (Status("starting", "127.0.0.1:7788"), "Starting…", "Start server", False, False),
         (
             Status("error", "127.0.0.1:7788", message="port 7788 on 127.0.0.1 is already in use"),
             "Error: port 7788 on 127.0.0.1 is already in use",
             "Start server",
             True,
-            False,
+            True,
         ),
         (RUNNING, "Running on 127.0.0.1:7788", "Stop server", True, True),
         (
@@ -83,15 +91,50 @@ def test_every_state(status: Status, line: str, toggle: str, toggle_enabled: boo
     assert find(menu, "Start at login").checked is True
     assert find(menu, "Share on LAN").checked is status.sharing
     assert find(menu, "Share on LAN").enabled is (status.server != "starting")
-    assert find(menu, "Copy connect snippet").enabled  # snippets need no running server
+    assert find(menu, "Copy connect snippet").enabled  # snippets need no running server (only the port)
     assert find(menu, "Quit").enabled
 
 
-def test_long_errors_are_cut_in_the_menu_but_whole_in_the_title() -> None:
-    message = "Hivenote is already running for this data dir (pid 4242): /home/ada/.local/share/hivenote. Use it."
-    status = Status("error", "127.0.0.1:7788", message=message)
-    assert len(status_line(status)) == 70 and status_line(status).endswith("…")
+def test_a_long_error_goes_on_several_menu_lines_so_what_to_do_is_not_cut_off() -> None:
+    """Issue 35: the port-busy line was cut before "tries again every 5 s" (the menu line kept 70 characters)."""
+    message = (
+        "port 7788 on 127.0.0.1 is already in use by another program. Hivenote tries it again every 5 s; or choose "
+        "Use another port."
+    )
+    status = Status("error", "127.0.0.1:7788", message=message, port_busy=True)
+    menu = build_menu(status, autostart=False, clients=CLIENTS)
+    lines = [i.label for i in menu[: menu.index(find(menu, "Agents"))]]
+    assert all(len(line) <= STATUS_LABEL_MAX and not find(menu, line).enabled for line in lines)
+    assert " ".join(lines) == f"Error: {message}"  # whole, and in order
     assert status.title == f"Hivenote — error: {message}"
+
+
+def test_an_endless_error_is_cut_after_a_few_lines_but_whole_in_the_title() -> None:
+    message = "Hivenote could not start: " + "a very long reason " * 40
+    status = Status("error", "127.0.0.1:7788", message=message)
+    lines = error_lines(message)
+    assert len(lines) == 4 and lines[-1].endswith("…") and all(len(line) <= STATUS_LABEL_MAX for line in lines)
+    assert build_menu(status, autostart=False, clients=CLIENTS)[:4] == tuple(
+        Item(line, enabled=False) for line in lines
+    )
+    assert status_line(status) == lines[0]
+    assert status.title == f"Hivenote — error: {message}"
+
+
+def test_copy_connect_snippet_is_off_while_another_program_holds_the_port() -> None:
+    """Issue 35: the snippets stayed on and copied the address another program answers at."""
+    busy = Status("error", "127.0.0.1:7788", message="port 7788 is in use", port_busy=True)
+    snippets = find(build_menu(busy, autostart=False, clients=CLIENTS), "Copy connect snippet")
+    assert not snippets.enabled and "another program has the port" in snippets.label
+    running = find(build_menu(RUNNING, autostart=False, clients=CLIENTS), "Copy connect snippet")
+    assert running.enabled and running.label == "Copy connect snippet"
+
+
+def test_open_dashboard_while_stopped_is_on_and_is_the_middle_click() -> None:
+    """Issue 35: it was disabled while stopped, so the middle click (which runs it) did nothing at all."""
+    for status in (Status("stopped", "x"), Status("error", "x", message="the server stopped unexpectedly")):
+        dashboard = find(build_menu(status, autostart=False, clients=CLIENTS), "Open dashboard")
+        assert dashboard.enabled and dashboard.default and dashboard.action == "open-dashboard"
 
 
 def test_agents_submenu_lists_names_and_last_seen() -> None:
@@ -148,3 +191,17 @@ def test_a_storage_problem_comes_first_in_the_menu_the_title_and_the_icon() -> N
         == "Hivenote — running · no agents online · cannot save notes: The disk holding /d/log is full: ..."
     )
     assert status.warning and not Status("running", "127.0.0.1:7788").warning
+
+
+def test_an_agent_with_a_300_character_name_stays_bounded_in_the_submenu_and_the_tooltip() -> None:
+    """Issue 35: any MCP client names itself (clientInfo.name); 300 characters made the submenu as wide as the screen
+    and the tooltip 300+ characters."""
+    tracker = AgentTracker()
+    tracker.record(author_for("Z" * 300, "1.0", None, ""))
+    tracker.record(author_for("cursor", "1.8", None, ""))
+    agents = agents_online(tracker, owner="")
+    status = Status("running", "127.0.0.1:7788", agents=agents)
+    submenu = find(build_menu(status, autostart=False, clients=CLIENTS), "Agents online").children
+    assert max(len(entry.label) for entry in submenu) <= AGENT_NAME_MAX + len(" — just now")
+    assert any(entry.label.startswith("ZZZ") and "…" in entry.label for entry in submenu)
+    assert len(status.title) <= 2 * AGENT_NAME_MAX + len("Hivenote — running · 2 agents online: , ")

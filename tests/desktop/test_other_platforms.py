@@ -68,10 +68,12 @@ def test_the_unwritable_message_gives_each_os_its_own_fix() -> None:
 
 
 @pytest.mark.parametrize("platform", ["darwin", "win32", "linux"])
-def test_start_at_login_keeps_the_data_dir_port_and_settings_on_every_os(platform: str, tmp_path: Path) -> None:
-    environ = {"HIVENOTE_GRAPH_EXTRAS": "true", "HIVENOTE_TOKEN": "hn_secret", "PATH": "/usr/bin"}
-    argv = login_command(tmp_path / "notes", {"port": 7815}, environ=environ, platform=platform)
-    assert argv[-5:] == ["--data-dir", str((tmp_path / "notes").absolute()), "tray", "--port", "7815"]
+def test_start_at_login_keeps_the_data_dir_and_settings_on_every_os(platform: str, tmp_path: Path) -> None:
+    environ = {"HIVENOTE_GRAPH_EXTRAS": "true", "HIVENOTE_TOKEN": "hn_secret", "HIVENOTE_PORT": "7950", "PATH": "/bin"}
+    argv = login_command(tmp_path / "notes", environ=environ, platform=platform)
+    assert argv[-2:] == ["--data-dir", str((tmp_path / "notes").absolute())]
+    # Issue 35: the port in the entry shadowed the one "Use another port" saves; settings.json alone holds it.
+    assert not any("7950" in arg or arg == "--port" for arg in argv), argv
     assert not any("hn_secret" in arg for arg in argv)  # the token is not a setting: never written into the entry
     if platform == "win32":  # the Run key has no environment of its own: settings stay in settings.json there
         assert not any(arg.startswith("HIVENOTE_") for arg in argv)

@@ -132,10 +132,9 @@ def test_tray_follows_the_server_and_its_menu_works(app: App, desktop: Desktop) 
     item.click("Stop server")
     item.wait_for(lambda i: title(i) == "Hivenote — stopped", what="stopped title")
     assert health(app.port) is None
-    # The menu's new layout reaches the panel in a D-Bus signal of its own, after the title's.
-    item.wait_for(
-        lambda i: entry(i, "Open dashboard") == (False, None) and "Start server" in labels(i), what="stopped menu"
-    )
+    # The menu's new layout reaches the panel in a D-Bus signal of its own, after the title's. (Open dashboard stays
+    # on: it starts the server first, tests/desktop/test_tray_conventions.py.)
+    item.wait_for(lambda i: labels(i)[0] == "Server stopped" and "Start server" in labels(i), what="stopped menu")
     assert centre_alpha(item.icon()) == 0
     assert same(item.icon(), tray_icon("stopped"))
     assert lock_holder(app.data_dir) is None
@@ -238,11 +237,20 @@ def test_second_launch_opens_the_running_ones_dashboard(app: App, desktop: Deskt
 
 
 def test_xembed_tray_host(tmp_path: Path) -> None:
-    """No StatusNotifier host, a plain XEmbed tray (trayer): the icon docks there and its menu quits the app."""
-    with start_desktop(tmp_path, watcher=False, trayer=True) as desktop:
+    """No StatusNotifier host, a plain XEmbed tray (trayer): the icon docks there and its menu quits the app; the
+    first-launch notification promises no middle click (libayatana's XEmbed fallback loses it about one time in
+    two, issue 35). (The Gdk-CRITICAL at this start comes from libayatana's XEmbed fallback itself: a bare pystray
+    icon there logs it too.)"""
+    with start_desktop(tmp_path, watcher=False, trayer=True, notifications=True) as desktop:
         app = App(desktop, tmp_path / "data", free_port())
         icon = desktop.xembed_icon(WAIT_S, classname="^hivenote$")
         assert eventually(lambda: health(app.port) == 200, WAIT_S), desktop.output("app")
+
+        def hint() -> list[str]:
+            return [n["body"] for n in desktop.notifications() if "panel" in n["body"]]
+
+        assert eventually(hint, WAIT_S), desktop.output("app")
+        assert "middle" not in hint()[0] and "open the dashboard" in hint()[0], hint()  # the menu's item instead
 
         def quit_from_menu() -> bool:
             """The menu is rebuilt as the server comes up and as its status changes: a click landing mid-rebuild

@@ -120,3 +120,41 @@ def test_the_first_launch_says_where_hivenote_is(tmp_path: Path) -> None:
         desktop.tray_item().click("Quit Hivenote")
         assert again.exit_code() == 0
         assert sum("panel" in n["body"] for n in desktop.notifications()) == hints
+
+
+def test_a_middle_click_while_the_server_is_stopped_starts_it_and_opens_the_dashboard(tmp_path: Path) -> None:
+    """Issue 35: Open dashboard was disabled while stopped, and the middle click (which runs it) then did nothing."""
+    with start_desktop(tmp_path) as desktop:
+        app = App(desktop, tmp_path / "data", free_port())
+        item = desktop.tray_item()
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+        item.click("Stop server")
+        item.wait_for(lambda i: title(i) == "Hivenote — stopped", what="stopped")
+        item.wait_for(lambda i: entry(i, "Open dashboard") == (True, None), what="Open dashboard on while stopped")
+        args = GLib.Variant("(ii)", (0, 0))
+        desktop.bus.call_sync(item.service, item.path, ITEM_INTERFACE, "SecondaryActivate", args, None, 0, 5000)
+        assert desktop.find_window(WINDOW, WAIT_S) is not None, desktop.output("app")
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="started, as a second launch does")
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0
+
+
+def test_the_first_launch_with_the_port_taken_does_not_say_running(tmp_path: Path) -> None:
+    """Issue 35: the first-launch notification said "running" while another program held the port."""
+    with start_desktop(tmp_path) as desktop, socket.socket() as squatter:
+        port = free_port()
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        app = App(desktop, tmp_path / "data", port)
+        item = desktop.tray_item()
+        item.wait_for(lambda i: "already in use" in title(i), what="port in use")
+
+        def hint() -> list[str]:
+            return [n["body"] for n in desktop.notifications() if "panel" in n["body"]]
+
+        assert eventually(hint, WAIT_S), desktop.output("app")
+        (said,) = hint()
+        assert "running" not in said.replace("not running", ""), said
+        assert "already in use" in said and "Use another port" in said, said  # what is wrong, and what to do
+        item.click("Quit Hivenote")
+        assert app.exit_code() == 0

@@ -89,3 +89,52 @@ def test_a_data_dir_held_by_hivenote_serve_points_the_menu_at_it(tmp_path: Path)
         assert lock_holder(data_dir) == app.process.pid
         item.click("Quit Hivenote")
         assert app.exit_code() == 0
+
+
+def test_one_port_with_hivenote_port_set_use_another_port_and_start_at_login(tmp_path: Path) -> None:
+    """Issue 35: with HIVENOTE_PORT set, "Use another port" saved and announced a port the server did not use (the
+    environment beat settings.json), and Start at login wrote HIVENOTE_PORT into its Exec line, so a login-started
+    tray kept shadowing the saved port. settings.json is the one place the port is kept."""
+    with start_desktop(tmp_path) as desktop, socket.socket() as squatter:
+        port = free_port()
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        data_dir = tmp_path / "data"
+        argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)]
+        app = desktop.spawn("app", argv, env={**desktop.env, "HIVENOTE_PORT": str(port)})
+        item = desktop.tray_item()
+        item.wait_for(lambda i: "Use another port" in labels(i), what="the menu offers another port")
+        item.click("Use another port")
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running on another port")
+        saved = json.loads((data_dir / "settings.json").read_text(encoding="utf-8"))["port"]
+        assert saved != port and health(saved) == 200  # the port saved is the port served
+        assert labels(item)[0] == f"Running on 127.0.0.1:{saved}"
+        told = [n["body"] for n in desktop.notifications() if "now uses port" in n["body"]]
+        assert told and f"port {saved}" in told[-1] and f"HIVENOTE_PORT={port}" in told[-1], told
+
+        item.click("Start at login")
+        item.wait_for(lambda i: entry(i, "Start at login") == (True, True), what="Start at login on")
+        login = (desktop.home / ".config" / "autostart" / "hivenote.desktop").read_text(encoding="utf-8")
+        exec_line = next(line for line in login.splitlines() if line.startswith("Exec="))
+        assert "HIVENOTE_PORT" not in exec_line and "--port" not in exec_line, exec_line
+        assert json.loads((data_dir / "settings.json").read_text(encoding="utf-8"))["port"] == saved
+        item.click("Quit Hivenote")
+        assert app.wait(WAIT_S) == 0, desktop.output("app")
+
+
+def test_start_at_login_saves_the_port_this_tray_runs_on(tmp_path: Path) -> None:
+    """Started with HIVENOTE_PORT (no "Use another port"): Start at login keeps that port for the login-started tray
+    by saving it in settings.json, not in the entry."""
+    with start_desktop(tmp_path) as desktop:
+        port, data_dir = free_port(), tmp_path / "data"
+        argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)]
+        app = desktop.spawn("app", argv, env={**desktop.env, "HIVENOTE_PORT": str(port)})
+        item = desktop.tray_item()
+        item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running")
+        item.click("Start at login")
+        item.wait_for(lambda i: entry(i, "Start at login") == (True, True), what="Start at login on")
+        assert json.loads((data_dir / "settings.json").read_text(encoding="utf-8"))["port"] == port
+        login = (desktop.home / ".config" / "autostart" / "hivenote.desktop").read_text(encoding="utf-8")
+        assert str(port) not in login, login
+        item.click("Quit Hivenote")
+        assert app.wait(WAIT_S) == 0, desktop.output("app")

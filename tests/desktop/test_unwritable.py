@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.disks import fill, tmpfs
 from tests.support.harness import Desktop
 from tests.support.live import free_port
 from tests.support.privileges import without_root_powers
@@ -48,7 +50,7 @@ def hivenote(desktop: Desktop, data_dir: Path, *args: str) -> subprocess.Complet
 def says_what_and_how(text: str, data_dir: Path) -> None:
     assert "Traceback" not in text, text
     assert str(data_dir) in text, text  # names the folder
-    assert "chown" in text or "chmod u+" in text, text  # and the fix (chmod for this account's own file)
+    assert "chown" in text or re.search(r"chmod (-R )?u\+", text), text  # and the fix (chmod for this account's own)
 
 
 def says_nothing_can_be_shown(text: str, data_dir: Path) -> None:
@@ -122,3 +124,21 @@ def test_a_shard_this_account_may_not_read_is_named_as_such_not_as_a_write(deskt
     says_what_and_how(listed.stderr, data_dir)
     assert listed.returncode == EXIT_STORE, listed.stderr
     assert "Reading still works" not in listed.stderr and "cannot open" in listed.stderr, listed.stderr
+
+
+def test_the_tray_from_the_menu_on_a_full_disk_shows_a_dialog(desktop: Desktop, tmp_path: Path) -> None:
+    """Issue 35: launched from the applications menu with the data dir on a full disk there was no icon, no window
+    and no notification: only stderr, which nobody reads there (rc 5)."""
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        fill(disk)
+        data_dir = disk / "data"
+        app = desktop.spawn("app", [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)])
+        dialog = desktop.find_window("^Hivenote cannot start$", WAIT_S)
+        assert dialog is not None, f"no dialog; exit {app.poll()}\n{desktop.output('app')}"
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        desktop.screenshot(dialog).save(ARTIFACTS / "error-dialog-full-disk.png")
+        desktop.close_window(dialog)
+        assert eventually(lambda: app.poll() is not None, WAIT_S), "the dialog did not close"
+        assert app.returncode == EXIT_STORE
+        said = desktop.output("app")
+        assert "No space left on device" in said and "Free some disk space" in said and "Traceback" not in said, said

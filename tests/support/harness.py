@@ -401,7 +401,7 @@ class Desktop:
             data += chunk
         return data.split(b"\n", 1)[0].decode().strip()
 
-    def _start(self, *, watcher: bool, trayer: bool, timeout: float) -> None:
+    def _start(self, *, watcher: bool, trayer: bool, timeout: float, notifications: bool = False) -> None:
         for tool in ("Xvfb", "dbus-daemon", "xdotool", *(("trayer",) if trayer else ())):
             if shutil.which(tool) is None:
                 raise DesktopFailed(f"{tool} is not installed: apt-get install xvfb dbus xdotool xclip trayer")
@@ -417,6 +417,11 @@ class Desktop:
         self.env["DBUS_SESSION_BUS_ADDRESS"] = self.bus_address
         if watcher:
             self.start_watcher(timeout)
+        elif notifications:  # a notification daemon without a StatusNotifier host (an XEmbed desktop's)
+            argv = [sys.executable, str(_HERE / "sni_watcher.py"), "--notifications-only"]
+            line = self._ready_line("sni-watcher", argv, None, timeout)
+            if line != "ready":
+                raise DesktopFailed(f"sni_watcher printed {line!r}, not 'ready'\n{self.output('sni-watcher')}")
         if trayer:
             self._spawn("trayer", ["trayer", "--edge", "top", "--align", "left", "--widthtype", "request"])
             if not eventually(lambda: bool(self._search("--onlyvisible", "--classname", "^panel$")), timeout):
@@ -642,12 +647,15 @@ def _marked_processes(marker: str) -> list[int]:
 
 
 @needs("Xvfb, a D-Bus session bus and the X tools (xdotool, xclip, trayer; scripts/install-test-deps)")
-def start_desktop(tmp_path: Path, *, watcher: bool = True, trayer: bool = False, timeout: float = 20) -> Desktop:
+def start_desktop(
+    tmp_path: Path, *, watcher: bool = True, trayer: bool = False, timeout: float = 20, notifications: bool = False
+) -> Desktop:
     """Start Xvfb, a session bus, and the SNI watcher and/or trayer (the XEmbed host: use watcher=False so the
-    appindicator backend falls back to it). Everything lives under tmp_path/"desktop"; close() ends it."""
+    appindicator backend falls back to it; `notifications` adds a notification daemon without the watcher).
+    Everything lives under tmp_path/"desktop"; close() ends it."""
     started = Desktop(tmp_path / "desktop")
     try:
-        started._start(watcher=watcher, trayer=trayer, timeout=timeout)
+        started._start(watcher=watcher, trayer=trayer, timeout=timeout, notifications=notifications)
     except BaseException:
         started.close()
         raise

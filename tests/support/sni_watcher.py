@@ -159,24 +159,14 @@ def log(message: str) -> None:
     print(f"sni_watcher: {message}", file=sys.stderr, flush=True)
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """`--notifications-only`: only the notification daemon (a desktop whose tray is an XEmbed one, like trayer)."""
+    only_notifications = "--notifications-only" in argv
     connection = Gio.bus_get_sync(Gio.BusType.SESSION, None)
     watcher = Watcher(connection)
-    node = Gio.DBusNodeInfo.new_for_xml(INTROSPECTION)
-    connection.register_object(PATH, node.interfaces[0], watcher.on_call, watcher.on_get_property, None)
     notifications = Notifications()
     connection.register_object(
         NOTIFICATIONS_PATH, Gio.DBusNodeInfo.new_for_xml(NOTIFICATIONS_XML).interfaces[0], notifications.on_call
-    )
-    Gio.bus_own_name_on_connection(connection, NOTIFICATIONS, Gio.BusNameOwnerFlags.DO_NOT_QUEUE, None, None)
-    connection.signal_subscribe(
-        "org.freedesktop.DBus",
-        "org.freedesktop.DBus",
-        "NameOwnerChanged",
-        "/org/freedesktop/DBus",
-        None,
-        Gio.DBusSignalFlags.NONE,
-        watcher.on_name_owner_changed,
     )
     loop = GLib.MainLoop()
     status = 0
@@ -190,10 +180,26 @@ def main() -> int:
         status = 1
         loop.quit()
 
+    if only_notifications:
+        Gio.bus_own_name_on_connection(connection, NOTIFICATIONS, Gio.BusNameOwnerFlags.DO_NOT_QUEUE, acquired, lost)
+        loop.run()
+        return status
+    node = Gio.DBusNodeInfo.new_for_xml(INTROSPECTION)
+    connection.register_object(PATH, node.interfaces[0], watcher.on_call, watcher.on_get_property, None)
+    Gio.bus_own_name_on_connection(connection, NOTIFICATIONS, Gio.BusNameOwnerFlags.DO_NOT_QUEUE, None, None)
+    connection.signal_subscribe(
+        "org.freedesktop.DBus",
+        "org.freedesktop.DBus",
+        "NameOwnerChanged",
+        "/org/freedesktop/DBus",
+        None,
+        Gio.DBusSignalFlags.NONE,
+        watcher.on_name_owner_changed,
+    )
     Gio.bus_own_name_on_connection(connection, NAME, Gio.BusNameOwnerFlags.DO_NOT_QUEUE, acquired, lost)
     loop.run()
     return status
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

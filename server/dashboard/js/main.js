@@ -46,6 +46,12 @@ const NAV = [
   ["settings", "Settings", "settings"],
 ];
 
+// "#connect" or "#connect/<client>" (the tray menu's Connect an agent): the connect dialog, that client chosen.
+function connectAsked() {
+  const found = location.hash.match(/^#\/?connect(?:\/([a-z0-9-]+))?$/);
+  return found ? found[1] || true : false;
+}
+
 function currentView() {
   const name = location.hash.replace(/^#\/?/, "");
   return NAV.some(([id]) => id === name) ? name : "notes";
@@ -69,12 +75,16 @@ function App() {
   const [agents, setAgents] = useState(null);
   const [openNote, setOpenNote] = useState(null);
   const [creating, setCreating] = useState(false);
-  const [connecting, setConnecting] = useState(false);
+  const [connecting, setConnecting] = useState(connectAsked());
   const searchRef = useRef(null);
   const noteModule = useModule("note", openNote !== null || creating);
 
   useEffect(() => {
-    const follow = () => setView(currentView());
+    const follow = () => {
+      const asked = connectAsked();
+      if (asked) setConnecting(asked);
+      else setView(currentView());
+    };
     window.addEventListener("hashchange", follow);
     return () => window.removeEventListener("hashchange", follow);
   }, []);
@@ -148,7 +158,10 @@ function App() {
   const badge = { notes: counts?.notes, trash: counts?.trashed, agents: online || null, graph: counts?.entities };
   const closeNote = useCallback(() => setOpenNote(null), []);
   const closeNew = useCallback(() => setCreating(false), []);
-  const closeConnect = useCallback(() => setConnecting(false), []);
+  const closeConnect = useCallback(() => {
+    setConnecting(false);
+    if (connectAsked()) history.replaceState(null, "", `#${currentView()}`); // the next ask is a hash change again
+  }, []);
 
   return html`<div class="shell">
     <nav class="sidebar" aria-label="Sections">
@@ -184,7 +197,8 @@ function App() {
     html`<${noteModule.NoteDialog} key=${openNote} id=${openNote} onClose=${closeNote} onChanged=${changed} revision=${revision} />`}
     ${creating && noteModule &&
     html`<${noteModule.NewNoteDialog} onClose=${closeNew} onCreated=${(id) => { setCreating(false); changed(); setOpenNote(id); }} />`}
-    ${connecting && html`<${Lazy} name="connect" onClose=${closeConnect} />`}
+    ${connecting &&
+    html`<${Lazy} key=${String(connecting)} name="connect" initial=${connecting === true ? null : connecting} onClose=${closeConnect} />`}
     <${Toasts} />
   </div>`;
 }

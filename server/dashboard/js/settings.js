@@ -76,13 +76,19 @@ function Tokens() {
   </div>`;
 }
 
+const LOOPBACK = /^(127\.|localhost$|\[?::1\]?$)/;
+
 function Sharing({ status, host }) {
   const listen = status.listen;
-  const urls = listen.urls.length ? listen.urls : [`http://${host}:${listen.port}/`];
+  // Never this page's own address when it is a loopback one: a teammate cannot open 127.0.0.1.
+  const urls = listen.urls.length ? listen.urls : LOOPBACK.test(host) ? [] : [`http://${host}:${listen.port}/`];
   return listen.shared
     ? html`<div><p><span class="pill good">Shared on the network</span></p>
-        <p>Teammates open ${urls.map((url, i) => html`${i ? " or " : ""}<code class="select" key=${url}>${url}</code>`)}
-          and paste the token you give them.</p></div>`
+        ${urls.length
+          ? html`<p>Teammates open ${urls.map((url, i) => html`${i ? " or " : ""}<code class="select" key=${url}>${url}</code>`)}
+          and paste the token you give them.</p>`
+          : html`<p>Teammates open this machine's network address on port ${listen.port}; Hivenote found none yet
+          (is the network connected?).</p>`}</div>`
     : html`<div><p><span class="pill">This machine only</span> Listening on ${listen.host}:${listen.port}.</p>
         <p class="muted">To share on your LAN, turn on <strong>Share on LAN</strong> in the tray menu (on a desktop that shows no tray icon: in the
           bar at the top of this window), or start${" "}
@@ -193,11 +199,13 @@ function Transports({ sync, desktop }) {
   </div>`;
 }
 
-function Values() {
+// `listening` is where the server listens now: a restart that changes it (Share on LAN in the tray) reads the
+// running settings again, so the page never keeps showing the address it had before.
+function Values({ listening }) {
   const [settings, setSettings] = useState(null);
   useEffect(() => {
     api("/api/settings").then(setSettings).catch(() => {});
-  }, []);
+  }, [listening]);
   if (!settings) return null;
   return html`<section class="panel">
     <h2><${Icon} name="settings" /> Running settings</h2>
@@ -214,6 +222,6 @@ export function SettingsView({ status, host }) {
     <section class="panel"><h2><${Icon} name="wifi" /> Share on your network</h2>${status ? html`<${Sharing} status=${status} host=${host} />` : "…"}</section>
     <section class="panel"><h2><${Icon} name="sync" /> Sync</h2>${status ? html`<${Sync} status=${status} />` : "…"}</section>
     ${status && html`<p class="muted small center">Hivenote ${status.version} · data in <code>${status.data_dir}</code> · up ${Math.round(status.uptime_s / 60)} min</p>`}
-    <${Values} />
+    <${Values} listening=${status ? `${status.listen.host}:${status.listen.port}:${status.listen.shared}` : ""} />
   </section>`;
 }
