@@ -39,7 +39,7 @@ from ..storage.files import private_dir
 from ..storage.identity import previous_nodes
 from ..storage.statefile import write_json
 from .bucket import BadObject, Bucket, BucketConflict, BucketError, BucketUnreachable
-from .replica import Replicas, SyncRefused, check_node_name
+from .replica import Replicas, SyncRefused, check_node_name, classify
 
 if TYPE_CHECKING:
     from ..storage.store import Store
@@ -85,6 +85,7 @@ class BucketSync:
         self.blocked = ""  # why uploads stopped (another writer claims this node); kept until restart
         self.bytes_in = self.bytes_out = 0
         self._lock = threading.Lock()
+        self._branch_seen: dict[str, tuple[int, int]] = {}  # branch -> (size, mtime) when last settled with the bucket
 
     @property
     def node(self) -> str:
@@ -169,31 +170,70 @@ class BucketSync:
             return contacted or pull, problems + (self.download() if pull else [])
 
     def _upload_branches(self) -> bool:
-        """Another history of a node kept here (`<node>~<hex>.jsonl`, named by its bytes) goes up once, as a shard of
-        its own name: the only way the writes of an install that found its node forked reach machines that share
-        nothing but the bucket. Returns whether the bucket was contacted."""
-        done = self.state.setdefault("branches", [])
+        """Another history of a node kept here (`<node>~<hex>.jsonl`, named by its bytes) goes up as a shard of its own
+        name: the only way the writes of an install that found its node forked reach machines that share nothing but
+        the bucket. Once up, it goes up again only as a compaction of what the bucket holds (a compaction drops a
+        purged note's text from every branch held here, `Store._scrub_branches`): a new generation, then HEAD swapped
+        and the older one deleted, so the purged text leaves the bucket too. Returns whether the bucket was
+        contacted."""
+        done = self.state.setdefault("branches", [])  # names gone up once (their bytes then unknown: compared)
+        sent: dict[str, str] = self.state.setdefault("branch_sent", {})  # name -> digest of what the bucket holds
         contacted = False
         for path in sorted(self.replicas.log_dir.glob("*~*.jsonl")):
             name = path.name.removesuffix(".jsonl")
-            if name in done or self.replicas.size(name) == 0:
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            if self._branch_seen.get(name) == (st.st_size, st.st_mtime_ns) or self.replicas.size(name) == 0:
                 continue
             check_node_name(name)
-            contacted = True
-            if self._read_head(name) is None:
-                size = self.replicas.size(name)
-                gen = f"000001-{hashlib.sha256(self.replicas.read(name)).hexdigest()[:8]}"
-                start = 0
-                while start < size:
-                    piece = self.replicas.read(name, start, CHUNK_BYTES)
-                    if self.bucket.put(f"{self._folder(name, gen)}{start:015d}.jsonl", piece) is not None:
-                        self.bytes_out += len(piece)
-                    start += len(piece)
-                body = json.dumps({"v": 1, "node": name, "generation": gen}).encode()
-                self.bucket.put(self._folder(name) + "HEAD", body)
-            done.append(name)
-            self._save()
+            data = self.replicas.read(name)
+            digest = hashlib.sha256(data).hexdigest()
+            if sent.get(name) != digest:
+                contacted = True
+                self._upload_branch(name, data)
+                sent[name] = digest
+                if name not in done:
+                    done.append(name)
+                self._save()
+            self._branch_seen[name] = (st.st_size, st.st_mtime_ns)
         return contacted
+
+    def _upload_branch(self, name: str, data: bytes) -> None:
+        """Make the bucket hold branch `name` as `data`: its first generation, or a new one when `data` is a
+        compaction of the one there; anything else (the bucket's continues ours, or is another history) is the
+        download side's to settle."""
+        head = self._read_head(name)
+        if head is None:
+            self._put_branch(name, f"000001-{hashlib.sha256(data).hexdigest()[:8]}", data, "")
+            return
+        got = self._generation(name, head[0])
+        if got is None or got[0] == data or classify(got[0], data) != "replaces":
+            return
+        number = int(head[0][:6]) + 1
+        self._put_branch(name, f"{number:06d}-{hashlib.sha256(data).hexdigest()[:8]}", data, head[1])
+
+    def _put_branch(self, name: str, gen: str, data: bytes, etag: str) -> None:
+        """Upload generation `gen` of branch `name`, then HEAD (created, or swapped If-Match `etag`); on a swap the
+        older generations are deleted. Another machine scrubbing the same branch uploads the same bytes under the
+        same name: its chunks and HEAD are the ones already there."""
+        start = 0
+        while start < len(data):
+            piece = data[start : start + CHUNK_BYTES]
+            piece = piece[: piece.rfind(b"\n") + 1] or piece
+            if self.bucket.put(f"{self._folder(name, gen)}{start:015d}.jsonl", piece) is not None:
+                self.bytes_out += len(piece)
+            start += len(piece)
+        body = json.dumps({"v": 1, "node": name, "generation": gen}).encode()
+        if self.bucket.put(self._folder(name) + "HEAD", body, etag) is None:
+            head = self._read_head(name)
+            if head is None or head[0] != gen:
+                return  # another machine swapped it first: the next look settles ours against it
+        if etag:
+            keep = (self._folder(name, gen), self._folder(name) + "HEAD")
+            with contextlib.suppress(BucketError):  # left for the next swap
+                self.bucket.delete([k for k, _, _ in self.bucket.listing(self._folder(name)) if not k.startswith(keep)])
 
     # -- up -----------------------------------------------------------------------------------------
 
