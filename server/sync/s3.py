@@ -271,11 +271,39 @@ class BucketSync:
             return False
         if own["verified"]:
             found = self.bucket.call("head_object", ok=(404,), Key=self._folder(self.node) + "HEAD")
-            if found is None or found["ETag"] != own["etag"]:
+            if (found is None or found["ETag"] != own["etag"]) and not self._adopt(size):
                 raise self._conflict(f"the HEAD of {self.node} was changed by someone else")
+            if size == own["sent"]:
+                return True
         self._put_chunks(own, size)
         own["verified"] = True
         self._save()
+        return True
+
+    def _adopt(self, size: int) -> bool:
+        """This node's HEAD is not the one it wrote: still ours when the bucket holds nothing of this node any more (its
+        objects were deleted: the whole shard goes up again) or a generation of only this shard's bytes (a machine
+        that held a copy put it back: uploads go on from its end). False: someone else's bytes (a clone)."""
+        own, head = self.state["own"], self._read_head(self.node)
+        if head is None:
+            if self.bucket.listing(self._folder(self.node)):
+                return False  # chunks without a HEAD: not a state this layout leaves; looked at as a conflict
+            log.warning("the bucket no longer holds %s: this machine's shard goes up again", self.node)
+            own.update(gen="", etag="", sent=0, tail=[0, ""], seq=0, verified=False)
+            self._save()
+            self._publish(size)
+            return True
+        got = self._generation(self.node, head[0])
+        if got is None:
+            raise BucketError(f"generation {head[0]} of {self.node} changed while it was read; trying again")
+        blob = got[0]
+        if self.replicas.read(self.node, 0, len(blob))[: len(blob)] != blob:
+            return False
+        last = blob.rfind(b"\n", 0, len(blob) - 1) + 1 if blob else 0
+        tail = [last, hashlib.sha256(blob[last:]).hexdigest()]
+        own.update(gen=head[0], etag=head[1], sent=len(blob), tail=tail, seq=_last_seq(blob), verified=True)
+        self._save()
+        log.warning("generation %s of %s (put back by a machine that held it) is this shard's", head[0], self.node)
         return True
 
     def _hash(self, start: int, end: int) -> str:
@@ -343,15 +371,54 @@ class BucketSync:
     def download(self) -> list[str]:
         """Fetch what other nodes added; returns the problems met (refused or malformed objects), per node."""
         problems = self._check_own()
+        listed = set()
         for folder, _, _ in self.bucket.listing(self.bucket.root, folders=True):
             node = folder[len(self.bucket.root) :].rstrip("/")
+            listed.add(node)
             if node != self.node:
                 try:
                     check_node_name(node)
                     self._pull(node)
                 except (SyncRefused, BadObject) as exc:
                     problems.append(f"{node}: {exc}")
+        for node, st in sorted(self.state["nodes"].items()):
+            if node not in listed and st.get("gen") and node != self.node:
+                try:
+                    check_node_name(node)
+                    self._put_back(node, st)
+                except (SyncRefused, BadObject) as exc:
+                    problems.append(f"{node}: {exc}")
+        self._save()
         return problems
+
+    def _put_back(self, node: str, st: dict[str, Any]) -> None:
+        """A node this machine pulled is gone from the bucket (its objects deleted): the copy held here goes back up as
+        its next generation, so no deletion in the bucket loses what one machine still holds. The owner, writing
+        again, takes it as its own (`_adopt`); two machines putting it back race on HEAD (If-None-Match) and the
+        loser's chunks are deleted."""
+        size = self.replicas.size(node)
+        if size == 0:
+            return
+        data = self.replicas.read(node)
+        gen = f"{int(st['gen'][:6]) + 1:06d}-{hashlib.sha256(data).hexdigest()[:8]}"
+        start, last = 0, ""
+        while start < len(data):
+            piece = data[start : start + CHUNK_BYTES]
+            piece = piece[: piece.rfind(b"\n") + 1] or piece
+            last = f"{self._folder(node, gen)}{start:015d}.jsonl"
+            if self.bucket.put(last, piece) is not None:
+                self.bytes_out += len(piece)
+            start += len(piece)
+        body = json.dumps({"v": 1, "node": node, "generation": gen}).encode()
+        etag = self.bucket.put(self._folder(node) + "HEAD", body)
+        if etag is None:  # another machine put it back first (or the owner published): taken from there
+            head = self._read_head(node)
+            if head is None or head[0] != gen:
+                with contextlib.suppress(BucketError):
+                    self.bucket.delete([k for k, _, _ in self.bucket.listing(self._folder(node, gen))])
+            return
+        st.update(gen=gen, etag=etag, after=last, end=size)
+        log.warning("%s was deleted from the bucket: put back from the copy this machine holds (%d bytes)", node, size)
 
     def _check_own(self) -> list[str]:
         """Bytes of this node in the bucket past what this machine sent: another install (a clone of this one)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hivenote.server.storage.identity import read_node
 from tests.support.live_faults import Cluster, Install
 from tests.support.s3env import Moto, objects, read
 
@@ -34,7 +35,8 @@ class Bucket(Cluster):
         return super().copies_elsewhere(victim) + list(self.held().values())
 
     def faults(self) -> list[str]:
-        return [*super().faults(), "vm-clone", "lose", "lose-offline"]
+        wide = ["deleted-in-bucket"] if self.wide else []
+        return [*super().faults(), "vm-clone", "lose", "lose-offline", *wide]
 
     def cut_off(self, victim: Install) -> list[Install]:
         self.moto.stop()
@@ -50,6 +52,9 @@ class Bucket(Cluster):
             self.say("the S3 server is up again")
 
     def fault(self, kind: str) -> None:
+        if kind == "deleted-in-bucket":
+            self.deleted_in_bucket()
+            return
         assert kind == "partition", kind
         self.moto.stop()
         self.say("partition: the S3 server is down")
@@ -57,3 +62,17 @@ class Bucket(Cluster):
         if self.rng.random() < 0.5:
             self.kill()
         self.heal_transport()
+
+    def deleted_in_bucket(self) -> None:
+        """Every object of one install's node deleted from the bucket (a person, a lifecycle rule), its owner running
+        or stopped: a machine holding a copy puts it back, the owner goes on as itself. Nothing is excused."""
+        victim = self.rng.choice(self.installs)
+        if victim.running and self.rng.random() < 0.5:
+            self.stop(victim)
+        node = read_node(victim.data_dir)
+        with self.moto.client() as client:
+            keys = sorted(objects(client, self.bucket, f"hivenote/{node}/"))
+            if keys:
+                client.delete_objects(Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys]})
+        self.writes(3)
+        self.say(f"{len(keys)} objects of {victim.name}'s node {node} deleted from the bucket")
