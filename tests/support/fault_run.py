@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +130,8 @@ def fault_round(transport: str, root: Path, seed: int, steps: int) -> Round:
             result.violations += purge_everywhere(cluster)
         except AssertionError as exc:
             result.violations.append(f"{exc}\n{cluster.explain()}")
+        except Exception as exc:  # a server's 500, a refused call, the harness itself: the round says where it stopped
+            result.violations.append(f"the round stopped: {exc!r}\n{traceback.format_exc()}\n{cluster.explain()}")
         finally:
             cluster.close()
             titles = sum(len(titles) for i in cluster.installs for titles in i.notes.values())

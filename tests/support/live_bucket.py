@@ -27,9 +27,16 @@ class Bucket(Cluster):
         (install.data_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
 
     def held(self) -> dict[str, bytes]:
-        """Key -> bytes of every object in the bucket (the S3 server must be up)."""
+        """Key -> bytes of every object in the bucket (the S3 server must be up); one deleted between the listing
+        and its read (an older generation a running server drops) is left out."""
+        found = {}
         with self.moto.client() as client:
-            return {key: read(client, self.bucket, key) for key in objects(client, self.bucket)}
+            for key in objects(client, self.bucket):
+                try:
+                    found[key] = read(client, self.bucket, key)
+                except client.exceptions.NoSuchKey:
+                    continue
+        return found
 
     def copies_elsewhere(self, victim: Install) -> list[bytes]:
         return super().copies_elsewhere(victim) + list(self.held().values())
