@@ -288,11 +288,7 @@ class BucketSync:
         if head is None:
             if self.bucket.listing(self._folder(self.node)):
                 return False  # chunks without a HEAD: not a state this layout leaves; looked at as a conflict
-            log.warning("the bucket no longer holds %s: this machine's shard goes up again", self.node)
-            own.update(gen="", etag="", sent=0, tail=[0, ""], seq=0, verified=False)
-            self._save()
-            self._publish(size)
-            return True
+            return self._publish_again(size)
         got = self._generation(self.node, head[0])
         if got is None:
             raise BucketError(f"generation {head[0]} of {self.node} changed while it was read; trying again")
@@ -304,6 +300,32 @@ class BucketSync:
         own.update(gen=head[0], etag=head[1], sent=len(blob), tail=tail, seq=_last_seq(blob), verified=True)
         self._save()
         log.warning("generation %s of %s (put back by a machine that held it) is this shard's", head[0], self.node)
+        return True
+
+    def _publish_again(self, size: int) -> bool:
+        """Nothing of this node is left in the bucket: the whole shard goes up as its next generation, named as a
+        machine putting it back names it (the number after ours, the bytes' digest), so the same bytes race to the
+        same objects. A holder's put-back that wins HEAD first is settled as one (`_adopt`)."""
+        own = self.state["own"]
+        data = self.replicas.read(self.node, 0, size)[:size]
+        number = int(own["gen"][:6]) + 1 if own["gen"] else 1
+        pending: dict[str, Any] = {"gen": f"{number:06d}-{hashlib.sha256(data).hexdigest()[:8]}", "sent": 0}
+        pending |= {"tail": [0, ""], "seq": 0}
+        log.warning("the bucket no longer holds %s: this machine's shard goes up again", self.node)
+        self._put_chunks(pending, size)
+        body = json.dumps({"v": 1, "node": self.node, "generation": pending["gen"]}).encode()
+        etag = self.bucket.put(self._folder(self.node) + "HEAD", body)
+        if etag is None:
+            head = self._read_head(self.node)
+            if head is None or head[0] != pending["gen"]:
+                with contextlib.suppress(BucketError):
+                    self.bucket.delete(
+                        [key for key, _, _ in self.bucket.listing(self._folder(self.node, pending["gen"]))]
+                    )
+                return self._adopt(size)
+            etag = head[1]
+        own.update(pending, etag=etag, verified=True, pending=None)
+        self._save()
         return True
 
     def _hash(self, start: int, end: int) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ import pytest
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
+from hivenote.server.sync.bucket import Bucket
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import BucketSync
 from tests.support.s3env import Moto, bucket_shard, moto_sandbox, objects, s3_settings
@@ -104,3 +105,41 @@ def test_an_owner_whose_objects_were_deleted_publishes_its_shard_again(tmp_path:
     with Store(tmp_path / "c") as c:
         sync_bucket(c, moto, bucket)
         assert titles(c) == {"first", "second"}
+
+
+class HolderFirst(Bucket):
+    """The real bucket, except that just before this machine's first write another machine puts the node back (the
+    owner and a holder racing after the node's objects were deleted)."""
+
+    before_head: Callable[[], object] | None = None
+
+    def put(self, key: str, body: bytes, etag: str = "") -> str | None:
+        if self.before_head is not None:
+            hook, self.before_head = self.before_head, None
+            hook()
+        return super().put(key, body, etag)
+
+
+def test_an_owner_that_loses_the_race_to_a_holder_putting_it_back_takes_that_generation_as_its_own(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    with Store(tmp_path / "a") as a, Store(tmp_path / "b") as b:
+        Notebook(a, author=BY).remember(kind="fact", title="first")
+        for store in (a, b):
+            assert sync_bucket(store, moto, bucket) == []
+        node = a.node
+        delete_node(moto, bucket, node)
+        Notebook(a, author=BY).remember(kind="fact", title="second")
+        settings = s3_settings(a.data_dir, moto, bucket)
+        racing = HolderFirst(settings)
+        racing.before_head = lambda: sync_bucket(b, moto, bucket)  # b puts back what it holds: "first" only
+        with contextlib.closing(BucketSync(settings, Replicas(a.log_dir, lambda: a.node), racing)) as sync:
+            problems = sync.step(pull=True)[1]
+            assert problems == []
+            assert sync.step(pull=True)[1] == []
+        a.refresh()
+        assert a.node == node  # not taken for a clone
+        with moto.client() as client:
+            assert bucket_shard(client, bucket, node) == a.shard_path.read_bytes()  # type: ignore[union-attr]
+        assert sync_bucket(b, moto, bucket) == []
+        assert titles(b) == {"first", "second"}
