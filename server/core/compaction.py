@@ -57,6 +57,39 @@ def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
     return [stand_in if stand_in and idx == last_seq[1] else line for idx, line in enumerate(lines) if idx in keep]
 
 
+def without_purged(lines: list[bytes], state: State) -> list[bytes] | None:
+    """Another history of a node (a branch, `<node>~<hex>.jsonl`) without the lines of notes purged since: nobody owns
+    a branch, so no `lines_to_keep` ever runs on it, yet a purge is the end of that note in every file. Drops only the
+    note ops a purge masks (everything else in the branch may still decide); the last line, if dropped, becomes a
+    content-free `seq.keep` with the same (node, seq) and stamp, so a copy elsewhere sees the result as a compaction
+    of the one it holds. None when nothing is dropped."""
+    dropped = False
+    last: tuple[int, int, Op | None] = (0, -1, None)
+    out: list[tuple[int, bytes]] = []
+    for idx, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            op = decode_op(line)
+        except CorruptLine:
+            out.append((idx, line))  # unreadable lines are never deleted
+            continue
+        if op.seq >= last[0]:
+            last = (op.seq, idx, op)
+        if op.kind.startswith("note.") and op.kind != "note.purge" and _masked(op, state):
+            dropped = True
+            continue
+        out.append((idx, line))
+    if not dropped:
+        return None
+    _, at, end = last
+    if end is not None and all(idx != at for idx, _ in out):
+        placeholder = Op(end.node, end.seq, end.wall, end.counter, PLACEHOLDER, {}, Author("", "", ""))
+        out.append((at, placeholder.encode()[:-1]))
+        out.sort(key=lambda pair: pair[0])
+    return [line for _, line in out]
+
+
 def _masked(op: Op, state: State) -> bool:
     """Whether a note op can never matter again: older than the note's latest purge, or an edit made without having
     seen that purge (its `since` is an older one, or none), however far ahead its stamp is. A purge is the end of the

@@ -24,7 +24,7 @@ from ..core.hlc import Clock, wall_ms
 from ..core.model import Author, CorruptLine, Op, decode_op
 from ..core.search import carry_index
 from . import opcache
-from .files import PRIVATE_DIR, fsync_dir, private_dir, temp_beside, write_all
+from .files import PRIVATE_DIR, fsync_dir, private_dir, temp_beside, write_all, write_whole
 from .gcpause import collector_paused
 from .identity import (
     ShardClaim,
@@ -646,8 +646,37 @@ class Store:
             record_shard(self.data_dir, self.node, self.shard_path, self._own.size)
             self.shards.cursors.pop(self.shard_path.name, None)
             self.shards.follow(self.shard_path.name)
+            self._scrub_branches()
         self._drop_derived_text()
         return len(lines), len(kept)
+
+    def _scrub_branches(self) -> None:
+        """Every branch held here (another history of a node, `<node>~<hex>.jsonl`: nobody's own shard, so never
+        compacted by an owner) loses the lines of notes purged since (`without_purged`), so a purge is the end of the
+        note's text in every file here; a copy held elsewhere takes the result as a compaction of its own. Under the
+        store's lock, in compaction: the fold is unchanged (only ops a purge masks go)."""
+        from ..core.compaction import without_purged  # local: only compaction needs it
+
+        for path in sorted(self.log_dir.glob("*~*.jsonl")):
+            if path.name.startswith(".") or not is_shard_file(path.name):
+                continue
+            try:
+                raw = path.read_bytes()
+            except OSError as exc:
+                log.info("branch %s not scrubbed of purged notes now: %s", path.name, exc)
+                continue
+            whole = raw[: raw.rfind(b"\n") + 1]
+            kept = without_purged(whole.split(b"\n")[:-1], self.state)
+            if kept is None:
+                continue
+            try:
+                write_whole(path, [b"".join(line + b"\n" for line in kept)])
+            except OSError as exc:
+                log.warning("branch %s still holds the text of a purged note: %s", path.name, exc)
+                continue
+            self.shards.cursors.pop(path.name, None)
+            self.shards.follow(path.name)
+            log.info("the text of purged notes dropped from the branch %s", path.name)
 
     def _drop_derived_text(self) -> None:
         """After a compaction: the derived files that hold note text (the op cache, every op's payload; the search

@@ -39,7 +39,7 @@ from ..storage.files import private_dir
 from ..storage.identity import previous_nodes
 from ..storage.statefile import write_json
 from .bucket import BadObject, Bucket, BucketConflict, BucketError, BucketUnreachable
-from .replica import Replicas, SyncRefused, check_node_name
+from .replica import Replicas, SyncRefused, check_node_name, classify
 
 if TYPE_CHECKING:
     from ..storage.store import Store
@@ -85,6 +85,7 @@ class BucketSync:
         self.blocked = ""  # why uploads stopped (another writer claims this node); kept until restart
         self.bytes_in = self.bytes_out = 0
         self._lock = threading.Lock()
+        self._branch_seen: dict[str, tuple[int, int]] = {}  # branch -> (size, mtime) when last settled with the bucket
 
     @property
     def node(self) -> str:
@@ -169,31 +170,70 @@ class BucketSync:
             return contacted or pull, problems + (self.download() if pull else [])
 
     def _upload_branches(self) -> bool:
-        """Another history of a node kept here (`<node>~<hex>.jsonl`, named by its bytes) goes up once, as a shard of
-        its own name: the only way the writes of an install that found its node forked reach machines that share
-        nothing but the bucket. Returns whether the bucket was contacted."""
-        done = self.state.setdefault("branches", [])
+        """Another history of a node kept here (`<node>~<hex>.jsonl`, named by its bytes) goes up as a shard of its own
+        name: the only way the writes of an install that found its node forked reach machines that share nothing but
+        the bucket. Once up, it goes up again only as a compaction of what the bucket holds (a compaction drops a
+        purged note's text from every branch held here, `Store._scrub_branches`): a new generation, then HEAD swapped
+        and the older one deleted, so the purged text leaves the bucket too. Returns whether the bucket was
+        contacted."""
+        done = self.state.setdefault("branches", [])  # names gone up once (their bytes then unknown: compared)
+        sent: dict[str, str] = self.state.setdefault("branch_sent", {})  # name -> digest of what the bucket holds
         contacted = False
         for path in sorted(self.replicas.log_dir.glob("*~*.jsonl")):
             name = path.name.removesuffix(".jsonl")
-            if name in done or self.replicas.size(name) == 0:
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            if self._branch_seen.get(name) == (st.st_size, st.st_mtime_ns) or self.replicas.size(name) == 0:
                 continue
             check_node_name(name)
-            contacted = True
-            if self._read_head(name) is None:
-                size = self.replicas.size(name)
-                gen = f"000001-{hashlib.sha256(self.replicas.read(name)).hexdigest()[:8]}"
-                start = 0
-                while start < size:
-                    piece = self.replicas.read(name, start, CHUNK_BYTES)
-                    if self.bucket.put(f"{self._folder(name, gen)}{start:015d}.jsonl", piece) is not None:
-                        self.bytes_out += len(piece)
-                    start += len(piece)
-                body = json.dumps({"v": 1, "node": name, "generation": gen}).encode()
-                self.bucket.put(self._folder(name) + "HEAD", body)
-            done.append(name)
-            self._save()
+            data = self.replicas.read(name)
+            digest = hashlib.sha256(data).hexdigest()
+            if sent.get(name) != digest:
+                contacted = True
+                self._upload_branch(name, data)
+                sent[name] = digest
+                if name not in done:
+                    done.append(name)
+                self._save()
+            self._branch_seen[name] = (st.st_size, st.st_mtime_ns)
         return contacted
+
+    def _upload_branch(self, name: str, data: bytes) -> None:
+        """Make the bucket hold branch `name` as `data`: its first generation, or a new one when `data` is a
+        compaction of the one there; anything else (the bucket's continues ours, or is another history) is the
+        download side's to settle."""
+        head = self._read_head(name)
+        if head is None:
+            self._put_branch(name, f"000001-{hashlib.sha256(data).hexdigest()[:8]}", data, "")
+            return
+        got = self._generation(name, head[0])
+        if got is None or got[0] == data or classify(got[0], data) != "replaces":
+            return
+        number = int(head[0][:6]) + 1
+        self._put_branch(name, f"{number:06d}-{hashlib.sha256(data).hexdigest()[:8]}", data, head[1])
+
+    def _put_branch(self, name: str, gen: str, data: bytes, etag: str) -> None:
+        """Upload generation `gen` of branch `name`, then HEAD (created, or swapped If-Match `etag`); on a swap the
+        older generations are deleted. Another machine scrubbing the same branch uploads the same bytes under the
+        same name: its chunks and HEAD are the ones already there."""
+        start = 0
+        while start < len(data):
+            piece = data[start : start + CHUNK_BYTES]
+            piece = piece[: piece.rfind(b"\n") + 1] or piece
+            if self.bucket.put(f"{self._folder(name, gen)}{start:015d}.jsonl", piece) is not None:
+                self.bytes_out += len(piece)
+            start += len(piece)
+        body = json.dumps({"v": 1, "node": name, "generation": gen}).encode()
+        if self.bucket.put(self._folder(name) + "HEAD", body, etag) is None:
+            head = self._read_head(name)
+            if head is None or head[0] != gen:
+                return  # another machine swapped it first: the next look settles ours against it
+        if etag:
+            keep = (self._folder(name, gen), self._folder(name) + "HEAD")
+            with contextlib.suppress(BucketError):  # left for the next swap
+                self.bucket.delete([k for k, _, _ in self.bucket.listing(self._folder(name)) if not k.startswith(keep)])
 
     # -- up -----------------------------------------------------------------------------------------
 
@@ -231,10 +271,60 @@ class BucketSync:
             return False
         if own["verified"]:
             found = self.bucket.call("head_object", ok=(404,), Key=self._folder(self.node) + "HEAD")
-            if found is None or found["ETag"] != own["etag"]:
+            if (found is None or found["ETag"] != own["etag"]) and not self._adopt(size):
                 raise self._conflict(f"the HEAD of {self.node} was changed by someone else")
+            if size == own["sent"]:
+                return True
         self._put_chunks(own, size)
         own["verified"] = True
+        self._save()
+        return True
+
+    def _adopt(self, size: int) -> bool:
+        """This node's HEAD is not the one it wrote: still ours when the bucket holds nothing of this node any more (its
+        objects were deleted: the whole shard goes up again) or a generation of only this shard's bytes (a machine
+        that held a copy put it back: uploads go on from its end). False: someone else's bytes (a clone)."""
+        own, head = self.state["own"], self._read_head(self.node)
+        if head is None:
+            if self.bucket.listing(self._folder(self.node)):
+                return False  # chunks without a HEAD: not a state this layout leaves; looked at as a conflict
+            return self._publish_again(size)
+        got = self._generation(self.node, head[0])
+        if got is None:
+            raise BucketError(f"generation {head[0]} of {self.node} changed while it was read; trying again")
+        blob = got[0]
+        if self.replicas.read(self.node, 0, len(blob))[: len(blob)] != blob:
+            return False
+        last = blob.rfind(b"\n", 0, len(blob) - 1) + 1 if blob else 0
+        tail = [last, hashlib.sha256(blob[last:]).hexdigest()]
+        own.update(gen=head[0], etag=head[1], sent=len(blob), tail=tail, seq=_last_seq(blob), verified=True)
+        self._save()
+        log.warning("generation %s of %s (put back by a machine that held it) is this shard's", head[0], self.node)
+        return True
+
+    def _publish_again(self, size: int) -> bool:
+        """Nothing of this node is left in the bucket: the whole shard goes up as its next generation, named as a
+        machine putting it back names it (the number after ours, the bytes' digest), so the same bytes race to the
+        same objects. A holder's put-back that wins HEAD first is settled as one (`_adopt`)."""
+        own = self.state["own"]
+        data = self.replicas.read(self.node, 0, size)[:size]
+        number = int(own["gen"][:6]) + 1 if own["gen"] else 1
+        pending: dict[str, Any] = {"gen": f"{number:06d}-{hashlib.sha256(data).hexdigest()[:8]}", "sent": 0}
+        pending |= {"tail": [0, ""], "seq": 0}
+        log.warning("the bucket no longer holds %s: this machine's shard goes up again", self.node)
+        self._put_chunks(pending, size)
+        body = json.dumps({"v": 1, "node": self.node, "generation": pending["gen"]}).encode()
+        etag = self.bucket.put(self._folder(self.node) + "HEAD", body)
+        if etag is None:
+            head = self._read_head(self.node)
+            if head is None or head[0] != pending["gen"]:
+                with contextlib.suppress(BucketError):
+                    self.bucket.delete(
+                        [key for key, _, _ in self.bucket.listing(self._folder(self.node, pending["gen"]))]
+                    )
+                return self._adopt(size)
+            etag = head[1]
+        own.update(pending, etag=etag, verified=True, pending=None)
         self._save()
         return True
 
@@ -303,15 +393,54 @@ class BucketSync:
     def download(self) -> list[str]:
         """Fetch what other nodes added; returns the problems met (refused or malformed objects), per node."""
         problems = self._check_own()
+        listed = set()
         for folder, _, _ in self.bucket.listing(self.bucket.root, folders=True):
             node = folder[len(self.bucket.root) :].rstrip("/")
+            listed.add(node)
             if node != self.node:
                 try:
                     check_node_name(node)
                     self._pull(node)
                 except (SyncRefused, BadObject) as exc:
                     problems.append(f"{node}: {exc}")
+        for node, st in sorted(self.state["nodes"].items()):
+            if node not in listed and st.get("gen") and node != self.node:
+                try:
+                    check_node_name(node)
+                    self._put_back(node, st)
+                except (SyncRefused, BadObject) as exc:
+                    problems.append(f"{node}: {exc}")
+        self._save()
         return problems
+
+    def _put_back(self, node: str, st: dict[str, Any]) -> None:
+        """A node this machine pulled is gone from the bucket (its objects deleted): the copy held here goes back up as
+        its next generation, so no deletion in the bucket loses what one machine still holds. The owner, writing
+        again, takes it as its own (`_adopt`); two machines putting it back race on HEAD (If-None-Match) and the
+        loser's chunks are deleted."""
+        size = self.replicas.size(node)
+        if size == 0:
+            return
+        data = self.replicas.read(node)
+        gen = f"{int(st['gen'][:6]) + 1:06d}-{hashlib.sha256(data).hexdigest()[:8]}"
+        start, last = 0, ""
+        while start < len(data):
+            piece = data[start : start + CHUNK_BYTES]
+            piece = piece[: piece.rfind(b"\n") + 1] or piece
+            last = f"{self._folder(node, gen)}{start:015d}.jsonl"
+            if self.bucket.put(last, piece) is not None:
+                self.bytes_out += len(piece)
+            start += len(piece)
+        body = json.dumps({"v": 1, "node": node, "generation": gen}).encode()
+        etag = self.bucket.put(self._folder(node) + "HEAD", body)
+        if etag is None:  # another machine put it back first (or the owner published): taken from there
+            head = self._read_head(node)
+            if head is None or head[0] != gen:
+                with contextlib.suppress(BucketError):
+                    self.bucket.delete([k for k, _, _ in self.bucket.listing(self._folder(node, gen))])
+            return
+        st.update(gen=gen, etag=etag, after=last, end=size)
+        log.warning("%s was deleted from the bucket: put back from the copy this machine holds (%d bytes)", node, size)
 
     def _check_own(self) -> list[str]:
         """Bytes of this node in the bucket past what this machine sent: another install (a clone of this one)

@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 from collections.abc import Iterator
@@ -26,6 +27,8 @@ from typing import Any
 
 from hivenote.server.storage.identity import read_node
 from tests.support.peer_nodes import Node
+from tests.support.skew import skewed
+from tests.support.wait import wait_until
 
 HEAL_S = 150  # every install running and every transport up again: converged well within this
 POLL_S = 0.25
@@ -52,7 +55,7 @@ class Install:
     server: Node
     born: str = ""  # "" for an original install, else how it came to be ("copy of a", "faithful clone of a")
     notes: dict[str, list[str]] = field(default_factory=dict)  # note id -> titles acknowledged, in order
-    lost_shard: bool = False  # its own shard was deleted while it was stopped
+    lost_shard: bool = False  # its own shard was deleted while it was stopped, or a backup of it put back
 
     @property
     def data_dir(self) -> Path:
@@ -86,6 +89,13 @@ class Cluster:
         self.counter = 0
         self.steps: list[str] = []
         self.events: dict[str, int] = {}
+        # The wider run's faults (fault_run.py): clocks set wrong both ways, kill -9 while writes are in flight, a
+        # backup put back, and edits of one note's body by two installs at once.
+        self.wide = False
+        self.maybe: set[str] = set()  # titles of creates in flight at a kill -9: stored or not, either is right
+        self.bodies: dict[str, set[str]] = {}  # note id -> every body it was given (acknowledged or in flight)
+        self.edits_acked = 0  # bodies edit_together's edits were answered with
+        self.lock = threading.Lock()  # the bookkeeping, written by two threads at once in edit_together
 
     # -- what subclasses provide ----------------------------------------------------------------------------------
 
@@ -109,7 +119,8 @@ class Cluster:
 
     def faults(self) -> list[str]:
         """The fault kinds of this transport; each one happens at least once in a run."""
-        return ["kill", "restart", "compact", "copy", "partition"]
+        wide = ["skew-ahead", "skew-behind", "kill-mid-write", "backup", "edit-together"] if self.wide else []
+        return ["kill", "restart", "compact", "copy", "partition", *wide]
 
     def fault(self, kind: str) -> None:
         raise AssertionError(f"unknown fault {kind}")
@@ -168,9 +179,14 @@ class Cluster:
         node = str(answer[key]["node"])
         self.written_as.setdefault(node, set()).add(install.name)
 
+    def next_count(self) -> int:
+        with self.lock:
+            self.counter += 1
+            return self.counter
+
     def write(self, install: Install) -> None:
         """A new note, or a new title for one of this install's notes; recorded once the server acknowledged it."""
-        self.counter += 1
+        self.next_count()
         alive = [n for n, titles in install.notes.items() if any(t not in self.lost for t in titles)]
         if alive and self.pen.random() < 0.45:
             note_id = self.pen.choice(sorted(alive))
@@ -303,6 +319,138 @@ class Cluster:
         victim.lost_shard = True
         self.say(f"deleted {victim.name}'s own shard {shard.name} ({len(gone)} titles held nowhere else)")
 
+    # -- the wider run's faults (fault_run.py) -------------------------------------------------------------------
+
+    def skew(self, ahead: bool) -> None:
+        """A running install restarted with its wall clock a day ahead or 20 minutes behind (libfaketime); it writes
+        and edits notes with the others, then runs with its clock right again and writes more: its own later writes
+        must still win, and everyone must agree on what the concurrent edits left."""
+        victim = self.rng.choice(self.running())
+        wrong = "+1d" if ahead else "-20m"
+        self.stop(victim)
+        victim.server.env = skewed(wrong)
+        self.start(victim)
+        self.writes(3, [victim])
+        self.edit_together(victim)
+        self.stop(victim)
+        victim.server.env = None
+        self.start(victim)
+        self.writes(2, [victim])
+        self.say(f"{victim.name} ran with its clock {wrong}, then right again")
+
+    def kill_mid_write(self) -> None:
+        """kill -9 a server while creates are in flight to it (with a bucket: while it uploads them). Every create it
+        answered must survive; the one in flight at the kill may or may not."""
+        victim = self.rng.choice(self.running())
+        want = self.rng.randint(1, 4)
+        answered = threading.Event()
+        done = threading.Event()
+
+        def pound() -> None:
+            count = 0
+            while not done.is_set():
+                title = f"{victim.name}:{self.next_count()}:inflight"
+                with self.lock:
+                    self.maybe.add(title)
+                try:
+                    made = victim.server.call("POST", "/api/notes", {"kind": "fact", "title": title, "body": "b"})
+                except OSError:  # killed: refused, reset, or closed before it answered
+                    return
+                with self.lock:
+                    self.maybe.discard(title)
+                    victim.notes[str(made["note"]["id"])] = [title]
+                    self._acked(victim, made["note"], "created_by")
+                count += 1
+                if count >= want:
+                    answered.set()
+
+        writer = threading.Thread(target=pound, name="kill-mid-write", daemon=True)
+        writer.start()
+        wait_until(lambda: answered.is_set() or not writer.is_alive(), 60, "creates answered before the kill")
+        self.stop(victim, signal.SIGKILL)
+        done.set()
+        writer.join(60)
+        assert not writer.is_alive(), "a create to a killed server never returned"
+        self.say(f"kill -9 {victim.name} with a create in flight, after {want} answered")
+
+    def backup(self) -> None:
+        """A backup of an install (its data dir, and its own shard where a synced folder keeps it) taken while it is
+        stopped; it writes on, stops, and the backup is put back in place: the writes made since are excused only if
+        no other copy held them when the backup was put back."""
+        victim = self.rng.choice(self.installs)
+        if victim.running:
+            self.stop(victim)
+        saved = self.root / "backups" / f"{victim.name}-{len(self.steps)}"
+        shutil.copytree(victim.data_dir, saved, symlinks=True)
+        node = read_node(victim.data_dir)
+        shard = self.log_dir(victim) / f"{node}.jsonl"
+        outside = None if self.log_in_data_dir else (shard.read_bytes() if shard.exists() else b"")
+        self.start(victim)
+        self.writes(3, [victim])
+        self.writes(2)
+        self.stop(victim)
+        current = b"".join(p.read_bytes() for p in sorted(self.log_dir(victim).glob("*.jsonl")))
+        older = outside if outside is not None else b""
+        if outside is None:
+            older = b"".join(p.read_bytes() for p in sorted((saved / "log").glob("*.jsonl")))
+        elsewhere = self.copies_elsewhere(victim)
+        gone = {
+            title
+            for titles in victim.notes.values()
+            for title in titles
+            if json.dumps(title).encode() in current
+            and json.dumps(title).encode() not in older
+            and not any(json.dumps(title).encode() in b for b in elsewhere)
+        }
+        self.lost |= gone
+        shutil.rmtree(victim.data_dir)
+        shutil.copytree(saved, victim.data_dir, symlinks=True)
+        shutil.rmtree(saved)
+        if outside is not None:
+            temp = shard.with_name(f".{shard.name}.restore.tmp")
+            temp.write_bytes(outside)
+            temp.replace(shard)
+        victim.lost_shard = True  # its own shard went back in time: a fork or a new node id is explained
+        self.start(victim)
+        self.writes(2, [victim])
+        self.say(f"backup of {victim.name} put back ({len(gone)} titles written since held nowhere else)")
+
+    def edit_together(self, among: Install | None = None) -> None:
+        """Two running installs give one note (written by any install, here on both) a new body at the same time;
+        each answered body is a candidate, and every install must end with the same one."""
+        running = self.running()
+        if len(running) < 2:
+            return
+        first = among if among is not None and among.running else self.rng.choice(running)
+        second = self.rng.choice([i for i in running if i is not first])
+        ids = sorted(set(self.served(first)) & set(self.served(second)) & set(self.expected()))
+        if not ids:
+            return
+        note_id = self.pen.choice(ids)
+        answers: list[str] = []
+
+        def edit(install: Install) -> None:
+            body = f"{install.name}:{self.next_count()}:body"
+            with self.lock:
+                self.bodies.setdefault(note_id, set()).add(body)  # in flight: it may win even if never answered
+            try:
+                answer = install.server.call("PATCH", f"/api/notes/{note_id}", {"body": body})
+            except urllib.error.HTTPError as error:
+                error.close()
+                answers.append(f"{install.name} {error.code}")
+                return
+            with self.lock:
+                self.edits_acked += 1
+                self._acked(install, answer, "updated_by")
+            answers.append(f"{install.name} ok")
+
+        editors = [threading.Thread(target=edit, args=(i,), daemon=True) for i in (first, second)]
+        for editor in editors:
+            editor.start()
+        for editor in editors:
+            editor.join(60)
+        self.say(f"{first.name} and {second.name} edited {note_id} at once: {', '.join(sorted(answers))}")
+
     # -- the run --------------------------------------------------------------------------------------------------
 
     def run(self, steps: int) -> None:
@@ -334,6 +482,14 @@ class Cluster:
                 self.clone(faithful=kind == "vm-clone")
             elif kind in ("lose", "lose-offline"):
                 self.lose(reachable=kind == "lose")
+            elif kind in ("skew-ahead", "skew-behind"):
+                self.skew(ahead=kind == "skew-ahead")
+            elif kind == "kill-mid-write":
+                self.kill_mid_write()
+            elif kind == "backup":
+                self.backup()
+            elif kind == "edit-together":
+                self.edit_together()
             else:
                 self.fault(kind)
             if self.stopped() and self.rng.random() < 0.4:
@@ -359,22 +515,36 @@ class Cluster:
 
     def served(self, install: Install) -> dict[str, str]:
         """note id -> title, as the install's server exports the notebook over REST."""
+        return {n: title for n, (title, _) in self.served_notes(install).items()}
+
+    def served_notes(self, install: Install) -> dict[str, tuple[str, str]]:
+        """note id -> (title, body), as the install's server exports the notebook over REST."""
         notebook = install.server.call("GET", "/api/export?format=notebook")
-        return {n["id"]: n["title"] for n in notebook["notes"]}
+        return {n["id"]: (n["title"], n["body"]) for n in notebook["notes"]}
 
     def differences(self) -> list[str]:
         expected, problems = self.expected(), []
         for install in self.installs:
             assert install.server.healthy()  # fails if the server exited by itself
-            held = self.served(install)
+            notes = self.served_notes(install)
+            held = {n: title for n, (title, _) in notes.items()}
             missing = sorted(set(expected) - set(held))
             wrong = sorted(n for n in expected if n in held and held[n] != expected[n])
-            extra = sorted(set(held) - set(expected))
-            if missing or wrong or extra:
+            extra = sorted(n for n in set(held) - set(expected) if held[n] not in self.maybe)
+            bodies = sorted(
+                n for n, (_, body) in notes.items() if body != "b" and body not in self.bodies.get(n, set())
+            )
+            titles: dict[str, list[str]] = {}
+            for n, title in held.items():
+                titles.setdefault(title, []).append(n)
+            twice = sorted((title, ids) for title, ids in titles.items() if len(ids) > 1)
+            if missing or wrong or extra or bodies or twice:
                 problems.append(
                     f"{install.name} ({install.server.node}): {len(missing)} acknowledged notes missing "
                     f"{[(n, expected[n]) for n in missing][:4]}, {len(wrong)} with another title "
-                    f"{[(n, held[n], expected[n]) for n in wrong][:4]}, {len(extra)} unexpected {extra[:4]}"
+                    f"{[(n, held[n], expected[n]) for n in wrong][:4]}, {len(extra)} unexpected {extra[:4]}, "
+                    f"{len(bodies)} with a body never written {[(n, notes[n][1]) for n in bodies][:4]}, "
+                    f"{len(twice)} titles on two notes (a duplicate) {twice[:4]}"
                 )
         return problems
 
@@ -435,9 +605,15 @@ class Cluster:
                     f"({[forked[n] for n in unreported]} positions) but its sync status reports no fork "
                     f"(integrity entry: {entry and entry['error']})"
                 )
-            unexplained = sorted(reported - shared)
+            unexplained = sorted(reported - shared - self.rewound())
             if unexplained:
                 problems.append(f"{install.name}: reports forks of {unexplained}, which no two installs wrote as")
+            branched = self.branches(install) - shared - self.rewound()
+            if branched:
+                problems.append(
+                    f"{install.name}: holds branch files (another history) of {sorted(branched)}, though no two "
+                    f"installs wrote as them and no shard of theirs was deleted or put back from a backup"
+                )
             moved = bool(read_record(install.data_dir).get("previous"))
             cause = install.born or install.lost_shard or bool(install.node_ids() & shared)
             if (moved or entry is not None) and not cause and not reported:
@@ -446,6 +622,16 @@ class Cluster:
                     f"with no copy, clone or lost shard behind it: {entry and entry['error']}"
                 )
         return problems
+
+    def branches(self, install: Install) -> set[str]:
+        """The nodes whose branch files (`<node>~<hex>.jsonl`, another history kept) the install's log holds."""
+        from hivenote.server.sync.replica import writer_of
+
+        return {writer_of(p.stem) for p in self.log_dir(install).glob("*~*.jsonl") if not p.name.startswith(".")}
+
+    def rewound(self) -> set[str]:
+        """Node ids of installs whose own shard was deleted or put back from a backup (two histories may exist)."""
+        return {node for i in self.installs if i.lost_shard for node in i.node_ids()}
 
     def explain(self) -> str:
         lines = [f"seed {self.seed}; schedule:", *self.steps, f"lost titles: {sorted(self.lost)}"]

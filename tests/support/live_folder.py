@@ -44,7 +44,8 @@ class Folder(Cluster):
         return self.syncthing[self.folders.index(self.log_dir(install))]
 
     def faults(self) -> list[str]:
-        return [*super().faults(), "older-copy", "conflict-copy"]
+        lose = ["lose", "lose-offline"] if self.wide else []  # an own shard deleted: the held copies put it back
+        return [*super().faults(), "older-copy", "conflict-copy", *lose]
 
     def go_away(self, victim: Install) -> None:
         other = next(s for s in self.syncthing if s is not self.sync_tool_of(victim))

@@ -34,6 +34,7 @@ class Node:
     data_dir: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] | None = None  # the process's environment (None: this one's), e.g. a wall clock set wrong
 
     @property
     def url(self) -> str:
@@ -62,7 +63,11 @@ class Node:
         argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(self.data_dir), "serve"]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [*argv, "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                [*argv, "--port", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=self.env,
             )
 
     def healthy(self) -> bool:

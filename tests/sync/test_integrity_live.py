@@ -17,7 +17,6 @@ The seed is printed with every step; a failure repeats the schedule. HIVENOTE_LI
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 from collections.abc import Iterator
@@ -25,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from hivenote.server.sync.peer import add_peer
-from hivenote.server.tokens import new_token
-from tests.support.live_faults import Cluster, Install, reported, run_checks
+from tests.support.live_bucket import Bucket
+from tests.support.live_faults import reported, run_checks
 from tests.support.live_folder import Folder
-from tests.support.s3env import Moto, moto_sandbox, objects, read
+from tests.support.live_peers import Peers
+from tests.support.s3env import Moto, moto_sandbox
 
 STEPS = 26  # half of them faults: about a minute per transport on a 2-core machine
 
@@ -42,38 +41,6 @@ def seeds(default: int) -> list[int]:
 # -- peers ----------------------------------------------------------------------------------------------------------
 
 
-class Peers(Cluster):
-    """Every install pulls from every other over HTTP with the one peer token the user's machines share."""
-
-    transport = "peers"
-
-    def __init__(self, root: Path, seed: int) -> None:
-        super().__init__(root, seed)
-        self.token = new_token()
-
-    def configure(self, install: Install) -> None:
-        for other in self.installs:
-            if other is not install:
-                add_peer(install.data_dir, other.server.url, self.token)
-                add_peer(other.data_dir, install.server.url, self.token)
-
-    def configured_clone(self, source: Install, clone: Install) -> None:
-        self.configure(clone)  # the copy's peers.json names the source's peers; everyone learns the copy's URL
-
-    def faults(self) -> list[str]:
-        return [*super().faults(), "vm-clone", "lose", "lose-offline"]
-
-    def fault(self, kind: str) -> None:
-        assert kind == "partition", kind
-        victim = self.rng.choice(self.running())
-        self.stop(victim)
-        self.writes(3)
-        self.say(f"partition: {victim.name} away while the others wrote")
-        if self.rng.random() < 0.5:
-            self.start(victim)
-            self.say(f"{victim.name} back")
-
-
 @pytest.mark.parametrize("seed", seeds(11))
 def test_peers_keep_every_acknowledged_write_through_faults(tmp_path: Path, seed: int) -> None:
     with reported(Peers(tmp_path, seed)) as cluster:
@@ -83,51 +50,6 @@ def test_peers_keep_every_acknowledged_write_through_faults(tmp_path: Path, seed
 
 
 # -- an S3 server on loopback ---------------------------------------------------------------------------------------
-
-
-class Bucket(Cluster):
-    """Every install syncs through one bucket of moto's S3 server; a partition is the server going down."""
-
-    transport = "s3"
-
-    def __init__(self, root: Path, seed: int, moto: Moto, bucket: str) -> None:
-        super().__init__(root, seed)
-        self.moto, self.bucket = moto, bucket
-
-    def configure(self, install: Install) -> None:
-        install.data_dir.mkdir(parents=True)
-        settings = {"s3_bucket": self.bucket, "s3_endpoint": self.moto.endpoint, "s3_region": "us-east-1"}
-        (install.data_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
-
-    def copies_elsewhere(self, victim: Install) -> list[bytes]:
-        with self.moto.client() as client:
-            held = [read(client, self.bucket, key) for key in objects(client, self.bucket)]
-        return super().copies_elsewhere(victim) + held
-
-    def faults(self) -> list[str]:
-        return [*super().faults(), "vm-clone", "lose", "lose-offline"]
-
-    def cut_off(self, victim: Install) -> list[Install]:
-        self.moto.stop()
-        self.say("the S3 server is down")
-        return []
-
-    def reconnect(self, away: list[Install]) -> None:
-        self.heal_transport()
-
-    def heal_transport(self) -> None:
-        if self.moto.server is None:
-            self.moto.start()
-            self.say("the S3 server is up again")
-
-    def fault(self, kind: str) -> None:
-        assert kind == "partition", kind
-        self.moto.stop()
-        self.say("partition: the S3 server is down")
-        self.writes(4)
-        if self.rng.random() < 0.5:
-            self.kill()
-        self.heal_transport()
 
 
 @pytest.fixture
