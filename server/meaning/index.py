@@ -256,19 +256,42 @@ def signs(vectors: Any) -> Any:
     return padded.view(np.uint64)
 
 
-def _cosines(vectors: Any, q: Matrix) -> Matrix:
-    """Every row's int8 components times `q` (float32): a block of rows made float32 at a time, then einsum, not `@`:
-    one pass on this thread. BLAS's matrix-vector product was 2-4x slower here (100k notes: 14-24 ms against 5.5-6.8
-    ms; its threads fight the server's own for two cores)."""
+_scratch = threading.local()
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype: Any) -> Any:
+    """A working array of this thread's own, kept for its next question: the server fixes glibc's threshold for
+    mapping a big block (heap.py), so a fresh array of more than 128 KiB is a new mapping whose every page faults in
+    (a question at 100k notes made ~15 MB of them: a few ms)."""
     import numpy as np  # hivenote[meaning]
 
-    out = np.empty(len(vectors), dtype=np.float32)
-    block = np.empty((min(SCORE_ROWS, len(vectors)), vectors.shape[1]), dtype=np.float32)
-    for start in range(0, len(vectors), SCORE_ROWS):
-        part = vectors[start : start + SCORE_ROWS]
-        rows = block[: len(part)]
-        rows[...] = part
-        np.einsum("ij,j->i", rows, q, out=out[start : start + len(part)])
+    kept = getattr(_scratch, name, None)
+    size = int(np.prod(shape))
+    if kept is None or kept.dtype != dtype or kept.size < size:
+        kept = np.empty(size, dtype=dtype)
+        setattr(_scratch, name, kept)
+    return kept[:size].reshape(shape)
+
+
+def _cosines(vectors: Any, q: Matrix, rows: Any = None) -> Matrix:
+    """Every row's int8 components (or those of `rows`) times `q` (float32): a block of rows made float32 at a time,
+    then einsum, not `@`: one pass on this thread. BLAS's matrix-vector product was 2-4x slower here (100k notes:
+    14-24 ms against 5.5-6.8 ms; its threads fight the server's own for two cores)."""
+    import numpy as np  # hivenote[meaning]
+
+    count = len(vectors) if rows is None else len(rows)
+    out = np.empty(count, dtype=np.float32)
+    block = scratch("block", (min(SCORE_ROWS, count), vectors.shape[1]), np.float32)
+    gathered = scratch("gathered", block.shape, np.int8) if rows is not None else block
+    for start in range(0, count, SCORE_ROWS):
+        if rows is None:
+            part = vectors[start : start + SCORE_ROWS]
+        else:
+            chunk = rows[start : start + SCORE_ROWS]
+            part = np.take(vectors, chunk, axis=0, out=gathered[: len(chunk)])
+        floats = block[: len(part)]
+        floats[...] = part
+        np.einsum("ij,j->i", floats, q, out=out[start : start + len(part)])
     return out
 
 
@@ -279,10 +302,14 @@ def _coarse(snap: _Snapshot, q: Matrix) -> Any:
     # A word of every row at a time (each word's row of the matrix is contiguous): 1.1 ms at 100k notes, where the
     # words of each row summed along the rows took 4.
     mine = signs(q[None, :])[0]
-    apart = np.bitwise_count(snap.signs[0] ^ mine[0]).astype(np.uint16)
-    for word, theirs in zip(mine[1:], snap.signs[1:], strict=True):
-        apart += np.bitwise_count(theirs ^ word)
-    apart[~snap.alive] = np.iinfo(np.uint16).max
+    rows = snap.signs.shape[1]
+    apart = np.zeros(rows, dtype=np.uint16)
+    differ, count = scratch("differ", (rows,), np.uint64), scratch("count", (rows,), np.uint8)
+    for word, theirs in zip(mine, snap.signs, strict=True):
+        np.bitwise_xor(theirs, word, out=differ)
+        np.bitwise_count(differ, out=count)
+        apart += count
+    np.putmask(apart, np.logical_not(snap.alive, out=scratch("dead", (rows,), np.bool_)), np.iinfo(np.uint16).max)
     take = min(len(apart), max(COARSE_ROWS, int(snap.live * COARSE_SHARE)))
     return np.argpartition(apart, take - 1)[:take] if take < len(apart) else np.arange(len(apart))
 
@@ -666,7 +693,7 @@ class MeaningIndex:
             scored = _cosines(snap.vectors, q) * snap.scales
             alive = snap.alive
         else:
-            scored = _cosines(snap.vectors[rows], q) * snap.scales[rows]
+            scored = _cosines(snap.vectors, q, rows) * snap.scales[rows]
             alive = snap.alive[rows]
         scored -= mean
         scored /= max(spread, 1e-6)
