@@ -281,11 +281,14 @@ def test_starting_on_a_read_only_file_system_says_so_and_what_to_do(ext4_disk: P
     )
     assert served.returncode != 0 and "Traceback" not in served.stderr
     assert "read-only file system" in served.stderr and "Reading still works" in served.stderr
+    # The tray serves it read-only (issue 35: it went to an error state when no token file had been written; the
+    # owner token is then held in memory for the run).
+    assert not (data / "tokens.json").exists()
     supervisor = Supervisor(data, {"port": free_port()})
     try:
         assert supervisor.start().wait(WAIT_S)
         status = supervisor.status()
-        assert status.server == "error" and "read-only file system" in status.title
+        assert status.server == "running" and "read-only file system" in status.title, status
     finally:
         supervisor.shutdown()
     assert titles(data) == {"kept"}  # and reading works

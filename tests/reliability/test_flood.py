@@ -8,11 +8,8 @@ from __future__ import annotations
 import contextlib
 import resource
 import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,37 +20,13 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web import serve
 from hivenote.server.web.app import create_app
-from tests.support.live import free_port, health
-from tests.support.system import SERVE, needs
+from tests.support.flood import serving
+from tests.support.live import health
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-START_S = 60
 OPEN_FILES = 1024  # the usual soft limit on a desktop; here the hard one too, so raising it cannot help
 FLOOD = 1500  # idle connections: more than the server may open files
-
-
-def _limit_open_files() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
-
-
-@needs(SERVE)
-@contextlib.contextmanager
-def serving(data_dir: Path, log: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    port = free_port()
-    argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir), "serve", "--port", str(port)]
-    with log.open("ab") as sink:
-        process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, preexec_fn=_limit_open_files)
-    try:
-        deadline = time.monotonic() + START_S
-        while health(port) != 200:
-            assert process.poll() is None, log.read_text(encoding="utf-8")
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
-        yield process, port
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 def _answers_within(port: int, seconds: float) -> bool:
@@ -84,7 +57,7 @@ def test_a_flood_of_idle_connections_past_the_open_file_limit_does_not_stop_the_
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, FLOOD + 200), hard))
     flood: list[socket.socket] = []
     try:
-        with serving(tmp_path / "data", tmp_path / "serve.log") as (process, port):
+        with serving(tmp_path / "data", tmp_path / "serve.log", OPEN_FILES) as (process, port):
             for _ in range(FLOOD):
                 sock = socket.socket()
                 sock.settimeout(5)
@@ -106,7 +79,7 @@ def test_a_flood_of_idle_connections_past_the_open_file_limit_does_not_stop_the_
 
 
 def test_a_request_head_or_body_that_never_finishes_is_timed_out(tmp_path: Path) -> None:
-    with serving(tmp_path / "data", tmp_path / "serve.log") as (_, port):
+    with serving(tmp_path / "data", tmp_path / "serve.log", OPEN_FILES) as (_, port):
         silent = socket.create_connection(("127.0.0.1", port))
         half_head = socket.create_connection(("127.0.0.1", port))
         half_head.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
