@@ -35,6 +35,7 @@ TOP_MENU = [
     "",
     "Stop server",
     "Open dashboard",
+    "Connect an agent",
     "Copy connect snippet",
     "",
     "Share on LAN",
@@ -156,12 +157,12 @@ def click(desktop: Desktop, window: str, x: int, y: int) -> None:
 
 def copy_in_window(desktop: Desktop, window: str) -> bool:
     """Drive the dashboard like a person: the sidebar's Connect button, then the keyboard (the dialog focuses its
-    close button; four tabs reach the Claude Code tile, twelve more the Copy button). True once the clipboard
-    holds Claude Code's command; a try that raced the dialog's opening is started over from Escape."""
+    close button; four tabs reach the Claude Code tile, thirteen more the Copy button, past its Connect button). True
+    once the clipboard holds Claude Code's command; a try that raced the dialog's opening starts over from Escape."""
     _, _, _, height = desktop.window_geometry(window)
     desktop.xdotool("key", "--window", window, "Escape")
     click(desktop, window, 115, height - 65)  # "Connect an agent", pinned to the sidebar's foot
-    desktop.xdotool("key", "--delay", "40", *["Tab"] * 4, "space", *["Tab"] * 12, "Return")
+    desktop.xdotool("key", "--delay", "40", *["Tab"] * 4, "space", *["Tab"] * 13, "Return")
     return eventually(lambda: desktop.clipboard().startswith("claude mcp add"), 3)
 
 
