@@ -20,11 +20,10 @@ import numpy as np
 import pytest
 
 from hivenote.server.core.model import Op
-from hivenote.server.core.search import refresh_note_index
 from hivenote.server.meaning.index import SAME_DECISION, TITLE_WEIGHT, MeaningIndex, note_texts
 from hivenote.server.meaning.model import ROW_CACHE, WORD_CACHE, StaticModel, load_default
 from hivenote.server.storage.store import Store
-from tests.support.notes import note_fields, write_log
+from tests.support.notes import indexed_store, note_fields
 
 WORD_CACHE_BUDGET_MB = 16  # what the word -> token ids cache may hold at most
 NOTE_WORDS = ["release", "checklist", "PostgreSQL", "Crashlytics", "noodle", "rollback", "healthz", "JSONB", "cents"]
@@ -37,10 +36,7 @@ def model() -> StaticModel:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    write_log(tmp_path, 3000)
-    with Store(tmp_path, readonly=True) as opened:
-        with opened.reading() as state:
-            refresh_note_index(state)
+    with indexed_store(tmp_path, 3000) as opened:
         yield opened
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hivenote.server.core.search import refresh_note_index
 from hivenote.server.meaning import index as meaning_index
 from hivenote.server.meaning import sources
 from hivenote.server.meaning.index import MeaningIndex, signs
@@ -18,7 +17,7 @@ from hivenote.server.meaning.model import Embedder, StaticModel, load_default, q
 from hivenote.server.meaning.sentence import SentenceModel, load_sentence
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
-from tests.support.notes import write_log
+from tests.support.notes import indexed_store, write_log
 
 QUESTIONS = [
     "which database do we use",
@@ -34,10 +33,7 @@ QUESTIONS = [
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    write_log(tmp_path, 600)
-    with Store(tmp_path, readonly=True) as opened:
-        with opened.reading() as state:
-            refresh_note_index(state)
+    with indexed_store(tmp_path, 600) as opened:
         yield opened
 
 

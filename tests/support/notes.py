@@ -4,11 +4,15 @@ these."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypedDict
 
 from hivenote.server.core.model import Author, Op
+from hivenote.server.core.search import refresh_note_index
+from hivenote.server.storage.store import Store
 
 RND = random.Random(7)
 VOCAB = ["".join(RND.choice("abcdefghijklmnoprstuvwy") for _ in range(RND.randint(3, 10))) for _ in range(5000)]
@@ -65,3 +69,13 @@ def seed_times(data_dir: Path, now: int) -> dict[str, str]:
             data = {"id": note_id, "fields": {"kind": "decision", "title": title, "project": "shop-api"}}
             fh.write(Op("other-0001", seq, wall, 0, "note.set", data, by).encode())
     return {name: spec[0] for name, spec in notes.items()}
+
+
+@contextlib.contextmanager
+def indexed_store(data_dir: Path, n: int) -> Iterator[Store]:
+    """`write_log`'s n notes, opened read-only with the search index built."""
+    write_log(data_dir, n)
+    with Store(data_dir, readonly=True) as opened:
+        with opened.reading() as state:
+            refresh_note_index(state)
+        yield opened
