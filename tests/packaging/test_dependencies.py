@@ -61,7 +61,9 @@ def _imports(path: Path) -> Iterator[Import]:
 def third_party(*folders: str, by_name: bool = False) -> list[Import]:
     """The imports of everything under `folders` that are neither the standard library nor Hivenote; `by_name`:
     nor one of these folders' own modules (tests and benchmarks import their helpers by name: `bench_core`)."""
-    paths = [path for folder in folders for path in sorted((ROOT / folder).rglob("*.py"))]
+    paths = [  # not what npm installs for the CLI tests (tests/tools/node_modules ships Python 2 scripts)
+        path for folder in folders for path in sorted((ROOT / folder).rglob("*.py")) if "node_modules" not in path.parts
+    ]
     own = {"hivenote", "__future__"} | ({*folders} | {p.stem for p in paths} if by_name else set())
     return [
         found
