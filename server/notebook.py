@@ -170,7 +170,10 @@ class Notebook:
             return note
         if isinstance(note_id, str) and len(note_id) >= MIN_ID_PREFIX:
             prefix = note_id.upper()
-            found = [n for k in state.notes if k.startswith(prefix) and (n := state.note(k)) is not None]
+            if len(prefix) >= state.longest_note_id:  # a whole id (typed in lower case, or none held): no scan
+                found = [n] if (n := state.note(prefix)) is not None else []
+            else:  # a scan of every id: a note's short id is typed by a person now and then
+                found = [n for k in state.notes if k.startswith(prefix) and (n := state.note(k)) is not None]
             if len(found) == 1:
                 return found[0]
             if len(found) > 1:

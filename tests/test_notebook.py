@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -93,6 +94,27 @@ def test_ids_resolve_from_a_unique_prefix(store: Store) -> None:
     assert notebook.get(note.id[:12].lower()).id == note.id
     with pytest.raises(NoteNotFound):
         notebook.get(note.id[:3])
+
+
+def test_a_whole_id_resolves_in_any_case_and_a_prefix_must_be_unique_after_a_start_from_the_op_cache(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    with Store(data) as store:
+        ids = [Notebook(store).remember(kind="fact", title=f"note {i}").note.id for i in range(3)]
+    for start in ("log", "op cache"):  # the second start folds from the cache the first one wrote
+        with Store(data) as store:
+            notebook = Notebook(store)
+            assert [notebook.get(i.lower()).id for i in ids] == ids, start
+            assert notebook.get(ids[1][:20]).id == ids[1], start
+            shared = ids[0][:6]  # the top of the time they were made: the same unless a 262 s boundary fell between
+            if all(i.startswith(shared) for i in ids):
+                with pytest.raises(NoteNotFound, match="start with it"):
+                    notebook.get(shared)
+            with pytest.raises(NoteNotFound):  # as long as an id, and no note's: nothing else can start with it
+                notebook.get("0" * len(ids[0]))
+            with pytest.raises(NoteNotFound):  # longer than any id
+                notebook.get(ids[0] + "X")
 
 
 def test_forget_restore_purge_follow_the_trash(store: Store) -> None:

@@ -370,6 +370,7 @@ class State:
     forks: dict[str, Fork] = field(default_factory=dict)  # node -> evidence that two histories claim it
     last_wall: dict[str, int] = field(default_factory=dict)  # node -> latest wall clock seen in its ops
     notes: dict[str, NoteRecord] = field(default_factory=dict)
+    longest_note_id: int = 0  # no id in `notes` is longer: an id that long can only be a prefix of itself
     ent_add: dict[OccKey, Op] = field(default_factory=dict)
     ent_ks: dict[str, set[int]] = field(default_factory=dict)
     ent_del: dict[str, Stamp] = field(default_factory=dict)
@@ -475,6 +476,7 @@ class State:
             rec = self.notes.get(note_id)
             if rec is None:
                 rec = self.notes[note_id] = NoteRecord(note_id, self._refs)
+                self.longest_note_id = max(self.longest_note_id, len(note_id))
             rec.apply(op)
             for feed in self.note_feeds:
                 feed.add(note_id)
