@@ -36,8 +36,9 @@ from .store import SEARCH_INDEX, Store
 
 log = logging.getLogger(__name__)
 
-# 2: the whole index (1 held only its texts). Bump when core/search.py's note_text or the index's layout changes.
-MAGIC: Final = b"hivenote-search-2\n"
+# 3: each note's recency beside its mark (2: the whole index; 1 held only its texts). Bump when core/search.py's
+# note_text or the index's layout changes.
+MAGIC: Final = b"hivenote-search-3\n"
 _DIGEST: Final = 4
 _LENGTH: Final = 8
 _TEXT_BATCH: Final = 4096  # texts encoded and written a batch at a time: no second whole copy of them
@@ -80,6 +81,7 @@ def save(path: Path, saved: SavedIndex) -> None:
             "dirty": dirty,
             "free": array("I", free).tobytes(),
             "marks": saved.marks.tobytes(),
+            "recent": saved.recent.tobytes(),
             "trashed": saved.trashed.tobytes(),
             "words": list(hint),
             "word_sizes": array("Q", map(len, hint.values())).tobytes(),
@@ -161,6 +163,7 @@ def _parsed(view: memoryview, at: int) -> SavedIndex | None:
             _numbers("I", header["free"]).tolist(),
         ),
         _numbers("Q", header["marks"]),
+        _numbers("Q", header["recent"]),
         _numbers("I", header["trashed"]),
         title_words,
         {(kind, project): code for kind, project, code in header["codes"]},

@@ -109,6 +109,10 @@ def test_an_adopted_index_answers_as_one_built_note_by_note_whatever_is_written_
         assert saved is not None
         records = state.notes
         assert saved.marks.tolist() == [0 if key is None else records[key].mark() for key in saved.texts.keys]
+        assert saved.recent.tolist() == [  # and each note's recency, as its revision says
+            0 if key is None or (listed := state.listed(key)) is None else search._recency(listed[0])
+            for key in saved.texts.keys
+        ]
     built_after = Folded().write(before).write(elsewhere, OTHER).write(after).state
     search.refresh_note_index(built_after)
     for terms, trashed in asked:

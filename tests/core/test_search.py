@@ -255,6 +255,19 @@ def test_results_are_ranked_exactly_by_field_weight_then_recency(
     assert [n.id for n in search_notes(state, " ".join(terms), limit=limit).hits] == expected
 
 
+@pytest.mark.parametrize("field", ["title", "body"])
+def test_two_notes_changed_in_one_millisecond_rank_by_their_whole_revision(field: str) -> None:
+    """A common word's matches are ranked on their recency without reading each note; two notes of one millisecond
+    and count (two machines) tie there, and the rest of their revisions decides: the later writer's note first."""
+    state = State()
+    for i in range(8):  # N0, N2, N4, N6 from n-0001 (seq 1-4), the odd ones from n-0002: one millisecond, one count
+        fields = {"kind": "fact", "title": "x", "tags": [], "body": "y", field: "alpha"}
+        state.apply(Op(f"n-000{i % 2 + 1}", i // 2 + 1, 5, 0, "note.set", {"id": f"N{i}", "fields": fields}, Author()))
+    newest = ["N7", "N5", "N3", "N1", "N6", "N4", "N2", "N0"]  # by writer, then its sequence
+    for limit in (1, 3, 8):
+        assert [n.id for n in search_notes(state, "alpha", limit=limit).hits] == newest[:limit]
+
+
 # "ac" scores as much in the kind "fact" as a whole word in the body, so neither place may be skipped.
 note_fields = strategies.note_fields(["alpha", "alphabet", "x-alpha", "café", "ph", "ac", "fact", "ace"])
 step = st.one_of(
@@ -291,14 +304,18 @@ def test_searches_between_edits_rank_and_count_exactly_live_or_trashed(
 ) -> None:
     """Between writes, trash and purges, a search of the notebook or of the trash ranks its hits and counts its
     total exactly as the rule says, whichever field the terms match in (a common word is ranked from the notes
-    that hold it in a title, tags, project or kind first)."""
+    that hold it in a title, tags, project or kind first). Two machines write, three ops to a millisecond: notes
+    changed in one millisecond are ordered by the rest of their revisions (`_recency` ties)."""
     state = State()
-    for seq, (kind, arg, extra) in enumerate(steps, start=1):
+    seqs = {"n-0001": 0, "n-0002": 0}
+    for step, (kind, arg, extra) in enumerate(steps, start=1):
         if kind != "search":
             data: dict[str, object] = {"id": f"N{arg}"}
             if extra is not None:
                 data["fields"] = extra
-            state.apply(Op("n-0001", seq, seq, 0, kind, data, Author()))
+            node = f"n-000{step % 2 + 1}"
+            seqs[node] += 1
+            state.apply(Op(node, seqs[node], step // 3, 0, kind, data, Author()))
             continue
         assert isinstance(arg, bool) and isinstance(extra, list)
         folded = fold_text(" ".join(extra)).split()

@@ -29,25 +29,40 @@ class NoteFields(TypedDict):
     project: str | None
 
 
-def note_fields(rnd: random.Random) -> NoteFields:
+# A team's everyday words, the vocabulary of a notebook where a word is in about a quarter of the notes (as "deploy",
+# "api" or "test" are in a real team's): the common-word notebook of bench_server.py --common.
+COMMON = """
+    api app auth backend billing branch bug build cache ci cli client cluster code commit config container cost cron
+    css data database debug decision deploy design dev docker docs domain endpoint env error event feature fix flag
+    frontend function git gateway graphql health host http image incident index infra issue job json key kubernetes
+    lambda latency library lint load log login merge metric migration mobile model monitor network node oauth on-call
+    package page payment performance pipeline plan policy pool postgres prod python query queue rate react redis
+    release repo request review role rollback route rust schema script sdk secret security server service session
+    shard sql staging storage stream team terraform test timeout token trace typescript ui upgrade user version web
+    webhook worker
+""".split()  # noqa: SIM905
+
+
+def note_fields(rnd: random.Random, words: list[str] = WORDS) -> NoteFields:
     return {
         "kind": rnd.choice(KINDS),
-        "title": " ".join(rnd.choices(WORDS, k=rnd.randint(3, 8))).capitalize(),
-        "body": " ".join(rnd.choices(WORDS, k=rnd.randint(10, 60))) + ".",
-        "tags": rnd.sample(WORDS[:200], k=rnd.randint(0, 3)),
+        "title": " ".join(rnd.choices(words, k=rnd.randint(3, 8))).capitalize(),
+        "body": " ".join(rnd.choices(words, k=rnd.randint(10, 60))) + ".",
+        "tags": rnd.sample(words[:200], k=rnd.randint(0, 3)),
         "project": rnd.choice(PROJECTS),
     }
 
 
-def write_log(data_dir: Path, n: int, seed: int = 1) -> None:
-    """A realistic log of n notes (written directly: filling it through fsync'd appends would take minutes)."""
+def write_log(data_dir: Path, n: int, seed: int = 1, words: list[str] = WORDS) -> None:
+    """A realistic log of n notes (written directly: filling it through fsync'd appends would take minutes), of
+    `words` (COMMON: a notebook of common words)."""
     rnd = random.Random(seed)
     (data_dir / "log").mkdir(parents=True, exist_ok=True)
     by = Author(agent="cursor", client="cursor-vscode 1.7")
     base = 1_760_000_000_000
     with open(data_dir / "log" / "seed-0001.jsonl", "wb") as fh:
         for i in range(1, n + 1):
-            data = {"id": f"01SEED{i:020d}", "fields": dict(note_fields(rnd))}
+            data = {"id": f"01SEED{i:020d}", "fields": dict(note_fields(rnd, words))}
             fh.write(Op("seed-0001", i, base + i * 1000, 0, "note.set", data, by).encode())
 
 
