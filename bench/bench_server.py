@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # mypy resolves bench/ from the project root; run as a script
     from tests.support.notes import COMMON
 else:
     from bench_core import WORDS, note_fields, write_log
+
     from tests.support.notes import COMMON
 
 
@@ -74,8 +75,10 @@ async def measure(url: str, token: str, calls: int, notes: int, common: bool) ->
                         elif name == "brain_search":
                             assert not (await client.call_tool("brain_search", {"query": words})).is_error
                         else:
-                            path = "/api/health" if name == "/api/health" else "/api/notes"
-                            answer = await http.get(f"{url}{path}", params=None if path == "/api/health" else {"q": words})
+                            typed = name == "REST search"
+                            answer = await http.get(
+                                f"{url}{'/api/notes' if typed else name}", params={"q": words} if typed else None
+                            )
                             assert answer.status_code == 200, answer.text
                         times[name].append(time.perf_counter() - t)
                 return times

@@ -453,6 +453,7 @@ def _ranked(
     limit: int,
     recent: Callable[[_Key], int] | None = None,
     body_from: int | None = None,
+    bound_of: Callable[[_Key], float] | None = None,
 ) -> list[tuple[float, Note]]:
     """The `limit` best notes by (relevance, recency), with their relevance. A short term can match most of a
     big notebook, mostly deep in bodies: notes are grouped by a cheap bound of their relevance and scored
@@ -464,14 +465,16 @@ def _ranked(
 
     With `recent` (each note's `_recency`), a note that cannot beat the worst note kept (no more points, and older)
     is passed over without reading its record: a common word's matches are mostly that. The notes from `body_from` on
-    hold every term in their bodies alone: their bound is known without reading their texts."""
+    hold every term in their bodies alone: their bound is known without reading their texts; `bound_of` gives the
+    others' (at least their `_score_bound`) when the caller knows it."""
     if limit <= 0:
         return []
     # Note numbers in compact arrays, not (text, note) tuples: objects kept across the pass would be promoted
     # by the collector and make it walk the whole notebook.
     groups: dict[float, array[int]] = {}
     for number in range(len(keys) if body_from is None else body_from):
-        bound = _score_bound(text(keys[number]) or "", terms, bounds)
+        key = keys[number]
+        bound = bound_of(key) if bound_of is not None else _score_bound(text(key) or "", terms, bounds)
         group = groups.get(bound)
         if group is None:
             group = groups[bound] = array("I")
@@ -537,23 +540,34 @@ def _head_first(
         top = (_holding(index, term, best) or set()) & matches
         if len(top) >= limit:
             return _newest_numbers(state, index, top, limit), len(matches)
-    head: set[int] = set()
-    for term in terms:
-        found = _holding(index, term, lambda tok: tok.startswith(HEAD))
-        if found is None:
+    # Where each term is: in a title, else in the tags, project or kind (the index's marked tokens say, for a set of
+    # notes at a time), else in the body alone. A head note's bound follows, without reading its text (the head of
+    # two common words is thousands of notes).
+    places: list[tuple[tuple[float, ...], set[int], set[int]]] = []
+    for term, bound in zip(terms, bounds, strict=True):
+        titled = _holding(index, term, lambda tok: tok.startswith(TITLE))
+        other = _holding(index, term, lambda tok: tok.startswith(OTHER))
+        if titled is None or other is None:
             return None
-        head |= found
-    head &= matches
+        titled &= matches
+        places.append((bound, titled, (other & matches) - titled))
+    head: set[int] = set().union(*(titled | other for _, titled, other in places))
+    bound_at: dict[int, float] = {}
+    cells = [((b[0], titled), (b[1], other), (b[-1], head - titled - other)) for b, titled, other in places]
+    for chosen in itertools.product(*cells):  # a place for each term: at most 27 set intersections
+        bound_at.update(dict.fromkeys(set.intersection(*(notes for _, notes in chosen)), sum(b for b, _ in chosen)))
     body_only = sum(bound[-1] for bound in bounds)  # the most a note with every term in its body only can score
     text, note_id, recent = index.text_at, index.key_at, note_index(state).recent.__getitem__
-    ranked = _ranked(state, list(head), text, note_id, terms, bounds, limit, recent)
+    ranked = _ranked(state, list(head), text, note_id, terms, bounds, limit, recent, bound_of=bound_at.__getitem__)
     certain = [note for score, note in ranked if score > body_only]
     if len(certain) < limit:
         # The rest: the head's notes not certain, then those with every term in the body alone (their bound known).
         body = matches - head
         head.difference_update([index.number(note.id) for note in certain])
         rest = [*head, *body]
-        more = _ranked(state, rest, text, note_id, terms, bounds, limit - len(certain), recent, len(head))
+        more = _ranked(
+            state, rest, text, note_id, terms, bounds, limit - len(certain), recent, len(head), bound_at.__getitem__
+        )
         certain += [note for _, note in more]
     return certain, len(matches)
 
@@ -910,7 +924,7 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
             if not numbers:
                 break
             if estimates[term] < _TEXT_TEST_COST * len(numbers):  # its postings, intersected: two common words
-                numbers &= index.candidate_numbers(term)
+                numbers = index.numbers_among(term, numbers)
             else:  # a rare first term leaves few notes: each one's text holds the term or not
                 numbers = {number for number in numbers if term in text_at(number)}
     else:

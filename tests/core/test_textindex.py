@@ -62,6 +62,8 @@ def assert_matches_model(index: SubstringIndex[int], model: Mapping[int, str], t
         expected = brute_candidates(model, term)
         assert index.candidates(term) == expected, term
         assert set(map(index.key_at, index.candidate_numbers(term))) == expected, term
+        some = {n for n in range(len(index._texts)) if n % 2 == 0}  # every other number, free ones too
+        assert index.numbers_among(term, some) == index.candidate_numbers(term) & some, term
         assert index.count_estimate(term) >= len(expected), term
         assert index.count_estimate(term) <= len(model), term
         assert index.docs_with_token(term) == brute_docs_with_token(model, term), term
