@@ -367,3 +367,7 @@ def test_a_window_holds_exactly_the_notes_with_a_change_in_it(
                 assert [n.id for n in paged] == wanted[offset : offset + 2]
             found = notebook.search("zebra", Filters(trashed=trashed, window=span), 200)
             assert sorted(n.id for n in found.hits) == sorted(wanted) and found.total == len(wanted)
+            # ranked as without the window, a page as a page of that (the window's notes ranked head first)
+            ranked = [n.id for n in notebook.search("zebra", Filters(trashed=trashed), 200).hits if n.id in wanted]
+            assert [n.id for n in found.hits] == ranked
+            assert [n.id for n in notebook.search("zebra", Filters(trashed=trashed, window=span), 2).hits] == ranked[:2]

@@ -19,7 +19,7 @@ import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, TypeVar
 
 from .fold import Revision, State
@@ -938,15 +938,17 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     bounds = _bounds(index, terms)
     if isinstance(index, SubstringIndex):
-        if replace(filters, trashed=False) == NO_FILTERS:
+        if (inside := filters.inside) is not None:  # a time window's notes: the matches are those of them
+            if len(inside) < len(numbers):
+                numbers = {number for key in inside if (number := index.number(key)) in numbers}
+            else:
+                key_at = index.key_at
+                numbers = {number for number in numbers if key_at(number) in inside}
+        if filters.plain():  # no filter but the trash's (and a window's, applied above): ranked head first
             quick = _head_first(state, index, numbers, terms, bounds, filters.trashed, cap)
             if quick is not None and quick[1]:
                 return SearchResult(bounded(quick[0], limit), [], quick[1])
-        inside = filters.inside  # a time window's notes: fewer than the matches, they are the candidates
-        if inside is not None and len(inside) < len(numbers):
-            candidates = {key for key in inside if index.number(key) in numbers}
-        else:
-            candidates = set(map(index.key_at, numbers))
+        candidates = set(map(index.key_at, numbers))
     matches = _admitted(state, candidates, filters)
     ranked = _ranked(state, matches, index.text, _same, terms, bounds, cap)
     hits = bounded([note for _, note in ranked], limit)
