@@ -1080,7 +1080,13 @@ def _near_candidates(
     `NoteRecord.facets`), and with the index its notes are numbers until they are scored."""
     if isinstance(index, SubstringIndex):
         probes = _probed(index.candidate_numbers, terms)
-        return _scored_levels(state, probes, filters, index.key_at, index.text_at)
+        inside = filters.inside
+        narrowed = inside is not None and len(inside) < sum(len(notes) for _, notes in probes)
+        if narrowed:  # a time window's notes alone: each probe's notes narrowed to them, not each one's record read
+            assert inside is not None
+            mine = {number for key in inside if (number := index.number(key)) is not None}
+            probes = [(probe, notes & mine) for probe, notes in probes]
+        return _scored_levels(state, probes, filters, index.key_at, index.text_at, narrowed)
     return _scored_levels(state, _probed(index.candidates, terms), filters, _same, lambda key: index.text(key) or "")
 
 
@@ -1090,11 +1096,12 @@ def _scored_levels(
     filters: Filters,
     key_of: Callable[[_Key], str],
     text_of: Callable[[_Key], str],
+    windowed: bool = False,
 ) -> list[tuple[int, float, Revision, str]]:
-    """`_near_candidates` over the probes' notes as keys or numbers."""
+    """`_near_candidates` over the probes' notes as keys or numbers (`windowed`: only notes of the filters' window)."""
     words = [probe for probe, _ in probes]
     scored = []
-    plain = filters == NO_FILTERS
+    plain = filters.plain() and (filters.window is None or windowed)  # the trash flag alone left to check
     for _, exactly in _by_count(probes, None):
         for held in exactly:
             key = key_of(held)
@@ -1102,7 +1109,7 @@ def _scored_levels(
             if listed is None:
                 continue
             if plain:
-                if listed[1]:
+                if listed[1] != filters.trashed:
                     continue
             elif (seen := state.facets(key)) is None or not filters.admit(seen):
                 continue

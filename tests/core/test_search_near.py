@@ -19,6 +19,7 @@ from hivenote.server.core.search import (
     inflection_stem,
     note_text,
 )
+from hivenote.server.core.timewindow import Window
 
 words = st.sampled_from(["alpha", "alphas", "alphabet", "beta", "bet", "gamma", "gam", "delta", "ta", "café", "omega"])
 terms = st.sampled_from(
@@ -35,7 +36,18 @@ notebooks = st.lists(
     max_size=30,
 )
 queries = st.lists(terms, min_size=1, max_size=6)
-some_filters = st.sampled_from([NO_FILTERS, Filters(project="a"), Filters(trashed=True)])
+some_filters = st.sampled_from(
+    [
+        NO_FILTERS,
+        Filters(project="a"),
+        Filters(trashed=True),
+        # time windows (a note's ops are at 2i and 2i + 1 ms): its notes' probes narrowed to them, live or trashed
+        Filters(window=Window(9, None)),
+        Filters(window=Window(None, 7)),
+        Filters(window=Window(5, 14), trashed=True),
+        Filters(window=Window(3, 30), project="a"),
+    ]
+)
 
 
 def folded(notes: Notes) -> State:
@@ -83,6 +95,7 @@ def test_the_near_pool_is_the_notes_holding_most_words(
     notes: Notes, query: list[str], filters: Filters, pool: int
 ) -> None:
     state = folded(notes)
+    filters = filters.reading(state)
     assert _near_scored(state, _texts(state), query, filters, pool) == reference(state, query, filters, pool)
 
 
@@ -108,6 +121,7 @@ def test_the_near_list_of_words_alone_is_the_notes_holding_most_words_best_score
     """Scored a level at a time from the notes holding the most probes down, until NEAR_LIMIT are scored: every note
     holding one was scored before (at 100k notes of English a question's common words hold most of them)."""
     state = folded(notes)
+    filters = filters.reading(state)
     scored = _near_candidates(state, _texts(state), query, filters)
     got = [note_id for *_, note_id in sorted(scored, reverse=True)[:NEAR_LIMIT]]
     assert got == near_reference(state, query, filters)
