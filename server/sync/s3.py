@@ -514,10 +514,12 @@ class BucketSync:
         end = len(blob)
         # A node this install wrote as before (it moved to a new id: a fork, a lost shard, a copied data dir) may hold
         # ops here the bucket lacks, and only this install's own shard and branches go up: those go up as a branch.
+        # A copy held that the generation covers (an older copy, or the shard before the owner compacted it) holds
+        # none: kept as a branch, it kept a purged note's text in every machine and the bucket (issue 32).
         mine = self.replicas.read(node) if node in previous_nodes(self.data_dir) and self.replicas.size(node) else b""
         if not self._merge(node, 0, blob) and self.replicas.settle(node, blob) != "replaced":
             end = -1  # behind ours, or another history kept as a branch: looked at again when it grows
-        if mine and not blob.startswith(mine):
+        if mine and not blob.startswith(mine) and classify(blob, mine) != "behind":
             self.replicas.add_branch(node, mine)
         st.update(gen=gen, after=last, end=end)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,11 +16,12 @@ import pytest
 
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
+from hivenote.server.storage.identity import previous_nodes
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.bucket import Bucket
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import BucketSync
-from tests.support.s3env import Moto, bucket_shard, moto_sandbox, objects, s3_settings
+from tests.support.s3env import Moto, bucket_shard, moto_sandbox, objects, read, s3_settings
 
 BY = Author(agent="cli")
 
@@ -143,3 +145,35 @@ def test_an_owner_that_loses_the_race_to_a_holder_putting_it_back_takes_that_gen
             assert bucket_shard(client, bucket, node) == a.shard_path.read_bytes()  # type: ignore[union-attr]
         assert sync_bucket(b, moto, bucket) == []
         assert titles(b) == {"first", "second"}
+
+
+def test_a_compaction_of_a_node_this_install_wrote_as_before_is_no_branch_of_the_copy_held_here(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """Long fault run, S3 seed 1003: the text of a purged note stayed in a branch `<d>~<hex>.jsonl` on every machine and
+    in the bucket after every install compacted. e was a copy of d's data dir (so it writes as a new node id, d's in its
+    `previous`); when d compacted, e pulled the new generation and kept the copy it held of d's shard (the text of the
+    purged note in it) as a branch, because the generation did not start with that copy's bytes: a compaction of the
+    copy held, with nothing the bucket lacks, was taken for ops only this install held."""
+    with Store(tmp_path / "d") as d:
+        Notebook(d, author=BY).remember(kind="fact", title="kept")
+        assert sync_bucket(d, moto, bucket) == []
+    shutil.copytree(tmp_path / "d", tmp_path / "e")
+    with Store(tmp_path / "d") as d, Store(tmp_path / "e") as e:
+        assert d.node in previous_nodes(e.data_dir)  # a copied data dir: e writes as a new node id
+        notebook = Notebook(d, author=BY)
+        secret = notebook.remember(kind="fact", title="SECRET title").note.id
+        for store in (d, e):
+            assert sync_bucket(store, moto, bucket) == []
+        assert "SECRET title" in titles(e)
+        notebook.forget(secret)
+        notebook.purge(secret)
+        d.compact()
+        for store in (d, e, d, e):
+            assert sync_bucket(store, moto, bucket) == []
+        assert not list(e.log_dir.glob("*~*.jsonl"))
+        for store in (d, e):
+            for path in sorted(store.log_dir.glob("*.jsonl")):
+                assert b"SECRET" not in path.read_bytes(), (store.node, path.name)
+        with moto.client() as client:
+            assert not [key for key in objects(client, bucket) if b"SECRET" in read(client, bucket, key)]
