@@ -177,3 +177,49 @@ def test_a_compaction_of_a_node_this_install_wrote_as_before_is_no_branch_of_the
                 assert b"SECRET" not in path.read_bytes(), (store.node, path.name)
         with moto.client() as client:
             assert not [key for key in objects(client, bucket) if b"SECRET" in read(client, bucket, key)]
+
+
+def test_an_owner_that_compacted_takes_the_older_copy_a_holder_put_back_as_its_own(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """A sibling of the S3 seed 1003 finding: a holder put back the owner's deleted objects from the copy it held, and
+    the owner, meanwhile, compacted. The put-back generation is the shard before that compaction (every op it holds up
+    to its last seq is ours), not a clone's bytes: the owner publishes its compacted shard over it, no fork, no new
+    node id."""
+    with Store(tmp_path / "a") as a, Store(tmp_path / "b") as b:
+        notebook = Notebook(a, author=BY)
+        note = notebook.remember(kind="fact", title="first").note.id
+        notebook.update(note, title="first, retitled")
+        notebook.update(note, title="first, retitled again")
+        for store in (a, b):
+            assert sync_bucket(store, moto, bucket) == []
+        node = a.node
+        delete_node(moto, bucket, node)
+        assert sync_bucket(b, moto, bucket) == []  # b puts back what it holds
+        assert a.compact()[1] < 3  # the first retitle's line goes
+        assert sync_bucket(a, moto, bucket) == []
+        assert a.node == node and not list(a.log_dir.glob("*~*.jsonl"))
+        with moto.client() as client:
+            assert bucket_shard(client, bucket, node) == a.shard_path.read_bytes()  # type: ignore[union-attr]
+        assert sync_bucket(b, moto, bucket) == []
+        assert (b.log_dir / f"{node}.jsonl").read_bytes() == a.shard_path.read_bytes()  # type: ignore[union-attr]
+
+
+def test_an_owner_that_compacted_after_its_objects_were_deleted_publishes_the_compacted_shard(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """The same, with nobody putting the node back: the compacted shard goes up as its next generation (its HEAD
+    swap found no HEAD at all, and that was taken for another writer)."""
+    with Store(tmp_path / "a") as a:
+        notebook = Notebook(a, author=BY)
+        note = notebook.remember(kind="fact", title="first").note.id
+        notebook.update(note, title="first, retitled")
+        notebook.update(note, title="first, retitled again")
+        assert sync_bucket(a, moto, bucket) == []
+        node = a.node
+        delete_node(moto, bucket, node)
+        assert a.compact()[1] < 3
+        assert sync_bucket(a, moto, bucket) == []
+        assert a.node == node and not list(a.log_dir.glob("*~*.jsonl"))
+        with moto.client() as client:
+            assert bucket_shard(client, bucket, node) == a.shard_path.read_bytes()  # type: ignore[union-attr]
