@@ -6,8 +6,10 @@ the folder (`hivenote-receipts/<node>.json`: how much of every shard it holds, a
   is not running, or the other machines sync another folder, or there are none yet.
 - A sync tool's conflict copies (`<node>.sync-conflict-....jsonl`, `<node> (... conflicted copy ...).jsonl`) are
   read like any shard; then tidied: one that the node's shard (or a branch of it) already holds is deleted (an older
-  copy, or the shard as it was before a compaction: `replica.classify`), another
-  history becomes `<node>~<12 hex of its bytes>.jsonl` (named by its bytes, so every machine tidies it alike).
+  copy, or the shard as it was before a compaction: `replica.classify`); one ahead of the node's shard here (a
+  continuation or a compaction of it, delivered before the shard's own lines, or the shard not here yet) is the same
+  history and stays until the shard holds all of it; another history (two different ops at one position) becomes
+  `<node>~<12 hex of its bytes>.jsonl` (named by its bytes, so every machine tidies it alike).
 - The receipt that answers a write measures the other machine's clock (its `at` against the round trip), so a machine
   whose clock is wrong is told on itself with a synced folder too, as with peers and a bucket.
 Receipts live in a subfolder: the fold reads only `*.jsonl` files at the top of the log folder.
@@ -177,13 +179,25 @@ class FolderWatch:
         data = path.read_bytes()
         data = data[: data.rfind(b"\n") + 1]
         holders = [f"{base}.jsonl"] + [n for n in names if n.startswith(f"{base}~")]
+        ahead = False
         for holder in holders:
-            with contextlib.suppress(OSError):
+            try:
                 held = (self.log_dir / holder).read_bytes()
-                if held.startswith(data) or classify(held[: held.rfind(b"\n") + 1], data) == "behind":
-                    path.unlink()  # every op of it is there (an older copy, or the shard before a compaction)
-                    self.tidied.append(f"{name}: already in {holder}, deleted")
-                    return
+            except FileNotFoundError:
+                held = b""  # the shard itself has not reached this folder yet
+            except OSError:
+                continue
+            found = classify(held[: held.rfind(b"\n") + 1], data)
+            if held.startswith(data) or found == "behind":
+                path.unlink()  # every op of it is there (an older copy, or the shard before a compaction)
+                self.tidied.append(f"{name}: already in {holder}, deleted")
+                return
+            ahead = ahead or (holder == holders[0] and found == "replaces")
+        if ahead:
+            # The same history as the node's shard, further along (a continuation or a compaction of one): the sync
+            # tool brought the copy before the shard's own lines. Read like any shard, deleted once the shard holds
+            # all of it; never another history (issue 32: it became a branch on every machine).
+            return
         branch = self.log_dir / f"{base}~{hashlib.sha256(data).hexdigest()[:12]}.jsonl"
         if not branch.exists():
             write_bytes(branch, data)

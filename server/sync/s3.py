@@ -367,6 +367,12 @@ class BucketSync:
         etag = self.bucket.put(self._folder(self.node) + "HEAD", body, own["etag"])
         if etag is None:  # 412: someone else swapped HEAD (or our own earlier attempt did)
             head = self._read_head(self.node)
+            if head is None or (head[0] != pending["gen"] and self._older_copy(head[0], size)):
+                # This node's objects were deleted, and nobody put them back, or a machine that held them did from a
+                # copy older than this shard, which was compacted since: ours, not a clone's. Ours goes in.
+                etag = self.bucket.put(self._folder(self.node) + "HEAD", body, head[1] if head else "")
+                head = self._read_head(self.node) if etag is None else (pending["gen"], etag)
+        if etag is None:
             if head is None or head[0] != pending["gen"]:
                 self.bucket.delete([key for key, _, _ in self.bucket.listing(self._folder(self.node, pending["gen"]))])
                 own["pending"] = None
@@ -377,6 +383,14 @@ class BucketSync:
         own.update(pending, etag=etag, verified=True, pending=None)
         self._save()
         self._drop_older()
+
+    def _older_copy(self, gen: str, size: int) -> bool:
+        """Whether generation `gen` of this node holds only an older copy of the own shard's first `size` bytes (a
+        prefix, or the shard before a compaction ours comes from: `replica.classify`), never ops of another writer.
+        The very same bytes are not older: a clone that compacted the same shard publishes them (told as a clone)."""
+        got = self._generation(self.node, gen)
+        mine = self.replicas.read(self.node, 0, size)[:size]
+        return got is not None and got[0] != mine and classify(mine, got[0], own=True) == "behind"
 
     def _drop_older(self) -> None:
         """Delete this node's objects outside its current generation (older ones, failed attempts)."""
@@ -514,10 +528,12 @@ class BucketSync:
         end = len(blob)
         # A node this install wrote as before (it moved to a new id: a fork, a lost shard, a copied data dir) may hold
         # ops here the bucket lacks, and only this install's own shard and branches go up: those go up as a branch.
+        # A copy held that the generation covers (an older copy, or the shard before the owner compacted it) holds
+        # none: kept as a branch, it kept a purged note's text in every machine and the bucket (issue 32).
         mine = self.replicas.read(node) if node in previous_nodes(self.data_dir) and self.replicas.size(node) else b""
         if not self._merge(node, 0, blob) and self.replicas.settle(node, blob) != "replaced":
             end = -1  # behind ours, or another history kept as a branch: looked at again when it grows
-        if mine and not blob.startswith(mine):
+        if mine and not blob.startswith(mine) and classify(blob, mine) != "behind":
             self.replicas.add_branch(node, mine)
         st.update(gen=gen, after=last, end=end)
 

@@ -40,6 +40,12 @@ class Folder(Cluster):
         super().close()
         self.stack.close()
 
+    def kept_aside(self, install: Install) -> list[bytes]:
+        """The copies an install holds of every shard it saw in the folder (`<data dir>/sync/held`, sync/held.py): a
+        shard deleted from the folder is put back from them, the deleted machine's own included once it writes as a
+        new node id."""
+        return [p.read_bytes() for p in sorted((install.data_dir / "sync" / "held").glob("*.jsonl"))]
+
     def sync_tool_of(self, install: Install) -> Syncthing:
         return self.syncthing[self.folders.index(self.log_dir(install))]
 

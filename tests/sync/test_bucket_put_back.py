@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,11 +16,12 @@ import pytest
 
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
+from hivenote.server.storage.identity import previous_nodes
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.bucket import Bucket
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import BucketSync
-from tests.support.s3env import Moto, bucket_shard, moto_sandbox, objects, s3_settings
+from tests.support.s3env import Moto, bucket_shard, moto_sandbox, objects, read, s3_settings
 
 BY = Author(agent="cli")
 
@@ -143,3 +145,81 @@ def test_an_owner_that_loses_the_race_to_a_holder_putting_it_back_takes_that_gen
             assert bucket_shard(client, bucket, node) == a.shard_path.read_bytes()  # type: ignore[union-attr]
         assert sync_bucket(b, moto, bucket) == []
         assert titles(b) == {"first", "second"}
+
+
+def test_a_compaction_of_a_node_this_install_wrote_as_before_is_no_branch_of_the_copy_held_here(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """Long fault run, S3 seed 1003: the text of a purged note stayed in a branch `<d>~<hex>.jsonl` on every machine and
+    in the bucket after every install compacted. e was a copy of d's data dir (so it writes as a new node id, d's in its
+    `previous`); when d compacted, e pulled the new generation and kept the copy it held of d's shard (the text of the
+    purged note in it) as a branch, because the generation did not start with that copy's bytes: a compaction of the
+    copy held, with nothing the bucket lacks, was taken for ops only this install held."""
+    with Store(tmp_path / "d") as d:
+        Notebook(d, author=BY).remember(kind="fact", title="kept")
+        assert sync_bucket(d, moto, bucket) == []
+    shutil.copytree(tmp_path / "d", tmp_path / "e")
+    with Store(tmp_path / "d") as d, Store(tmp_path / "e") as e:
+        assert d.node in previous_nodes(e.data_dir)  # a copied data dir: e writes as a new node id
+        notebook = Notebook(d, author=BY)
+        secret = notebook.remember(kind="fact", title="SECRET title").note.id
+        for store in (d, e):
+            assert sync_bucket(store, moto, bucket) == []
+        assert "SECRET title" in titles(e)
+        notebook.forget(secret)
+        notebook.purge(secret)
+        d.compact()
+        for store in (d, e, d, e):
+            assert sync_bucket(store, moto, bucket) == []
+        assert not list(e.log_dir.glob("*~*.jsonl"))
+        for store in (d, e):
+            for path in sorted(store.log_dir.glob("*.jsonl")):
+                assert b"SECRET" not in path.read_bytes(), (store.node, path.name)
+        with moto.client() as client:
+            assert not [key for key in objects(client, bucket) if b"SECRET" in read(client, bucket, key)]
+
+
+def test_an_owner_that_compacted_takes_the_older_copy_a_holder_put_back_as_its_own(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """A sibling of the S3 seed 1003 finding: a holder put back the owner's deleted objects from the copy it held, and
+    the owner, meanwhile, compacted. The put-back generation is the shard before that compaction (every op it holds up
+    to its last seq is ours), not a clone's bytes: the owner publishes its compacted shard over it, no fork, no new
+    node id."""
+    with Store(tmp_path / "a") as a, Store(tmp_path / "b") as b:
+        notebook = Notebook(a, author=BY)
+        note = notebook.remember(kind="fact", title="first").note.id
+        notebook.update(note, title="first, retitled")
+        notebook.update(note, title="first, retitled again")
+        for store in (a, b):
+            assert sync_bucket(store, moto, bucket) == []
+        node = a.node
+        delete_node(moto, bucket, node)
+        assert sync_bucket(b, moto, bucket) == []  # b puts back what it holds
+        assert a.compact()[1] < 3  # the first retitle's line goes
+        assert sync_bucket(a, moto, bucket) == []
+        assert a.node == node and not list(a.log_dir.glob("*~*.jsonl"))
+        with moto.client() as client:
+            assert bucket_shard(client, bucket, node) == a.shard_path.read_bytes()  # type: ignore[union-attr]
+        assert sync_bucket(b, moto, bucket) == []
+        assert (b.log_dir / f"{node}.jsonl").read_bytes() == a.shard_path.read_bytes()  # type: ignore[union-attr]
+
+
+def test_an_owner_that_compacted_after_its_objects_were_deleted_publishes_the_compacted_shard(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """The same, with nobody putting the node back: the compacted shard goes up as its next generation (its HEAD
+    swap found no HEAD at all, and that was taken for another writer)."""
+    with Store(tmp_path / "a") as a:
+        notebook = Notebook(a, author=BY)
+        note = notebook.remember(kind="fact", title="first").note.id
+        notebook.update(note, title="first, retitled")
+        notebook.update(note, title="first, retitled again")
+        assert sync_bucket(a, moto, bucket) == []
+        node = a.node
+        delete_node(moto, bucket, node)
+        assert a.compact()[1] < 3
+        assert sync_bucket(a, moto, bucket) == []
+        assert a.node == node and not list(a.log_dir.glob("*~*.jsonl"))
+        with moto.client() as client:
+            assert bucket_shard(client, bucket, node) == a.shard_path.read_bytes()  # type: ignore[union-attr]

@@ -17,16 +17,7 @@ SEEDS = {"folder": 32, "peers": 33, "s3": 34}
 STEPS = 12  # about half of them faults: every kind at least once in each transport's plan
 
 
-# The synced folder's and the bucket's rounds are known to fail now and then (issue 32, open): in a whole-suite run
-# the folder seed ended with three notes on every machine that no write acknowledged (creates in flight at a kill -9
-# that landed), and 2 of 8 S3 rounds of the long run had a violation. They run and say which way they went, without
-# stopping the suite, until fixed.
-KNOWN_OPEN = pytest.mark.xfail(reason="issue 32: folder and S3 rounds with a violation now and then", strict=False)
-
-
-@pytest.mark.parametrize(
-    "transport", [pytest.param(t, marks=KNOWN_OPEN) if t in ("folder", "s3") else t for t in TRANSPORTS]
-)
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_short_seed_of_the_fault_run_finds_no_violation(tmp_path: Path, transport: str) -> None:
     found = fault_round(transport, tmp_path, SEEDS[transport], STEPS)
     print(found.line())

@@ -6,14 +6,17 @@ were read. Real files in one shared folder stand in for what a sync tool deliver
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import httpx2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from hivenote.server.core.model import Author
+from hivenote.server.core.model import PLACEHOLDER, Author, Op
 from hivenote.server.notebook import Notebook
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
@@ -21,6 +24,7 @@ from hivenote.server.sync.folderwatch import FolderWatch
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
+from tests.sync.test_replica import NODE, compacted, histories, purges, shard
 
 ME = Author("cli")
 
@@ -177,3 +181,67 @@ def test_the_servers_folder_status_fails_when_no_machine_reads_what_it_wrote(tmp
                 break
         assert folder is not None and folder["failing"], folder
         assert "no other machine has read" in folder["error"]
+
+
+def op_line(node: str, seq: int, title: str, kind: str = "note.set") -> bytes:
+    data = {} if kind == PLACEHOLDER else {"id": f"N{seq}", "fields": {"title": title}}
+    return Op(node, seq, 1000 + seq, 0, kind, data, Author("cli", "", "")).encode()
+
+
+def test_a_conflict_copy_ahead_of_the_shard_here_is_the_same_history_never_a_branch(tmp_path: Path) -> None:
+    """CI, folder seed 13: every machine ended with a branch `<a>~<hex>.jsonl` though a's shard had only one history.
+    A sync tool delivers a conflict copy of a's shard (made on a, or the newer side of a clash between a's append and
+    another machine putting a's shard back) before the lines it holds reached this folder's copy of the shard: the
+    copy continues ours (or is a compaction of a continuation) and was kept as another history. It is the same
+    history, ahead: it stays (read like any shard) until the shard holds all of it, then it is deleted."""
+    shared, clock = tmp_path / "Sync", Clock()
+    shared.mkdir()
+    lines = [op_line("a-0001", seq, f"t{seq}") for seq in range(1, 7)]
+    shard = shared / "a-0001.jsonl"
+    shard.write_bytes(b"".join(lines[:2]))  # what this folder holds of a's shard so far
+    ahead = shared / "a-0001.sync-conflict-20261201-101010-AAAAAAA.jsonl"
+    ahead.write_bytes(b"".join(lines[:4]))  # a continuation of it
+    stand_in = op_line("a-0001", 5, "", PLACEHOLDER)
+    compacted = shared / "a-0001.sync-conflict-20261201-101010-BBBBBBB.jsonl"
+    compacted.write_bytes(lines[0] + lines[3] + stand_in)  # a's compaction of lines 1-5
+    early = shared / "c-0001.sync-conflict-20261201-101010-CCCCCCC.jsonl"
+    early.write_bytes(op_line("c-0001", 1, "c's"))  # c's shard itself has not reached this folder yet
+    watch = FolderWatch(shared, lambda: "b-0001", clock)
+    watch.step()
+    assert not list(shared.glob("*~*.jsonl")), watch.tidied
+    assert ahead.exists() and compacted.exists() and early.exists()  # their ops are in no other file here yet
+
+    shard.write_bytes(lines[0] + lines[3] + stand_in + lines[5])  # the shard arrived: compacted, then written on
+    watch.step()
+    assert not ahead.exists() and not compacted.exists()
+    assert not list(shared.glob("a-0001~*.jsonl")), watch.tidied
+
+
+@given(histories, purges, st.data())
+@settings(max_examples=150, deadline=None)
+def test_no_two_copies_of_one_history_make_a_branch_whichever_is_the_conflict_copy(
+    keys: list[int], purged: frozenset[int], data: st.DataObject
+) -> None:
+    """The law behind the test above: the copies one shard goes through (appends, and compactions that drop lines and
+    turn a last line into a `seq.keep`), any of them as the shard here and any as a conflict copy: no branch; the
+    conflict copy is deleted when the shard here is as far or further, else it stays."""
+    lines = shard(keys)
+    points = data.draw(st.frozensets(st.integers(1, len(lines))), "compacted after")
+    versions: list[bytes] = []
+    for end in range(1, len(lines) + 1):
+        done = max((c for c in points if c < end), default=0)
+        versions.append(
+            b"".join(compacted(keys[:done], lines[:done], purged) + lines[done:end]) if done else b"".join(lines[:end])
+        )
+        if end in points:
+            versions.append(b"".join(compacted(keys[:end], lines[:end], purged)))
+    here, there = data.draw(st.integers(0, len(versions) - 1), "here"), data.draw(st.integers(0, len(versions) - 1))
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / f"{NODE}.jsonl").write_bytes(versions[here])
+        conflict = folder / f"{NODE}.sync-conflict-20261201-101010-AAAAAAA.jsonl"
+        conflict.write_bytes(versions[there])
+        watch = FolderWatch(folder, lambda: "b-0001", Clock())
+        watch.step()
+        assert not list(folder.glob("*~*.jsonl")), watch.tidied
+        assert conflict.exists() == (here < there and versions[here] != versions[there])
