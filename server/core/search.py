@@ -489,22 +489,23 @@ def _ranked(
             break
         for number in groups[bound]:
             key = keys[number]
-            when = 0
-            if recent is not None:
-                when = recent(key)
-                if len(kept) == limit and (bound, when) < (kept[0][0], kept[0][3]):
-                    continue
-            score = _score(text(key) or "", terms)[0] if recent is not None else bound
-            if recent is not None and len(kept) == limit and (score, when) < (kept[0][0], kept[0][3]):
+            full = len(kept) == limit
+            when = 0 if recent is None else recent(key)
+            if full and recent is not None and (bound, when) < (kept[0][0], kept[0][3]):
+                continue  # at most as many points as the worst kept, and older
+            score = bound if recent is None else _score(text(key) or "", terms)[0]  # at most, or exactly
+            if full and recent is not None and (score, when) < (kept[0][0], kept[0][3]):
                 continue
             found = note_id(key)
             listed = state.listed(found)
             if listed is None:
                 continue
             revision = listed[0]
-            if len(kept) == limit and (score, revision) < kept[0][:2]:
+            if full and (score, revision) < kept[0][:2]:
                 continue
-            item = (_score(text(key) or "", terms)[0] if recent is None else score, revision, found, when)
+            if recent is None:
+                score = _score(text(key) or "", terms)[0]
+            item = (score, revision, found, when)
             if len(kept) < limit:
                 heapq.heappush(kept, item)
             elif item[:2] > kept[0][:2]:
@@ -598,7 +599,7 @@ def _admitted(state: State, keys: Iterable[str], filters: Filters) -> list[str]:
 def _recency(revision: Revision) -> int:
     """A revision as one number that orders as it does but for revisions of one millisecond and count (wall
     milliseconds, then the counter, each capped: never past 64 bits)."""
-    return min(revision[0], (1 << 48) - 1) << 16 | min(revision[1], 0xFFFF)
+    return min(max(revision[0], 0), (1 << 48) - 1) << 16 | min(max(revision[1], 0), 0xFFFF)
 
 
 def _newest_numbers(state: State, index: SubstringIndex[str], numbers: set[int], limit: int) -> list[Note]:
