@@ -667,6 +667,11 @@ class State:
         live.sort()
         return [text for _, text in live]
 
+    def entity_type(self, occ: OccKey) -> str:
+        """The type of an entity occurrence (one that was added)."""
+        type_: str = self.ent_add[occ].data["type"]
+        return type_
+
     def entity(self, occ: OccKey) -> Entity:
         built = self._entities.get(occ)
         if built is None:
