@@ -33,6 +33,11 @@ def _same(a: Op | int | None, b: Op | int) -> bool:
 
 
 Entry = Op | int  # an op, or (once it has one) its row in a journal (`Refs`)
+# A graph add's stamp as a register keeps it: its row in a journal (`Refs`), or the stamp itself for an op in no
+# journal yet (this node's own write, applied before its line is written). A stamp object and its three ints cost
+# ~180 bytes an op, the row one int.
+At = Stamp | int
+Member = str | tuple[str, int]  # an observation in `State.obs_add`: its text, or (text, j) for an in-batch copy j > 0
 Revision = tuple[int, int, str, int, int]  # a note's latest stamp as a plain tuple: it compares as the `Stamp` it is
 
 
@@ -370,15 +375,17 @@ class State:
     forks: dict[str, Fork] = field(default_factory=dict)  # node -> evidence that two histories claim it
     last_wall: dict[str, int] = field(default_factory=dict)  # node -> latest wall clock seen in its ops
     notes: dict[str, NoteRecord] = field(default_factory=dict)
-    ent_add: dict[OccKey, Op] = field(default_factory=dict)
+    ent_add: dict[OccKey, tuple[At, str]] = field(default_factory=dict)  # the deciding add and the type it gives
     ent_ks: dict[str, set[int]] = field(default_factory=dict)
     ent_del: dict[str, Stamp] = field(default_factory=dict)
-    obs_add: dict[OccKey, dict[tuple[str, int], Stamp]] = field(default_factory=dict)
-    # (entity, k, text, j) -> the entity incarnation (its latest delete, None: none) the latest add of it was made in;
-    # absent for adds written before incarnations were recorded (they follow the stamp rule alone)
+    obs_add: dict[OccKey, dict[Member, At]] = field(default_factory=dict)
+    # (entity, k, text, j) -> the entity incarnation (its latest delete) the latest add of it was made in, when that
+    # is one (absent: none, the usual: a dict entry per observation cost ~100 bytes); in `obs_legacy` when that add
+    # was written before incarnations were recorded (it follows the stamp rule alone)
     obs_since: dict[tuple[str, int, str, int], Epoch] = field(default_factory=dict)
+    obs_legacy: set[tuple[str, int, str, int]] = field(default_factory=set)
     obs_del: dict[tuple[str, int, str], Stamp] = field(default_factory=dict)
-    rel_add: dict[tuple[str, str, str, int], Stamp] = field(default_factory=dict)
+    rel_add: dict[tuple[str, str, str, int], At] = field(default_factory=dict)
     rel_del: dict[RelKey, Stamp] = field(default_factory=dict)
     rel_by_name: dict[str, set[tuple[str, str, str, int]]] = field(default_factory=dict)
     graph_version: int = 0
@@ -481,11 +488,13 @@ class State:
             self.notes_version += 1
             return True
         stamp, data = op.stamp, op.data
+        row = self._refs.ref(op)
+        at: At = stamp if row is None else row
         if kind == "entity.add":
             key = (data["name"], data.get("k", 0))
             cur = self.ent_add.get(key)
-            if cur is None or stamp > cur.stamp:
-                self.ent_add[key] = op
+            if cur is None or stamp > self.stamp_at(cur[0]):
+                self.ent_add[key] = (at, data["type"])
             self.ent_ks.setdefault(key[0], set()).add(key[1])
             self._changed_entity(key[0])
             self._entity_added(key, fresh=cur is None)
@@ -496,21 +505,30 @@ class State:
         elif kind == "obs.add":
             occ = (data["entity"], data.get("k", 0))
             members = self.obs_add.setdefault(occ, {})
-            member = (data["text"], data.get("j", 0))
+            text, j = data["text"], data.get("j", 0)
+            member: Member = text if j == 0 else (text, j)
             prior = members.get(member)
-            if prior is None or stamp > prior:
-                members[member] = stamp
-                if "since" in data:
-                    self.obs_since[(*occ, *member)] = data["since"]
-                else:
-                    self.obs_since.pop((*occ, *member), None)
+            if prior is None or stamp > self.stamp_at(prior):
+                members[member] = at
+                since_key = (*occ, text, j)
+                since = data.get("since", _LEGACY)
+                if since is not None and since is not _LEGACY:
+                    self.obs_since[since_key] = since
+                elif self.obs_since:
+                    self.obs_since.pop(since_key, None)
+                if since is _LEGACY:
+                    self.obs_legacy.add(since_key)
+                elif self.obs_legacy:
+                    self.obs_legacy.discard(since_key)
             self._changed_entity(occ[0])
         elif kind == "obs.del":
             _max_into(self.obs_del, (data["entity"], data.get("k", 0), data["text"]), stamp)
             self._changed_entity(data["entity"])
         elif kind == "rel.add":
             rkey = (data["from"], data["to"], data["type"], data.get("j", 0))
-            _max_into(self.rel_add, rkey, stamp)
+            prior_rel = self.rel_add.get(rkey)
+            if prior_rel is None or stamp > self.stamp_at(prior_rel):
+                self.rel_add[rkey] = at
             self.rel_by_name.setdefault(rkey[0], set()).add(rkey)
             self.rel_by_name.setdefault(rkey[1], set()).add(rkey)
             self._relations = None
@@ -543,7 +561,7 @@ class State:
         order = self._entity_order
         if order is None:
             return
-        if fresh and (not order or self.ent_add[order[-1]].stamp < self.ent_add[occ].stamp):
+        if fresh and (not order or self.added(order[-1]) < self.added(occ)):
             if self.entity_alive(occ):
                 order.append(occ)
         else:
@@ -573,11 +591,35 @@ class State:
         return set(range(1, self.seen_upto.get(node, 0) + 1)) | set(self.seen_extra.get(node, {}))
 
     def placed(self, op: Op) -> None:
-        """An op applied before its line was written (`Store.write`) now has its journal row (`NoteRecord.placed`)."""
-        if op.kind in _NOTE_OPS:
+        """An op applied before its line was written (`Store.write`) now has its journal row: a note's history
+        (`NoteRecord.placed`) and a graph add's register (when it still decides it) keep the row, not the op."""
+        kind = op.kind
+        if kind in _NOTE_OPS:
             rec = self.notes.get(op.note_id)
             if rec is not None:
                 rec.placed(op)
+            return
+        if kind not in ("entity.add", "obs.add", "rel.add"):
+            return
+        row = self._refs.ref(op)
+        if row is None:
+            return
+        data, stamp = op.data, op.stamp
+        if kind == "entity.add":
+            key = (data["name"], data.get("k", 0))
+            add = self.ent_add.get(key)
+            if add is not None and add[0] == stamp:
+                self.ent_add[key] = (row, add[1])
+        elif kind == "obs.add":
+            members = self.obs_add.get((data["entity"], data.get("k", 0)), {})
+            j = data.get("j", 0)
+            member: Member = data["text"] if j == 0 else (data["text"], j)
+            if members.get(member) == stamp:
+                members[member] = row
+        else:
+            rkey = (data["from"], data["to"], data["type"], data.get("j", 0))
+            if self.rel_add.get(rkey) == stamp:
+                self.rel_add[rkey] = row
 
     def apply_all(self, ops: Iterable[Op]) -> int:
         return sum(1 for op in ops if self.apply(op))
@@ -639,14 +681,33 @@ class State:
 
     # -- knowledge graph ----------------------------------------------------------------------------
 
+    def stamp_at(self, at: At) -> tuple[int, int, str, int, int]:
+        """The stamp of a graph add a register keeps (`At`), as a plain tuple: it compares as the `Stamp` it is."""
+        if type(at) is int:
+            return self._refs.stamp(at)
+        assert isinstance(at, Stamp)
+        return at
+
+    def added_op(self, occ: OccKey) -> Op | None:
+        """The add that decides an entity occurrence, made from its journal row (None: in no journal yet)."""
+        add = self.ent_add.get(occ)
+        return None if add is None or type(add[0]) is not int else self._refs.op(add[0])
+
+    def added(self, occ: OccKey) -> tuple[int, int, str, int, int]:
+        """The stamp of the add that decides an entity occurrence (one that was added)."""
+        return self.stamp_at(self.ent_add[occ][0])
+
     def entity_alive(self, occ: OccKey) -> bool:
-        op = self.ent_add.get(occ)
-        return op is not None and _newer(op.stamp, self.ent_del.get(occ[0]))
+        add = self.ent_add.get(occ)
+        if add is None:
+            return False
+        deleted = self.ent_del.get(occ[0])
+        return deleted is None or self.stamp_at(add[0]) > deleted
 
     def occurrences(self, name: str) -> list[OccKey]:
         """Live entities with this exact name, oldest first (more than one only after an in-batch duplicate)."""
         live = [(name, k) for k in self.ent_ks.get(name, ()) if self.entity_alive((name, k))]
-        live.sort(key=lambda occ: self.ent_add[occ].stamp)
+        live.sort(key=self.added)
         return live
 
     def entity_epoch(self, name: str) -> Epoch:
@@ -656,43 +717,54 @@ class State:
 
     def observations(self, occ: OccKey) -> list[str]:
         name, k = occ
-        ent_del, obs_del, since = self.ent_del.get(name), self.obs_del, self.obs_since
+        ent_del, obs_del, since, legacy = self.ent_del.get(name), self.obs_del, self.obs_since, self.obs_legacy
         epoch = self.entity_epoch(name)
-        live = [
-            (stamp, text)
-            for (text, j), stamp in self.obs_add.get(occ, {}).items()
-            if _newer(stamp, ent_del, obs_del.get((name, k, text)))
-            and since.get((name, k, text, j), _LEGACY) in (_LEGACY, epoch)
-        ]
+        stamp_at = self.stamp_at
+        live = []
+        for member, at in self.obs_add.get(occ, {}).items():
+            text, j = (member, 0) if isinstance(member, str) else member
+            stamp = stamp_at(at)
+            if not _newer(stamp, ent_del, obs_del.get((name, k, text))):  # type: ignore[arg-type]
+                continue
+            key = (name, k, text, j)
+            if key in legacy or since.get(key) == epoch:
+                live.append((stamp, text))
         live.sort()
         return [text for _, text in live]
 
     def entity_type(self, occ: OccKey) -> str:
         """The type of an entity occurrence (one that was added)."""
-        type_: str = self.ent_add[occ].data["type"]
-        return type_
+        return self.ent_add[occ][1]
 
     def entity(self, occ: OccKey) -> Entity:
         built = self._entities.get(occ)
         if built is None:
-            built = self._entities[occ] = Entity(occ[0], self.ent_add[occ].data["type"], tuple(self.observations(occ)))
+            built = self._entities[occ] = Entity(occ[0], self.ent_add[occ][1], tuple(self.observations(occ)))
         return built
 
     def relation_alive(self, key: tuple[str, str, str, int]) -> bool:
         f, t, ty, _ = key
-        return _newer(self.rel_add[key], self.rel_del.get((f, t, ty)), self.ent_del.get(f), self.ent_del.get(t))
+        rel_del, ent_del = self.rel_del, self.ent_del
+        if not rel_del and not ent_del:  # nothing was ever deleted: every add is live
+            return True
+        return _newer(
+            self.stamp_at(self.rel_add[key]),  # type: ignore[arg-type]
+            rel_del.get((f, t, ty)),
+            ent_del.get(f),
+            ent_del.get(t),
+        )
 
     def relations_touching(self, names: Iterable[str]) -> list[Relation]:
         """Live relations with either end in `names`, in graph order."""
         keys: set[tuple[str, str, str, int]] = set()
         for name in names:
             keys.update(self.rel_by_name.get(name, ()))
-        live = sorted((self.rel_add[k], k) for k in keys if self.relation_alive(k))
+        live = sorted((self.stamp_at(self.rel_add[k]), k) for k in keys if self.relation_alive(k))
         return [Relation(k[0], k[1], k[2]) for _, k in live]
 
     def _graph_order(self, occs: Iterable[OccKey]) -> list[OccKey]:
         """The official server's order: insertion order, i.e. by add stamp."""
-        return sorted(occs, key=lambda occ: self.ent_add[occ].stamp)
+        return sorted(occs, key=self.added)
 
     def sorted_entities(self, occs: Iterable[OccKey]) -> list[Entity]:
         return [self.entity(occ) for occ in self._graph_order(occs)]
@@ -720,7 +792,8 @@ class State:
             order = self._entity_order = self._graph_order(occ for occ in self.ent_add if self.entity_alive(occ))
         relations = self._relations
         if relations is None:
-            live = sorted((s, k) for k, s in self.rel_add.items() if self.relation_alive(k))
+            stamp_at = self.stamp_at
+            live = sorted((stamp_at(s), k) for k, s in self.rel_add.items() if self.relation_alive(k))
             relations = self._relations = [Relation(k[0], k[1], k[2]) for _, k in live]
         return order, relations
 
@@ -730,7 +803,7 @@ class State:
     def relation_keys(self, f: str, t: str, ty: str) -> list[tuple[str, str, str, int]]:
         """The live copies of this triple, oldest first (the official server keeps in-batch duplicates)."""
         live = [k for k in self.rel_by_name.get(f, ()) if k[:3] == (f, t, ty) and self.relation_alive(k)]
-        live.sort(key=lambda k: self.rel_add[k])
+        live.sort(key=lambda k: self.stamp_at(self.rel_add[k]))
         return live
 
     # -- canonical form (for tests and compaction checks) -------------------------------------------

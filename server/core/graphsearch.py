@@ -46,7 +46,8 @@ def _new_texts(state: State) -> EntityTexts:
 def _segment(state: State, occ: OccKey) -> str:
     """An entity's name, type and every observation it was given (live or not: a hit is tested anyway), lowered."""
     members = state.obs_add.get(occ, {})
-    return "\n".join((occ[0], state.entity_type(occ), *(text for text, _ in members))).lower()
+    texts = (member if isinstance(member, str) else member[0] for member in members)
+    return "\n".join((occ[0], state.entity_type(occ), *texts)).lower()
 
 
 def refresh_entity_texts(state: State) -> EntityTexts:

@@ -36,6 +36,7 @@ OP_KINDS: Final = (
 )
 
 # Payload keys of each op kind: (required string keys, optional non-negative int keys).
+NOTE_OPS: Final = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
 _PAYLOAD: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "note.trash": (("id",), ()),
     "note.restore": (("id",), ()),
@@ -49,6 +50,14 @@ _PAYLOAD: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     PLACEHOLDER: ((), ()),
 }
 _KNOWN: Final = frozenset(OP_KINDS)
+_TEXT_KEYS: Final = frozenset(("id", "text"))  # free text: never interned
+# A graph op's payload as a journal row keeps it (`graph_row`): its values in this order, an optional int 0 when
+# absent, `...` for an obs.add without `since` (written before incarnations were recorded).
+_GRAPH_KEYS: Final = {
+    kind: (*required, *optional, *(("since",) if kind == "obs.add" else ()))
+    for kind, (required, optional) in _PAYLOAD.items()
+    if kind not in NOTE_OPS
+}
 _KINDS: Final = {kind: kind for kind in OP_KINDS}
 _FIELD_NAMES: Final = {name: name for name in NOTE_FIELDS}
 
@@ -140,7 +149,6 @@ class PayloadGone(LookupError):
     """A released op's payload is no longer in its shard (compaction dropped the line)."""
 
 
-NOTE_OPS: Final = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
 _NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}  # one shared tuple per combination of field names
 
 
@@ -426,6 +434,30 @@ _TYPECODES: Final = (
 )
 
 
+def graph_row(kind: str, data: dict[str, Any]) -> tuple[Any, ...]:
+    """A graph op's payload as its journal row keeps it: a tuple of its values (`_GRAPH_KEYS`), not a dict (a graph of
+    1M ops held 1M dicts of ~200 bytes each)."""
+    return tuple(data.get(key, ... if key == "since" else 0) for key in _GRAPH_KEYS[kind])
+
+
+def graph_data(kind: str, row: tuple[Any, ...]) -> dict[str, Any]:
+    """The payload dict a `graph_row` was made from."""
+    data = {}
+    for key, value in zip(_GRAPH_KEYS[kind], row, strict=True):
+        if value is ... or (value == 0 and type(value) is int and key in _INT_KEYS):
+            continue
+        data[key] = value
+    return data
+
+
+def graph_row_fits(kind: str, row: object) -> bool:
+    """Whether `row` is a `graph_row` of `kind` (the op cache's check of what it read)."""
+    return type(row) is tuple and len(row) == len(_GRAPH_KEYS[kind])
+
+
+_INT_KEYS: Final = frozenset(("k", "j"))
+
+
 class Journal:
     """Every op of one shard, by row (the order it was read or written in), in arrays: its stamp, kind, author,
     field names and line offset, and in `held` what the row keeps of its payload: a note op's compact payload while
@@ -466,7 +498,7 @@ class Journal:
         self.nodes = array("B")  # codes into `_nodes`
         self.bys = array("B")  # codes into `_authors`
         self.names = array("B")  # codes into `_names` (a note op's field names; 0: none)
-        self.held: list[Op | tuple[Any, ...] | str | None] = []
+        self.held: list[tuple[Any, ...] | str | None] = []
         self._nodes: list[str] = []
         self._node_code: dict[str, int] = {}
         self._authors: list[Author] = []
@@ -509,7 +541,10 @@ class Journal:
         put(self.nodes, "nodes", node_code)
         put(self.bys, "bys", by_code)
         put(self.names, "names", name_code)
-        self.held.append(op if op.cached_names is None else op.cached_payload())  # type: ignore[arg-type]
+        payload = op.cached_payload()
+        # A graph op's row keeps its payload as a tuple (`graph_row`), never the op: the state holds what the fold
+        # needs of it (its stamp by this row), and the op cache what a restart folds again.
+        self.held.append(graph_row(op.kind, payload) if op.cached_names is None else payload)  # type: ignore[arg-type]
 
     @property
     def wide(self) -> bool:
@@ -538,17 +573,22 @@ class Journal:
 
     def rows(self) -> Iterator[Op]:
         """Every row's op in order (the op cache's rows just put in with `extend`), made for the moment: a note op's
-        row keeps its payload (the fold refers to the row), a graph op's row the op."""
+        row keeps its payload (the fold refers to the row), a graph op's row its `graph_row`."""
         nodes, authors, names, held, kinds = self._nodes, self._authors, self._names, self.held, OP_KINDS
         columns = (self.walls, self.counters, self.seqs, self.digests, self.ats, self.kinds, self.nodes, self.bys)
         for row, (wall, counter, seq, digest, at, kind, node, by, name, entry) in enumerate(
             zip(*columns, self.names, held, strict=True)
         ):
-            op = Op(nodes[node], seq, wall, counter, kinds[kind], {} if entry is None else entry, authors[by], digest)
-            op._names = names[name]
+            kind_ = kinds[kind]
+            names_ = names[name]
+            payload: Any = entry
+            if entry is None:
+                payload = {}
+            elif names_ is None:
+                payload = graph_data(kind_, entry)
+            op = Op(nodes[node], seq, wall, counter, kind_, payload, authors[by], digest)
+            op._names = names_
             op.at, op.src, op.row = at, self, row
-            if op._names is None:
-                held[row] = op
             yield op
 
     def stamp(self, row: int) -> Stamp:
@@ -557,14 +597,13 @@ class Journal:
         )
 
     def op(self, row: int) -> Op:
-        """The op of `row`: a graph op's very one, a note op's made from the row (released: its payload is read back
-        when asked)."""
+        """The op of `row`, made from the row (a released note op's payload is read back when asked)."""
         entry = self.held[row]
-        if isinstance(entry, Op):
-            return entry
         kind = OP_KINDS[self.kinds[row]]
-        payload: dict[str, Any] | tuple[Any, ...] | str = {} if entry is None else entry
         names = self._names[self.names[row]]
+        payload: dict[str, Any] | tuple[Any, ...] | str = {} if entry is None else entry
+        if names is None and type(entry) is tuple:
+            payload = graph_data(kind, entry)
         op = Op(
             self._nodes[self.nodes[row]],
             self.seqs[row],
@@ -577,8 +616,6 @@ class Journal:
             names,
         )
         op.at, op.src, op.row = self.ats[row], self, row
-        if names is None and op.held:  # a graph op's payload the op cache kept: the op holds it from now on
-            self.held[row] = op
         return op
 
     def field_names(self, row: int) -> tuple[str, ...]:
@@ -617,10 +654,9 @@ class Journal:
     def unhold(self, start: int, end: int) -> None:
         """Let go of the graph ops of rows `start..end` (a shard read again from its start: the state holds what it
         needs of them; a note op's row keeps what the fold refers to, and the fold lets go of it as before)."""
-        held = self.held
+        held, names = self.held, self.names
         for row in range(start, end):
-            entry = held[row]
-            if isinstance(entry, Op):  # a graph op (a note op's row keeps what the fold refers to)
+            if names[row] == 0:  # a graph op (a note op's row keeps what the fold refers to)
                 held[row] = None
 
     def tables(self) -> tuple[list[str], list[Author], list[tuple[str, ...] | None]]:
@@ -631,7 +667,7 @@ class Journal:
         self,
         columns: tuple[tuple[str, bytes], ...],
         tables: tuple[list[str], list[Author], list[tuple[str, ...] | None]],
-        held: list[Op | tuple[Any, ...] | str | None],
+        held: list[tuple[Any, ...] | str | None],
     ) -> None:
         """Append rows saved by `columns_of` (the op cache), their tables and held entries. Only into an empty
         journal (the codes are the saved ones)."""
@@ -875,7 +911,9 @@ def _payload(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
         value = raw.get(key)
         if not isinstance(value, str):
             raise CorruptLine(f"{kind} needs a string {key!r}")
-        data[key] = value
+        # A name, type or relation type is one object however many lines repeat it (an entity's observations each
+        # name it: 680k lines of a graph held 100k names 680k times); the op cache keeps it so (marshal).
+        data[key] = value if key in _TEXT_KEYS else sys.intern(value)
     for key in optional:
         if key in raw:
             value = raw[key]

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ..core.model import NOTE_OPS, OP_KINDS, Author, Imported, Journal, Op, author, shared_names
+from ..core.model import NOTE_OPS, OP_KINDS, Author, Imported, Journal, Op, author, graph_row_fits, shared_names
 from .files import private_dir, write_whole
 from .gcpause import collector_paused
 
 # 7: a shard's ops as columns (a journal's, each with its typecode) and one payload per op, no row tuples
 # 8: an author may carry the import that wrote its op (`Author.imported`)
-MAGIC = b"hivenote-opcache-8\n"
+# 9: a graph op's payload as its journal row (`graph_row`: a tuple of values), its labels interned
+MAGIC = b"hivenote-opcache-9\n"
 
 Tables = tuple[list[str], list[Author], list[tuple[str, ...] | None]]  # node ids, authors, field-name tuples
 
@@ -40,7 +41,7 @@ class ShardEntry:
     # `Journal.columns_of`: every op's stamp, kind, author, names and offset, each column as its typecode and bytes
     columns: tuple[tuple[str, bytes], ...] = ()
     tables: Tables = field(default_factory=lambda: _no_tables())
-    # per op: a graph op's payload, a note op's compact one, or (released) its note id
+    # per op: a graph op's row (`graph_row`), a note op's compact payload, or (released) its note id
     payloads: list[Any] = field(default_factory=list)
 
 
@@ -135,7 +136,7 @@ def _valid(columns: tuple[tuple[str, bytes], ...], tables: Tables, payloads: lis
         if code in note:
             if type(payload) is not str and (type(payload) is not tuple or type(payload[0]) is not str):
                 return False
-        elif type(payload) is not dict:
+        elif not graph_row_fits(OP_KINDS[code], payload):
             return False
     return True
 

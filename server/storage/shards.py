@@ -345,7 +345,7 @@ class Shards:
             h = cur.health
             health = (h.ops, h.bad, h.unknown, [(b.line, b.reason) for b in h.bad_lines])
             source = cur.source
-            payloads = [e.cached_payload() if isinstance(e, Op) else e for e in source.held[cur.start :]]
+            payloads = source.held[cur.start :]
             entry = opcache.ShardEntry(name, cur.offset, cur.line_no, cur.prefix.digest(), health)
             entry.columns, entry.tables, entry.payloads = source.columns_of(cur.start), source.tables(), payloads
             entries.append(entry)
