@@ -14,10 +14,25 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .model import PLACEHOLDER, Entity, Facets, Note, Op, PayloadGone, Refs, Relation, Stamp, Version
+from .model import (
+    OP_KINDS,
+    PLACEHOLDER,
+    Entity,
+    Facets,
+    Journal,
+    Note,
+    Op,
+    PayloadGone,
+    Refs,
+    Relation,
+    Stamp,
+    Version,
+    graph_row,
+)
 
 _LEGACY: Any = object()  # an obs.add without `since` (written before incarnations were recorded)
 _NOTE_OPS = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
+_NOTE_CODES = frozenset(code for code, kind in enumerate(OP_KINDS) if kind in _NOTE_OPS)
 Epoch = tuple[int, int, str, int] | None  # an entity's latest delete (or a note's latest purge) as seen by a writer
 OccKey = tuple[str, int]  # (entity name, occurrence k): the official server allows same-name entities in one batch
 RelKey = tuple[str, str, str]  # (from, to, relationType)
@@ -439,7 +454,53 @@ class State:
     def apply(self, op: Op) -> bool:
         """Fold one op in. Returns False (and changes nothing) if this very op was already applied. A different op
         at a `(node, seq)` already taken is a fork: it is applied too, and recorded in `forks`."""
-        node, seq, digest = op.node, op.seq, op.digest
+        kind = op.kind
+        if not self._seen(op.node, op.seq, op.digest, kind == PLACEHOLDER, op.wall):
+            return False
+        if kind == PLACEHOLDER:
+            return True
+        if kind in _NOTE_OPS:
+            note_id = op.note_id  # a released op (from the op cache) has no payload to look in
+            rec = self.notes.get(note_id)
+            if rec is None:
+                rec = self.notes[note_id] = NoteRecord(note_id, self._refs)
+            rec.apply(op)
+            for feed in self.note_feeds:
+                feed.add(note_id)
+            self.notes_version += 1
+            return True
+        row = self._refs.ref(op)
+        self._graph(kind, graph_row(kind, op.data), op.stamp if row is None else row)
+        return True
+
+    def apply_rows(self, journal: Journal, start: int = 0) -> tuple[int, dict[str, tuple[int, int]]]:
+        """Fold rows `start..` of a journal (the op cache's, just put in): a graph op's row straight from its columns
+        and payload tuple, no op made (a restart of a graph of 1M ops made 1M ops and 1M dicts only to fold them); a
+        note op's through its op, as `apply`. Returns how many were new, and each node's latest (wall, counter)."""
+        nodes, _, _ = journal.tables()
+        held, refs = journal.held, self._refs
+        columns = (journal.walls, journal.seqs, journal.digests, journal.kinds, journal.nodes)
+        applied = 0
+        rows = itertools.islice(zip(*columns, held, strict=True), start, None)
+        placeholder, note_codes = OP_KINDS.index(PLACEHOLDER), _NOTE_CODES
+        for row, (wall, seq, digest, code, node_code, entry) in enumerate(rows, start):
+            node = nodes[node_code]
+            if code in note_codes:
+                op = journal.op(row)
+                if self.apply(op):
+                    applied += 1
+                else:
+                    op.release()  # folded before (a copy of another shard): its row need not keep the payload
+                continue
+            if not self._seen(node, seq, digest, code == placeholder, wall):
+                continue
+            applied += 1
+            if code != placeholder:
+                self._graph(OP_KINDS[code], entry, refs.row_ref(journal, row))
+        return applied, _latest(journal, start)
+
+    def _seen(self, node: str, seq: int, digest: int, placeholder: bool, wall: int) -> bool:
+        """Record an op's position and digest; False when this very op was applied before."""
         upto = self.seen_upto.get(node)
         if upto is None:
             upto = self.seen_upto[node] = 0
@@ -447,7 +508,6 @@ class State:
             self.digests[node] = array("Q")
             self.last_wall[node] = 0
         extra = self.seen_extra[node]
-        placeholder = op.kind == PLACEHOLDER  # holds its seq, says nothing: never a second content
         if seq == upto + 1 and not extra:  # the usual case: a shard read in order
             self.seen_upto[node] = seq
             self.digests[node].append(0 if placeholder else digest)
@@ -472,71 +532,69 @@ class State:
             self.seen_upto[node] = upto
         else:
             extra[seq] = 0 if placeholder else digest
-        if placeholder:
-            return True
-        if op.wall > self.last_wall[node]:
-            self.last_wall[node] = op.wall
-        kind = op.kind
-        if kind in _NOTE_OPS:
-            note_id = op.note_id  # a released op (from the op cache) has no payload to look in
-            rec = self.notes.get(note_id)
-            if rec is None:
-                rec = self.notes[note_id] = NoteRecord(note_id, self._refs)
-            rec.apply(op)
-            for feed in self.note_feeds:
-                feed.add(note_id)
-            self.notes_version += 1
-            return True
-        stamp, data = op.stamp, op.data
-        row = self._refs.ref(op)
-        at: At = stamp if row is None else row
+        if not placeholder and wall > self.last_wall[node]:
+            self.last_wall[node] = wall
+        return True
+
+    def _stamp(self, at: At) -> Stamp:
+        return Stamp(*self.stamp_at(at)) if type(at) is int else at  # type: ignore[return-value]
+
+    def _graph(self, kind: str, row: tuple[Any, ...], at: At) -> None:
+        """Fold a graph op, its payload as its journal row keeps it (`graph_row`) and its stamp as `At`."""
         if kind == "entity.add":
-            key = (data["name"], data.get("k", 0))
+            name, type_, k = row
+            key = (name, k)
             cur = self.ent_add.get(key)
-            if cur is None or stamp > self.stamp_at(cur[0]):
-                self.ent_add[key] = (at, data["type"])
-            self.ent_ks.setdefault(key[0], set()).add(key[1])
-            self._changed_entity(key[0])
+            if cur is None or self.stamp_at(at) > self.stamp_at(cur[0]):
+                self.ent_add[key] = (at, type_)
+            self.ent_ks.setdefault(name, set()).add(k)
+            self._changed_entity(name)
             self._entity_added(key, fresh=cur is None)
         elif kind == "entity.del":
-            _max_into(self.ent_del, data["name"], stamp)
-            self._changed_entity(data["name"])
+            name = row[0]
+            _max_into(self.ent_del, name, self._stamp(at))
+            self._changed_entity(name)
             self._relations = self._entity_order = None
         elif kind == "obs.add":
-            occ = (data["entity"], data.get("k", 0))
-            members = self.obs_add.setdefault(occ, {})
-            text, j = data["text"], data.get("j", 0)
+            entity, text, k, j, since = row
+            occ = (entity, k)
+            members = self.obs_add.get(occ)
+            if members is None:
+                members = self.obs_add[occ] = {}
             member: Member = text if j == 0 else (text, j)
             prior = members.get(member)
-            if prior is None or stamp > self.stamp_at(prior):
+            if prior is None or self.stamp_at(at) > self.stamp_at(prior):
                 members[member] = at
-                since_key = (*occ, text, j)
-                since = data.get("since", _LEGACY)
-                if since is not None and since is not _LEGACY:
+                since_key = (entity, k, text, j)
+                if since is not None and since is not ...:
                     self.obs_since[since_key] = since
                 elif self.obs_since:
                     self.obs_since.pop(since_key, None)
-                if since is _LEGACY:
+                if since is ...:  # written before incarnations were recorded
                     self.obs_legacy.add(since_key)
                 elif self.obs_legacy:
                     self.obs_legacy.discard(since_key)
-            self._changed_entity(occ[0])
+            self._changed_entity(entity)
         elif kind == "obs.del":
-            _max_into(self.obs_del, (data["entity"], data.get("k", 0), data["text"]), stamp)
-            self._changed_entity(data["entity"])
+            entity, text, k = row
+            _max_into(self.obs_del, (entity, k, text), self._stamp(at))
+            self._changed_entity(entity)
         elif kind == "rel.add":
-            rkey = (data["from"], data["to"], data["type"], data.get("j", 0))
+            rkey = row
             prior_rel = self.rel_add.get(rkey)
-            if prior_rel is None or stamp > self.stamp_at(prior_rel):
+            if prior_rel is None or self.stamp_at(at) > self.stamp_at(prior_rel):
                 self.rel_add[rkey] = at
-            self.rel_by_name.setdefault(rkey[0], set()).add(rkey)
-            self.rel_by_name.setdefault(rkey[1], set()).add(rkey)
+            by_name = self.rel_by_name
+            for end in (rkey[0], rkey[1]):
+                ends = by_name.get(end)
+                if ends is None:
+                    ends = by_name[end] = set()
+                ends.add(rkey)
             self._relations = None
         else:  # rel.del
-            _max_into(self.rel_del, (data["from"], data["to"], data["type"]), stamp)
+            _max_into(self.rel_del, row, self._stamp(at))
             self._relations = None
         self.graph_version += 1
-        return True
 
     def _second(self, node: str, seq: int, digest: int, first: int) -> bool:
         """Whether an op at an already taken position is new: a fork's other line (recorded as evidence), or the
@@ -817,6 +875,23 @@ class State:
             "entities": [e.to_json() for e in entities],
             "relations": [r.to_json() for r in relations],
         }
+
+
+def _latest(journal: Journal, start: int) -> dict[str, tuple[int, int]]:
+    """Each node's latest (wall, counter) in rows `start..` of a journal (a shard's rows are one node's but for a
+    copy, a branch or a sync tool's conflict file)."""
+    nodes = journal.tables()[0]
+    if start >= len(journal):
+        return {}
+    stamps = zip(journal.walls[start:], journal.counters[start:], strict=True)
+    if len(set(journal.nodes[start:])) == 1:
+        return {nodes[journal.nodes[start]]: max(stamps)}
+    latest: dict[str, tuple[int, int]] = {}
+    for code, stamp in zip(journal.nodes[start:], stamps, strict=True):
+        node = nodes[code]
+        if stamp > latest.get(node, (-1, -1)):
+            latest[node] = stamp
+    return latest
 
 
 def _max_into(registers: dict[Any, Stamp], key: Any, stamp: Stamp) -> None:

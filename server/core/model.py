@@ -11,7 +11,7 @@ import hashlib
 import json
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -450,9 +450,8 @@ def graph_data(kind: str, row: tuple[Any, ...]) -> dict[str, Any]:
     return data
 
 
-def graph_row_fits(kind: str, row: object) -> bool:
-    """Whether `row` is a `graph_row` of `kind` (the op cache's check of what it read)."""
-    return type(row) is tuple and len(row) == len(_GRAPH_KEYS[kind])
+# The length of a `graph_row` of each op kind by its code (-1: a note op's), for the op cache's check of what it read.
+GRAPH_ROW_LENGTHS: Final = tuple(len(_GRAPH_KEYS[kind]) if kind in _GRAPH_KEYS else -1 for kind in OP_KINDS)
 
 
 _INT_KEYS: Final = frozenset(("k", "j"))
@@ -570,26 +569,6 @@ class Journal:
     def _widen(self) -> None:
         if not self.wide:
             self.walls, self.counters, self.seqs = list(self.walls), list(self.counters), list(self.seqs)
-
-    def rows(self) -> Iterator[Op]:
-        """Every row's op in order (the op cache's rows just put in with `extend`), made for the moment: a note op's
-        row keeps its payload (the fold refers to the row), a graph op's row its `graph_row`."""
-        nodes, authors, names, held, kinds = self._nodes, self._authors, self._names, self.held, OP_KINDS
-        columns = (self.walls, self.counters, self.seqs, self.digests, self.ats, self.kinds, self.nodes, self.bys)
-        for row, (wall, counter, seq, digest, at, kind, node, by, name, entry) in enumerate(
-            zip(*columns, self.names, held, strict=True)
-        ):
-            kind_ = kinds[kind]
-            names_ = names[name]
-            payload: Any = entry
-            if entry is None:
-                payload = {}
-            elif names_ is None:
-                payload = graph_data(kind_, entry)
-            op = Op(nodes[node], seq, wall, counter, kind_, payload, authors[by], digest)
-            op._names = names_
-            op.at, op.src, op.row = at, self, row
-            yield op
 
     def stamp(self, row: int) -> Stamp:
         return Stamp(
@@ -733,6 +712,16 @@ class Refs:
             self.journals.append(src)
         self._last, self._base = src, code << _ROW_BITS
         return self._base | op.row
+
+    def row_ref(self, journal: Journal, row: int) -> int:
+        """Row `row` of `journal` as a ref (`ref` of its op, without the op)."""
+        if journal is not self._last:
+            code = self._codes.get(id(journal))
+            if code is None:
+                code = self._codes[id(journal)] = len(self.journals)
+                self.journals.append(journal)
+            self._last, self._base = journal, code << _ROW_BITS
+        return self._base | row
 
     def op(self, entry: Op | int) -> Op:
         if type(entry) is int:
