@@ -32,6 +32,8 @@ from .model import (
 
 _LEGACY: Any = object()  # an obs.add without `since` (written before incarnations were recorded)
 _NOTE_OPS = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
+_FIRST_K = (0,)  # the occurrences of a name added once (`State.ent_ks`)
+_SHORT_ENDS = 16  # relations at one name kept in a list (`State.rel_by_name`); more: a set
 _NOTE_CODES = frozenset(code for code, kind in enumerate(OP_KINDS) if kind in _NOTE_OPS)
 Epoch = tuple[int, int, str, int] | None  # an entity's latest delete (or a note's latest purge) as seen by a writer
 OccKey = tuple[str, int]  # (entity name, occurrence k): the official server allows same-name entities in one batch
@@ -391,7 +393,8 @@ class State:
     last_wall: dict[str, int] = field(default_factory=dict)  # node -> latest wall clock seen in its ops
     notes: dict[str, NoteRecord] = field(default_factory=dict)
     ent_add: dict[OccKey, tuple[At, str]] = field(default_factory=dict)  # the deciding add and the type it gives
-    ent_ks: dict[str, set[int]] = field(default_factory=dict)
+    # name -> the occurrences k ever added (almost always (0,), one shared tuple: a set per name cost 216 bytes)
+    ent_ks: dict[str, tuple[int, ...]] = field(default_factory=dict)
     ent_del: dict[str, Stamp] = field(default_factory=dict)
     obs_add: dict[OccKey, dict[Member, At]] = field(default_factory=dict)
     # (entity, k, text, j) -> the entity incarnation (its latest delete) the latest add of it was made in, when that
@@ -402,7 +405,10 @@ class State:
     obs_del: dict[tuple[str, int, str], Stamp] = field(default_factory=dict)
     rel_add: dict[tuple[str, str, str, int], At] = field(default_factory=dict)
     rel_del: dict[RelKey, Stamp] = field(default_factory=dict)
-    rel_by_name: dict[str, set[tuple[str, str, str, int]]] = field(default_factory=dict)
+    # name -> the relations with an end there: a list while short (a set of five cost 728 bytes), a set once long
+    rel_by_name: dict[str, list[tuple[str, str, str, int]] | set[tuple[str, str, str, int]]] = field(
+        default_factory=dict
+    )
     graph_version: int = 0
     notes_version: int = 0
     # Change feeds of the indexes derived from this state (search, listing, graph search): each index adds a set
@@ -547,7 +553,11 @@ class State:
             cur = self.ent_add.get(key)
             if cur is None or self.stamp_at(at) > self.stamp_at(cur[0]):
                 self.ent_add[key] = (at, type_)
-            self.ent_ks.setdefault(name, set()).add(k)
+            ks = self.ent_ks.get(name)
+            if ks is None:
+                self.ent_ks[name] = _FIRST_K if k == 0 else (k,)
+            elif k not in ks:
+                self.ent_ks[name] = (*ks, k)
             self._changed_entity(name)
             self._entity_added(key, fresh=cur is None)
         elif kind == "entity.del":
@@ -588,8 +598,14 @@ class State:
             for end in (rkey[0], rkey[1]):
                 ends = by_name.get(end)
                 if ends is None:
-                    ends = by_name[end] = set()
-                ends.add(rkey)
+                    by_name[end] = [rkey]
+                elif type(ends) is list:
+                    if rkey not in ends:
+                        ends.append(rkey)
+                        if len(ends) > _SHORT_ENDS:
+                            by_name[end] = set(ends)
+                else:
+                    ends.add(rkey)  # type: ignore[union-attr]
             self._relations = None
         else:  # rel.del
             _max_into(self.rel_del, row, self._stamp(at))
