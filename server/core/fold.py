@@ -463,6 +463,12 @@ class State:
         kind = op.kind
         if not self._seen(op.node, op.seq, op.digest, kind == PLACEHOLDER, op.wall):
             return False
+        self._fold(op)
+        return True
+
+    def _fold(self, op: Op) -> bool:
+        """Fold an op whose position and digest are recorded (`_seen`)."""
+        kind = op.kind
         if kind == PLACEHOLDER:
             return True
         if kind in _NOTE_OPS:
@@ -489,6 +495,14 @@ class State:
         applied = 0
         rows = itertools.islice(zip(*columns, held, strict=True), start, None)
         placeholder, note_codes = OP_KINDS.index(PLACEHOLDER), _NOTE_CODES
+        if self._seen_all(journal, start):  # the usual restart: every row new, one node's, in order
+            graph, base, kinds = self._graph, refs.row_ref(journal, 0), OP_KINDS  # a row's ref: base | row
+            for row, (_, _, _, code, _, entry) in enumerate(rows, start):
+                if code in note_codes:
+                    self._fold(journal.op(row))
+                elif code != placeholder:
+                    graph(kinds[code], entry, base | row)
+            return len(journal) - start, _latest(journal, start)
         for row, (wall, seq, digest, code, node_code, entry) in enumerate(rows, start):
             node = nodes[node_code]
             if code in note_codes:
@@ -504,6 +518,32 @@ class State:
             if code != placeholder:
                 self._graph(OP_KINDS[code], entry, refs.row_ref(journal, row))
         return applied, _latest(journal, start)
+
+    def _seen_all(self, journal: Journal, start: int) -> bool:
+        """Record the positions and digests of rows `start..` at once when they are the usual restart's: the whole
+        journal of one node this state has seen nothing of, seq 1, 2, 3, ... (then every row is new). False, and
+        nothing recorded, otherwise (each row is then recorded by `_seen`)."""
+        n = len(journal)
+        if start or not n or journal.nodes.count(journal.nodes[0]) != n:
+            return False
+        node, seqs = journal.tables()[0][journal.nodes[0]], journal.seqs
+        if node in self.seen_upto or not isinstance(seqs, array) or seqs != array(seqs.typecode, range(1, n + 1)):
+            return False
+        digests = array("Q", journal.digests)
+        placeholder = OP_KINDS.index(PLACEHOLDER)
+        walls: Any = journal.walls
+        if journal.kinds.count(placeholder):  # a placeholder holds its seq: digest 0, and its wall is not seen
+            walls = []
+            for row, code in enumerate(journal.kinds):
+                if code == placeholder:
+                    digests[row] = 0
+                else:
+                    walls.append(journal.walls[row])
+        self.seen_upto[node] = n
+        self.seen_extra[node] = {}
+        self.digests[node] = digests
+        self.last_wall[node] = max(walls, default=0)
+        return True
 
     def _seen(self, node: str, seq: int, digest: int, placeholder: bool, wall: int) -> bool:
         """Record an op's position and digest; False when this very op was applied before."""
@@ -547,7 +587,29 @@ class State:
 
     def _graph(self, kind: str, row: tuple[Any, ...], at: At) -> None:
         """Fold a graph op, its payload as its journal row keeps it (`graph_row`) and its stamp as `At`."""
-        if kind == "entity.add":
+        if kind == "obs.add":
+            entity, text, k, j, since = row
+            occ = (entity, k)
+            members = self.obs_add.get(occ)
+            if members is None:
+                members = self.obs_add[occ] = {}
+            member: Member = text if j == 0 else (text, j)
+            prior = members.get(member)
+            if prior is None or self.stamp_at(at) > self.stamp_at(prior):
+                members[member] = at
+                if since is not None or self.obs_since or self.obs_legacy:  # else nothing to record or undo
+                    since_key = (entity, k, text, j)
+                    if since is not None and since is not ...:
+                        self.obs_since[since_key] = since
+                    elif self.obs_since:
+                        self.obs_since.pop(since_key, None)
+                    if since is ...:  # written before incarnations were recorded
+                        self.obs_legacy.add(since_key)
+                    elif self.obs_legacy:
+                        self.obs_legacy.discard(since_key)
+            if self.name_feeds or self._entities:
+                self._changed_entity(entity)
+        elif kind == "entity.add":
             name, type_, k = row
             key = (name, k)
             cur = self.ent_add.get(key)
@@ -565,26 +627,6 @@ class State:
             _max_into(self.ent_del, name, self._stamp(at))
             self._changed_entity(name)
             self._relations = self._entity_order = None
-        elif kind == "obs.add":
-            entity, text, k, j, since = row
-            occ = (entity, k)
-            members = self.obs_add.get(occ)
-            if members is None:
-                members = self.obs_add[occ] = {}
-            member: Member = text if j == 0 else (text, j)
-            prior = members.get(member)
-            if prior is None or self.stamp_at(at) > self.stamp_at(prior):
-                members[member] = at
-                since_key = (entity, k, text, j)
-                if since is not None and since is not ...:
-                    self.obs_since[since_key] = since
-                elif self.obs_since:
-                    self.obs_since.pop(since_key, None)
-                if since is ...:  # written before incarnations were recorded
-                    self.obs_legacy.add(since_key)
-                elif self.obs_legacy:
-                    self.obs_legacy.discard(since_key)
-            self._changed_entity(entity)
         elif kind == "obs.del":
             entity, text, k = row
             _max_into(self.obs_del, (entity, k, text), self._stamp(at))
