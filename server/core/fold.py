@@ -482,7 +482,11 @@ class State:
             self.notes_version += 1
             return True
         row = self._refs.ref(op)
-        self._graph(kind, graph_row(kind, op.data), op.stamp if row is None else row)
+        if row is None:
+            self._graph(kind, graph_row(kind, op.data), op.stamp)
+        else:  # the row's own tuple: a relation's key is then the very tuple its row keeps
+            held = op.src.held[op.row]  # type: ignore[union-attr]
+            self._graph(kind, held if type(held) is tuple else graph_row(kind, op.data), row)
         return True
 
     def apply_rows(self, journal: Journal, start: int = 0) -> tuple[int, dict[str, tuple[int, int]]]:

@@ -250,8 +250,8 @@ def _journals(ops: list[Op]) -> dict[str, Journal]:
 def test_folding_journal_rows_as_the_op_cache_does_equals_folding_the_ops(ops: list[Op], rnd: random.Random) -> None:
     # A restart folds the op cache's rows straight from the columns (`apply_rows`, a graph op made into no op); it
     # must fold what the ops fold, in any order of shards, with a copy of a shard folded twice.
+    parsed = _journals(ops)  # encodes the ops: each learns its digest, the last part of its stamp
     expected = fold(ops)
-    parsed = _journals(ops)
     state = State()
     names = list(parsed) + list(parsed)[:1]  # a shard and a sync tool's copy of it
     rnd.shuffle(names)
