@@ -51,6 +51,7 @@ _PAYLOAD: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
 }
 _KNOWN: Final = frozenset(OP_KINDS)
 _TEXT_KEYS: Final = frozenset(("id", "text"))  # free text: never interned
+_INT_KEYS: Final = frozenset(("k", "j"))  # a graph row's optional ints (0 when absent)
 # A graph op's payload as a journal row keeps it (`graph_row`): its values in this order, an optional int 0 when
 # absent, `...` for an obs.add without `since` (written before incarnations were recorded).
 _GRAPH_KEYS: Final = {
@@ -454,16 +455,13 @@ def graph_data(kind: str, row: tuple[Any, ...]) -> dict[str, Any]:
 GRAPH_ROW_LENGTHS: Final = tuple(len(_GRAPH_KEYS[kind]) if kind in _GRAPH_KEYS else -1 for kind in OP_KINDS)
 
 
-_INT_KEYS: Final = frozenset(("k", "j"))
-
-
 class Journal:
     """Every op of one shard, by row (the order it was read or written in), in arrays: its stamp, kind, author,
     field names and line offset, and in `held` what the row keeps of its payload: a note op's compact payload while
-    the fold may need it, its note id alone once released; a graph op's op itself. A note's history and its field
-    registers refer to a note op by its row (`Refs`), never by an object, so an op costs some thirty bytes and its
-    payload, not an object, its ints and a stamp; `op(row)` makes the op when asked (a note's view, its history). The
-    storage layer's shard file is one, and reads the lines back (`line`)."""
+    the fold may need it, its note id alone once released; a graph op's values as a tuple (`graph_row`). A note's
+    history, its field registers and the graph's add registers refer to an op by its row (`Refs`), never by an object,
+    so an op costs some thirty bytes and its payload, not an object, its ints and a stamp; `op(row)` makes the op when
+    asked (a note's view, its history). The storage layer's shard file is one, and reads the lines back (`line`)."""
 
     __slots__ = (
         "_authors",
