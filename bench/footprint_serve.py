@@ -15,6 +15,14 @@ notes the notebook holds, before each measured start, as a synced notebook finds
 PYTHONPATH under which `hivenote.server` imports (for instance a folder holding `hivenote/server` as a link to a
 worktree of an older commit); without `--variant` the installed Hivenote is measured. Settings come from the
 environment as usual (`HIVENOTE_MEANING=false` measures the notebook without meaning search).
+
+    python bench/footprint_serve.py --graph 1000000 [--runs 3] [--variant ...]
+
+`--graph OPS` measures a knowledge graph instead: an official memory.jsonl of OPS ops' shape (a tenth entities, 22%
+relations, the rest observations, as agents using the official graph tools write them; seeded) imported through
+`hivenote import`, then per variant an empty server's start, a first start (the log only, no op cache) and a restart
+(with the op cache the first start left), each to its first answered graph search (`/api/graph/search`), and the
+settled RSS of both starts. The notes' rows are skipped (`--notes ""`).
 """
 
 from __future__ import annotations
@@ -119,6 +127,103 @@ class Run:
             self.process.wait()
 
 
+GRAPH_WORDS = 3000  # the observations' vocabulary (seeded): an agent's facts about people, services, decisions
+GRAPH_TYPES = ("person", "project", "service", "library", "decision", "team", "tool", "place", "bug", "meeting")
+GRAPH_RELATIONS = ("uses", "owns", "depends_on", "knows", "works_on", "decided", "blocks", "mentions")
+GRAPH_NEEDLE = "quartzfox"  # q, x and z are not in the vocabulary: the search matches the few entities seeded with it
+
+
+def write_memory_jsonl(path: Path, ops: int, seed: int = 34) -> dict[str, int]:
+    """An official memory.jsonl of `ops` ops' shape: ops/10 entities, 22% relations, the rest observations (2-12 per
+    entity, a sentence of 4-14 words each)."""
+    rnd = random.Random(seed)
+    vocab = [
+        "".join(rnd.choice("abcdefghijklmnoprstuvwy") for _ in range(rnd.randint(3, 10))) for _ in range(GRAPH_WORDS)
+    ]
+    entities = max(ops // 10, 2)
+    relations = ops * 22 // 100
+    observations = ops - entities - relations
+    per = [1] * entities  # at least one each, the rest spread unevenly
+    for _ in range(observations - entities):
+        per[rnd.randrange(entities)] += 1
+    needles = set(rnd.sample(range(entities), k=min(5, entities)))
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(entities):
+            texts = [" ".join(rnd.choices(vocab, k=rnd.randint(4, 14))) for _ in range(per[i])]
+            if i in needles:
+                texts[-1] += f" {GRAPH_NEEDLE}"
+            entity = {"type": "entity", "name": f"entity-{i:06d}", "entityType": rnd.choice(GRAPH_TYPES)}
+            out.write(json.dumps({**entity, "observations": texts}) + "\n")
+        for _ in range(relations):
+            a, b = rnd.sample(range(entities), k=2)
+            relation = {"from": f"entity-{a:06d}", "to": f"entity-{b:06d}", "relationType": rnd.choice(GRAPH_RELATIONS)}
+            out.write(json.dumps({"type": "relation", **relation}) + "\n")
+    return {"entities": entities, "observations": observations, "relations": relations}
+
+
+def import_graph(data: Path, ops: int) -> dict[str, int]:
+    """A notebook holding the graph, written through `hivenote import` as a user would."""
+    source = data.parent / f"memory-{ops}.jsonl"
+    shape = write_memory_jsonl(source, ops)
+    argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data), "import", "--format", "memory-jsonl"]
+    subprocess.run([*argv, str(source)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    source.unlink()
+    return shape
+
+
+def first_graph_search(data: Path, pythonpath: str | None) -> dict[str, float]:
+    """Seconds from `hivenote serve`'s start to its first answered graph search, and its RSS once settled."""
+    run = Run(data, pythonpath)
+    try:
+        run.wait_up()
+        token, query = token_of(data), urllib.parse.quote(GRAPH_NEEDLE)
+        while True:
+            status, body = get(f"{run.base}/api/graph/search?q={query}", token, timeout=300)
+            if status == 200:
+                break
+            if run.process.poll() is not None or time.monotonic() - run.started > 600:
+                raise RuntimeError(f"no graph search answered (status {status})")
+        searched = time.monotonic() - run.started
+        found = json.loads(body)["total"]
+        settle(run.process.pid, limit=600)
+        return {"search s": searched, "RSS": rss_mb(run.process.pid), "found": found}
+    finally:
+        run.stop()
+
+
+def measure_graph(root: Path, ops: int, variants: dict[str, str], runs: int) -> None:
+    book = root / f"graph{ops}"
+    book.mkdir()
+    shape = import_graph(book / "data", ops)
+    print(f"graph of {ops:,} ops: {shape}", flush=True)
+    rows: dict[str, dict[str, list[float]]] = {name: {} for name in variants}
+    for run in range(runs):
+        for name, path in variants.items():
+            empty = root / f"empty.{name}.{run}"
+            copy = root / f"graph.{name}.{run}"
+            shutil.copytree(book / "data", copy)
+            shutil.rmtree(copy / "cache", ignore_errors=True)
+            got = rows[name]
+            got.setdefault("empty s", []).append(first_graph_search(empty, path)["search s"])
+            first = first_graph_search(copy, path)
+            got.setdefault("first s", []).append(first["search s"])
+            got.setdefault("first RSS", []).append(first["RSS"])
+            again = first_graph_search(copy, path)
+            got.setdefault("restart s", []).append(again["search s"])
+            got.setdefault("restart RSS", []).append(again["RSS"])
+            assert first["found"] == again["found"] == min(5, shape["entities"]), (first, again)
+            shutil.rmtree(copy)
+            shutil.rmtree(empty)
+    print(f"{'variant':<12}{'empty s':>9}{'first s':>9}{'restart s':>11}{'first RSS':>11}{'restart RSS':>13}")
+    for name, got in rows.items():
+        med = {k: statistics.median(v) for k, v in got.items()}
+        print(
+            f"{name:<12}{med['empty s']:>9.2f}{med['first s']:>9.2f}{med['restart s']:>11.2f}"
+            f"{med['first RSS']:>11.0f}{med['restart RSS']:>13.0f}",
+            flush=True,
+        )
+
+
 def write_elsewhere(data: Path, n: int, run: int) -> None:
     """Another machine's shard of `n` notes (every other one an edit of a note the notebook holds), as the synced folder
     brings it while this one is off. A new machine each run, so every start meets ops its last run did not fold."""
@@ -199,9 +304,16 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="measure the first start (no op cache)")
     parser.add_argument("--elsewhere", type=int, default=0, help="another machine's notes before each start")
     parser.add_argument("--dir", help="where to build the notebooks")
+    parser.add_argument("--graph", type=int, default=0, help="measure a knowledge graph of this many ops instead")
     args = parser.parse_args()
     variants = dict(v.split("=", 1) for v in args.variant) or {"installed": ""}
     root = Path(tempfile.mkdtemp(prefix="hivenote-footprint-", dir=args.dir))
+    if args.graph:
+        try:
+            measure_graph(root, args.graph, variants, args.runs)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     books: dict[str, Path] = {}
     for n in (int(s) for s in args.notes.split(",") if s):
         write_log(books.setdefault(f"{n:,} notes", root / f"n{n}"), n)

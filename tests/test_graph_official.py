@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hivenote.server.core import graphsearch
 from hivenote.server.core.errors import EntityNotFound, InvalidInput
 from hivenote.server.core.model import Entity, Relation
 from hivenote.server.graph import Graph, graph_json
@@ -417,7 +418,8 @@ class OfficialModel:
 
 
 _names = st.sampled_from(["Alice", "alice", "Bob", "Zoë", "ZOË", "Dup", "", "a b"])
-_words = st.sampled_from(["tea", "TEA", "Likes tea", "é", "É", "x", "", " ", "a b", "İ", "ß"])
+_WORDS = ["tea", "TEA", "Likes tea", "é", "É", "x", "", " ", "a b", "İ", "ß"]
+_words = st.sampled_from(_WORDS)
 _texts = st.lists(_words, max_size=3)
 _entity = st.builds(lambda n, t, o: {"name": n, "entityType": t, "observations": o}, _names, _words, _texts)
 _relation = st.builds(
@@ -470,14 +472,17 @@ def _step(graph: Graph, model: OfficialModel, name: str, argument: Any) -> tuple
     st.lists(_entity, min_size=1, max_size=4),
     st.lists(_relation, min_size=1, max_size=4),
     st.lists(_operation, max_size=12),
+    st.sampled_from([0, 1, graphsearch.REBUILD_SLACK]),
 )
 def test_any_sequence_of_tool_calls_answers_like_the_official_server(
-    entities: list[dict[str, Any]], relations: list[dict[str, str]], calls: list[tuple[str, Any]]
+    entities: list[dict[str, Any]], relations: list[dict[str, str]], calls: list[tuple[str, Any]], slack: int
 ) -> None:
-    # Start from a populated graph so that reads and deletes usually have something to find.
+    # Start from a populated graph so that reads and deletes usually have something to find. The search's string of
+    # entity texts is made again after `slack` touched entities (0: at every search; else they are tested directly).
     operations = [("create_entities", entities), ("create_relations", relations), *calls]
     model = OfficialModel()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graphsearch, "REBUILD_SLACK", slack)
         with Store(Path(tmp) / "data") as store:
             graph = Graph(store)
             for name, argument in operations:
@@ -489,5 +494,7 @@ def test_any_sequence_of_tool_calls_answers_like_the_official_server(
                     ours, official = _step(graph, model, name, argument)
                     assert ours == official, name
                 assert graph_json(*graph.read_graph()) == model.read_graph(), name
+                for word in _WORDS:  # every search after every call: the texts it searches follow each change
+                    assert graph_json(*graph.search_nodes(word)) == model.search_nodes(word), (name, word)
         with Store(Path(tmp) / "data") as store:
             assert graph_json(*Graph(store).read_graph()) == model.read_graph()

@@ -14,10 +14,27 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .model import PLACEHOLDER, Entity, Facets, Note, Op, PayloadGone, Refs, Relation, Stamp, Version
+from .model import (
+    OP_KINDS,
+    PLACEHOLDER,
+    Entity,
+    Facets,
+    Journal,
+    Note,
+    Op,
+    PayloadGone,
+    Refs,
+    Relation,
+    Stamp,
+    Version,
+    graph_row,
+)
 
 _LEGACY: Any = object()  # an obs.add without `since` (written before incarnations were recorded)
 _NOTE_OPS = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
+_FIRST_K = (0,)  # the occurrences of a name added once (`State.ent_ks`)
+_SHORT_ENDS = 16  # relations at one name kept in a list (`State.rel_by_name`); more: a set
+_NOTE_CODES = frozenset(code for code, kind in enumerate(OP_KINDS) if kind in _NOTE_OPS)
 Epoch = tuple[int, int, str, int] | None  # an entity's latest delete (or a note's latest purge) as seen by a writer
 OccKey = tuple[str, int]  # (entity name, occurrence k): the official server allows same-name entities in one batch
 RelKey = tuple[str, str, str]  # (from, to, relationType)
@@ -33,6 +50,11 @@ def _same(a: Op | int | None, b: Op | int) -> bool:
 
 
 Entry = Op | int  # an op, or (once it has one) its row in a journal (`Refs`)
+# A graph add's stamp as a register keeps it: its row in a journal (`Refs`), or the stamp itself for an op in no
+# journal yet (this node's own write, applied before its line is written). A stamp object and its three ints cost
+# ~180 bytes an op, the row one int.
+At = Stamp | int
+Member = str | tuple[str, int]  # an observation in `State.obs_add`: its text, or (text, j) for an in-batch copy j > 0
 Revision = tuple[int, int, str, int, int]  # a note's latest stamp as a plain tuple: it compares as the `Stamp` it is
 
 
@@ -371,17 +393,23 @@ class State:
     last_wall: dict[str, int] = field(default_factory=dict)  # node -> latest wall clock seen in its ops
     notes: dict[str, NoteRecord] = field(default_factory=dict)
     longest_note_id: int = 0  # no id in `notes` is longer: an id that long can only be a prefix of itself
-    ent_add: dict[OccKey, Op] = field(default_factory=dict)
-    ent_ks: dict[str, set[int]] = field(default_factory=dict)
+    ent_add: dict[OccKey, tuple[At, str]] = field(default_factory=dict)  # the deciding add and the type it gives
+    # name -> the occurrences k ever added (almost always (0,), one shared tuple: a set per name cost 216 bytes)
+    ent_ks: dict[str, tuple[int, ...]] = field(default_factory=dict)
     ent_del: dict[str, Stamp] = field(default_factory=dict)
-    obs_add: dict[OccKey, dict[tuple[str, int], Stamp]] = field(default_factory=dict)
-    # (entity, k, text, j) -> the entity incarnation (its latest delete, None: none) the latest add of it was made in;
-    # absent for adds written before incarnations were recorded (they follow the stamp rule alone)
+    obs_add: dict[OccKey, dict[Member, At]] = field(default_factory=dict)
+    # (entity, k, text, j) -> the entity incarnation (its latest delete) the latest add of it was made in, when that
+    # is one (absent: none, the usual: a dict entry per observation cost ~100 bytes); in `obs_legacy` when that add
+    # was written before incarnations were recorded (it follows the stamp rule alone)
     obs_since: dict[tuple[str, int, str, int], Epoch] = field(default_factory=dict)
+    obs_legacy: set[tuple[str, int, str, int]] = field(default_factory=set)
     obs_del: dict[tuple[str, int, str], Stamp] = field(default_factory=dict)
-    rel_add: dict[tuple[str, str, str, int], Stamp] = field(default_factory=dict)
+    rel_add: dict[tuple[str, str, str, int], At] = field(default_factory=dict)
     rel_del: dict[RelKey, Stamp] = field(default_factory=dict)
-    rel_by_name: dict[str, set[tuple[str, str, str, int]]] = field(default_factory=dict)
+    # name -> the relations with an end there: a list while short (a set of five cost 728 bytes), a set once long
+    rel_by_name: dict[str, list[tuple[str, str, str, int]] | set[tuple[str, str, str, int]]] = field(
+        default_factory=dict
+    )
     graph_version: int = 0
     notes_version: int = 0
     # Change feeds of the indexes derived from this state (search, listing, graph search): each index adds a set
@@ -433,7 +461,98 @@ class State:
     def apply(self, op: Op) -> bool:
         """Fold one op in. Returns False (and changes nothing) if this very op was already applied. A different op
         at a `(node, seq)` already taken is a fork: it is applied too, and recorded in `forks`."""
-        node, seq, digest = op.node, op.seq, op.digest
+        kind = op.kind
+        if not self._seen(op.node, op.seq, op.digest, kind == PLACEHOLDER, op.wall):
+            return False
+        self._fold(op)
+        return True
+
+    def _fold(self, op: Op) -> bool:
+        """Fold an op whose position and digest are recorded (`_seen`)."""
+        kind = op.kind
+        if kind == PLACEHOLDER:
+            return True
+        if kind in _NOTE_OPS:
+            note_id = op.note_id  # a released op (from the op cache) has no payload to look in
+            rec = self.notes.get(note_id)
+            if rec is None:
+                rec = self.notes[note_id] = NoteRecord(note_id, self._refs)
+                self.longest_note_id = max(self.longest_note_id, len(note_id))
+            rec.apply(op)
+            for feed in self.note_feeds:
+                feed.add(note_id)
+            self.notes_version += 1
+            return True
+        row = self._refs.ref(op)
+        if row is None:
+            self._graph(kind, graph_row(kind, op.data), op.stamp)
+        else:  # the row's own tuple: a relation's key is then the very tuple its row keeps
+            held = op.src.held[op.row]  # type: ignore[union-attr]
+            self._graph(kind, held if type(held) is tuple else graph_row(kind, op.data), row)
+        return True
+
+    def apply_rows(self, journal: Journal, start: int = 0) -> tuple[int, dict[str, tuple[int, int]]]:
+        """Fold rows `start..` of a journal (the op cache's, just put in): a graph op's row straight from its columns
+        and payload tuple, no op made (a restart of a graph of 1M ops made 1M ops and 1M dicts only to fold them); a
+        note op's through its op, as `apply`. Returns how many were new, and each node's latest (wall, counter)."""
+        nodes, _, _ = journal.tables()
+        held, refs = journal.held, self._refs
+        columns = (journal.walls, journal.seqs, journal.digests, journal.kinds, journal.nodes)
+        applied = 0
+        rows = itertools.islice(zip(*columns, held, strict=True), start, None)
+        placeholder, note_codes = OP_KINDS.index(PLACEHOLDER), _NOTE_CODES
+        if self._seen_all(journal, start):  # the usual restart: every row new, one node's, in order
+            graph, base, kinds = self._graph, refs.row_ref(journal, 0), OP_KINDS  # a row's ref: base | row
+            for row, (_, _, _, code, _, entry) in enumerate(rows, start):
+                if code in note_codes:
+                    self._fold(journal.op(row))
+                elif code != placeholder:
+                    graph(kinds[code], entry, base | row)
+            return len(journal) - start, _latest(journal, start)
+        for row, (wall, seq, digest, code, node_code, entry) in enumerate(rows, start):
+            node = nodes[node_code]
+            if code in note_codes:
+                op = journal.op(row)
+                if self.apply(op):
+                    applied += 1
+                else:
+                    op.release()  # folded before (a copy of another shard): its row need not keep the payload
+                continue
+            if not self._seen(node, seq, digest, code == placeholder, wall):
+                continue
+            applied += 1
+            if code != placeholder:
+                self._graph(OP_KINDS[code], entry, refs.row_ref(journal, row))
+        return applied, _latest(journal, start)
+
+    def _seen_all(self, journal: Journal, start: int) -> bool:
+        """Record the positions and digests of rows `start..` at once when they are the usual restart's: the whole
+        journal of one node this state has seen nothing of, seq 1, 2, 3, ... (then every row is new). False, and
+        nothing recorded, otherwise (each row is then recorded by `_seen`)."""
+        n = len(journal)
+        if start or not n or journal.nodes.count(journal.nodes[0]) != n:
+            return False
+        node, seqs = journal.tables()[0][journal.nodes[0]], journal.seqs
+        if node in self.seen_upto or not isinstance(seqs, array) or seqs != array(seqs.typecode, range(1, n + 1)):
+            return False
+        digests = array("Q", journal.digests)
+        placeholder = OP_KINDS.index(PLACEHOLDER)
+        walls: Any = journal.walls
+        if journal.kinds.count(placeholder):  # a placeholder holds its seq: digest 0, and its wall is not seen
+            walls = []
+            for row, code in enumerate(journal.kinds):
+                if code == placeholder:
+                    digests[row] = 0
+                else:
+                    walls.append(journal.walls[row])
+        self.seen_upto[node] = n
+        self.seen_extra[node] = {}
+        self.digests[node] = digests
+        self.last_wall[node] = max(walls, default=0)
+        return True
+
+    def _seen(self, node: str, seq: int, digest: int, placeholder: bool, wall: int) -> bool:
+        """Record an op's position and digest; False when this very op was applied before."""
         upto = self.seen_upto.get(node)
         if upto is None:
             upto = self.seen_upto[node] = 0
@@ -441,7 +560,6 @@ class State:
             self.digests[node] = array("Q")
             self.last_wall[node] = 0
         extra = self.seen_extra[node]
-        placeholder = op.kind == PLACEHOLDER  # holds its seq, says nothing: never a second content
         if seq == upto + 1 and not extra:  # the usual case: a shard read in order
             self.seen_upto[node] = seq
             self.digests[node].append(0 if placeholder else digest)
@@ -466,61 +584,81 @@ class State:
             self.seen_upto[node] = upto
         else:
             extra[seq] = 0 if placeholder else digest
-        if placeholder:
-            return True
-        if op.wall > self.last_wall[node]:
-            self.last_wall[node] = op.wall
-        kind = op.kind
-        if kind in _NOTE_OPS:
-            note_id = op.note_id  # a released op (from the op cache) has no payload to look in
-            rec = self.notes.get(note_id)
-            if rec is None:
-                rec = self.notes[note_id] = NoteRecord(note_id, self._refs)
-                self.longest_note_id = max(self.longest_note_id, len(note_id))
-            rec.apply(op)
-            for feed in self.note_feeds:
-                feed.add(note_id)
-            self.notes_version += 1
-            return True
-        stamp, data = op.stamp, op.data
-        if kind == "entity.add":
-            key = (data["name"], data.get("k", 0))
+        if not placeholder and wall > self.last_wall[node]:
+            self.last_wall[node] = wall
+        return True
+
+    def _stamp(self, at: At) -> Stamp:
+        return Stamp(*self.stamp_at(at)) if type(at) is int else at  # type: ignore[return-value]
+
+    def _graph(self, kind: str, row: tuple[Any, ...], at: At) -> None:
+        """Fold a graph op, its payload as its journal row keeps it (`graph_row`) and its stamp as `At`."""
+        if kind == "obs.add":
+            entity, text, k, j, since = row
+            occ = (entity, k)
+            members = self.obs_add.get(occ)
+            if members is None:
+                members = self.obs_add[occ] = {}
+            member: Member = text if j == 0 else (text, j)
+            prior = members.get(member)
+            if prior is None or self.stamp_at(at) > self.stamp_at(prior):
+                members[member] = at
+                if since is not None or self.obs_since or self.obs_legacy:  # else nothing to record or undo
+                    since_key = (entity, k, text, j)
+                    if since is not None and since is not ...:
+                        self.obs_since[since_key] = since
+                    elif self.obs_since:
+                        self.obs_since.pop(since_key, None)
+                    if since is ...:  # written before incarnations were recorded
+                        self.obs_legacy.add(since_key)
+                    elif self.obs_legacy:
+                        self.obs_legacy.discard(since_key)
+            if self.name_feeds or self._entities:
+                self._changed_entity(entity)
+        elif kind == "entity.add":
+            name, type_, k = row
+            key = (name, k)
             cur = self.ent_add.get(key)
-            if cur is None or stamp > cur.stamp:
-                self.ent_add[key] = op
-            self.ent_ks.setdefault(key[0], set()).add(key[1])
-            self._changed_entity(key[0])
+            if cur is None or self.stamp_at(at) > self.stamp_at(cur[0]):
+                self.ent_add[key] = (at, type_)
+            ks = self.ent_ks.get(name)
+            if ks is None:
+                self.ent_ks[name] = _FIRST_K if k == 0 else (k,)
+            elif k not in ks:
+                self.ent_ks[name] = (*ks, k)
+            self._changed_entity(name)
             self._entity_added(key, fresh=cur is None)
         elif kind == "entity.del":
-            _max_into(self.ent_del, data["name"], stamp)
-            self._changed_entity(data["name"])
+            name = row[0]
+            _max_into(self.ent_del, name, self._stamp(at))
+            self._changed_entity(name)
             self._relations = self._entity_order = None
-        elif kind == "obs.add":
-            occ = (data["entity"], data.get("k", 0))
-            members = self.obs_add.setdefault(occ, {})
-            member = (data["text"], data.get("j", 0))
-            prior = members.get(member)
-            if prior is None or stamp > prior:
-                members[member] = stamp
-                if "since" in data:
-                    self.obs_since[(*occ, *member)] = data["since"]
-                else:
-                    self.obs_since.pop((*occ, *member), None)
-            self._changed_entity(occ[0])
         elif kind == "obs.del":
-            _max_into(self.obs_del, (data["entity"], data.get("k", 0), data["text"]), stamp)
-            self._changed_entity(data["entity"])
+            entity, text, k = row
+            _max_into(self.obs_del, (entity, k, text), self._stamp(at))
+            self._changed_entity(entity)
         elif kind == "rel.add":
-            rkey = (data["from"], data["to"], data["type"], data.get("j", 0))
-            _max_into(self.rel_add, rkey, stamp)
-            self.rel_by_name.setdefault(rkey[0], set()).add(rkey)
-            self.rel_by_name.setdefault(rkey[1], set()).add(rkey)
+            rkey = row
+            prior_rel = self.rel_add.get(rkey)
+            if prior_rel is None or self.stamp_at(at) > self.stamp_at(prior_rel):
+                self.rel_add[rkey] = at
+            by_name = self.rel_by_name
+            for end in (rkey[0], rkey[1]):
+                ends = by_name.get(end)
+                if ends is None:
+                    by_name[end] = [rkey]
+                elif type(ends) is list:
+                    if rkey not in ends:
+                        ends.append(rkey)
+                        if len(ends) > _SHORT_ENDS:
+                            by_name[end] = set(ends)
+                else:
+                    ends.add(rkey)  # type: ignore[union-attr]
             self._relations = None
         else:  # rel.del
-            _max_into(self.rel_del, (data["from"], data["to"], data["type"]), stamp)
+            _max_into(self.rel_del, row, self._stamp(at))
             self._relations = None
         self.graph_version += 1
-        return True
 
     def _second(self, node: str, seq: int, digest: int, first: int) -> bool:
         """Whether an op at an already taken position is new: a fork's other line (recorded as evidence), or the
@@ -545,7 +683,7 @@ class State:
         order = self._entity_order
         if order is None:
             return
-        if fresh and (not order or self.ent_add[order[-1]].stamp < self.ent_add[occ].stamp):
+        if fresh and (not order or self.added(order[-1]) < self.added(occ)):
             if self.entity_alive(occ):
                 order.append(occ)
         else:
@@ -575,11 +713,35 @@ class State:
         return set(range(1, self.seen_upto.get(node, 0) + 1)) | set(self.seen_extra.get(node, {}))
 
     def placed(self, op: Op) -> None:
-        """An op applied before its line was written (`Store.write`) now has its journal row (`NoteRecord.placed`)."""
-        if op.kind in _NOTE_OPS:
+        """An op applied before its line was written (`Store.write`) now has its journal row: a note's history
+        (`NoteRecord.placed`) and a graph add's register (when it still decides it) keep the row, not the op."""
+        kind = op.kind
+        if kind in _NOTE_OPS:
             rec = self.notes.get(op.note_id)
             if rec is not None:
                 rec.placed(op)
+            return
+        if kind not in ("entity.add", "obs.add", "rel.add"):
+            return
+        row = self._refs.ref(op)
+        if row is None:
+            return
+        data, stamp = op.data, op.stamp
+        if kind == "entity.add":
+            key = (data["name"], data.get("k", 0))
+            add = self.ent_add.get(key)
+            if add is not None and add[0] == stamp:
+                self.ent_add[key] = (row, add[1])
+        elif kind == "obs.add":
+            members = self.obs_add.get((data["entity"], data.get("k", 0)), {})
+            j = data.get("j", 0)
+            member: Member = data["text"] if j == 0 else (data["text"], j)
+            if members.get(member) == stamp:
+                members[member] = row
+        else:
+            rkey = (data["from"], data["to"], data["type"], data.get("j", 0))
+            if self.rel_add.get(rkey) == stamp:
+                self.rel_add[rkey] = row
 
     def apply_all(self, ops: Iterable[Op]) -> int:
         return sum(1 for op in ops if self.apply(op))
@@ -641,14 +803,33 @@ class State:
 
     # -- knowledge graph ----------------------------------------------------------------------------
 
+    def stamp_at(self, at: At) -> tuple[int, int, str, int, int]:
+        """The stamp of a graph add a register keeps (`At`), as a plain tuple: it compares as the `Stamp` it is."""
+        if type(at) is int:
+            return self._refs.stamp(at)
+        assert isinstance(at, Stamp)
+        return at
+
+    def added_op(self, occ: OccKey) -> Op | None:
+        """The add that decides an entity occurrence, made from its journal row (None: in no journal yet)."""
+        add = self.ent_add.get(occ)
+        return None if add is None or type(add[0]) is not int else self._refs.op(add[0])
+
+    def added(self, occ: OccKey) -> tuple[int, int, str, int, int]:
+        """The stamp of the add that decides an entity occurrence (one that was added)."""
+        return self.stamp_at(self.ent_add[occ][0])
+
     def entity_alive(self, occ: OccKey) -> bool:
-        op = self.ent_add.get(occ)
-        return op is not None and _newer(op.stamp, self.ent_del.get(occ[0]))
+        add = self.ent_add.get(occ)
+        if add is None:
+            return False
+        deleted = self.ent_del.get(occ[0])
+        return deleted is None or self.stamp_at(add[0]) > deleted
 
     def occurrences(self, name: str) -> list[OccKey]:
         """Live entities with this exact name, oldest first (more than one only after an in-batch duplicate)."""
         live = [(name, k) for k in self.ent_ks.get(name, ()) if self.entity_alive((name, k))]
-        live.sort(key=lambda occ: self.ent_add[occ].stamp)
+        live.sort(key=self.added)
         return live
 
     def entity_epoch(self, name: str) -> Epoch:
@@ -658,38 +839,54 @@ class State:
 
     def observations(self, occ: OccKey) -> list[str]:
         name, k = occ
-        ent_del, obs_del, since = self.ent_del.get(name), self.obs_del, self.obs_since
+        ent_del, obs_del, since, legacy = self.ent_del.get(name), self.obs_del, self.obs_since, self.obs_legacy
         epoch = self.entity_epoch(name)
-        live = [
-            (stamp, text)
-            for (text, j), stamp in self.obs_add.get(occ, {}).items()
-            if _newer(stamp, ent_del, obs_del.get((name, k, text)))
-            and since.get((name, k, text, j), _LEGACY) in (_LEGACY, epoch)
-        ]
+        stamp_at = self.stamp_at
+        live = []
+        for member, at in self.obs_add.get(occ, {}).items():
+            text, j = (member, 0) if isinstance(member, str) else member
+            stamp = stamp_at(at)
+            if not _newer(stamp, ent_del, obs_del.get((name, k, text))):  # type: ignore[arg-type]
+                continue
+            key = (name, k, text, j)
+            if key in legacy or since.get(key) == epoch:
+                live.append((stamp, text))
         live.sort()
         return [text for _, text in live]
+
+    def entity_type(self, occ: OccKey) -> str:
+        """The type of an entity occurrence (one that was added)."""
+        return self.ent_add[occ][1]
 
     def entity(self, occ: OccKey) -> Entity:
         built = self._entities.get(occ)
         if built is None:
-            built = self._entities[occ] = Entity(occ[0], self.ent_add[occ].data["type"], tuple(self.observations(occ)))
+            built = self._entities[occ] = Entity(occ[0], self.ent_add[occ][1], tuple(self.observations(occ)))
         return built
 
     def relation_alive(self, key: tuple[str, str, str, int]) -> bool:
         f, t, ty, _ = key
-        return _newer(self.rel_add[key], self.rel_del.get((f, t, ty)), self.ent_del.get(f), self.ent_del.get(t))
+        rel_del, ent_del = self.rel_del, self.ent_del
+        if not rel_del and not ent_del:  # nothing was ever deleted: every add is live
+            return True
+        return _newer(
+            self.stamp_at(self.rel_add[key]),  # type: ignore[arg-type]
+            rel_del.get((f, t, ty)),
+            ent_del.get(f),
+            ent_del.get(t),
+        )
 
     def relations_touching(self, names: Iterable[str]) -> list[Relation]:
         """Live relations with either end in `names`, in graph order."""
         keys: set[tuple[str, str, str, int]] = set()
         for name in names:
             keys.update(self.rel_by_name.get(name, ()))
-        live = sorted((self.rel_add[k], k) for k in keys if self.relation_alive(k))
+        live = sorted((self.stamp_at(self.rel_add[k]), k) for k in keys if self.relation_alive(k))
         return [Relation(k[0], k[1], k[2]) for _, k in live]
 
     def _graph_order(self, occs: Iterable[OccKey]) -> list[OccKey]:
         """The official server's order: insertion order, i.e. by add stamp."""
-        return sorted(occs, key=lambda occ: self.ent_add[occ].stamp)
+        return sorted(occs, key=self.added)
 
     def sorted_entities(self, occs: Iterable[OccKey]) -> list[Entity]:
         return [self.entity(occ) for occ in self._graph_order(occs)]
@@ -717,7 +914,8 @@ class State:
             order = self._entity_order = self._graph_order(occ for occ in self.ent_add if self.entity_alive(occ))
         relations = self._relations
         if relations is None:
-            live = sorted((s, k) for k, s in self.rel_add.items() if self.relation_alive(k))
+            stamp_at = self.stamp_at
+            live = sorted((stamp_at(s), k) for k, s in self.rel_add.items() if self.relation_alive(k))
             relations = self._relations = [Relation(k[0], k[1], k[2]) for _, k in live]
         return order, relations
 
@@ -727,7 +925,7 @@ class State:
     def relation_keys(self, f: str, t: str, ty: str) -> list[tuple[str, str, str, int]]:
         """The live copies of this triple, oldest first (the official server keeps in-batch duplicates)."""
         live = [k for k in self.rel_by_name.get(f, ()) if k[:3] == (f, t, ty) and self.relation_alive(k)]
-        live.sort(key=lambda k: self.rel_add[k])
+        live.sort(key=lambda k: self.stamp_at(self.rel_add[k]))
         return live
 
     # -- canonical form (for tests and compaction checks) -------------------------------------------
@@ -741,6 +939,23 @@ class State:
             "entities": [e.to_json() for e in entities],
             "relations": [r.to_json() for r in relations],
         }
+
+
+def _latest(journal: Journal, start: int) -> dict[str, tuple[int, int]]:
+    """Each node's latest (wall, counter) in rows `start..` of a journal (a shard's rows are one node's but for a
+    copy, a branch or a sync tool's conflict file)."""
+    nodes = journal.tables()[0]
+    if start >= len(journal):
+        return {}
+    stamps = zip(journal.walls[start:], journal.counters[start:], strict=True)
+    if len(set(journal.nodes[start:])) == 1:
+        return {nodes[journal.nodes[start]]: max(stamps)}
+    latest: dict[str, tuple[int, int]] = {}
+    for code, stamp in zip(journal.nodes[start:], stamps, strict=True):
+        node = nodes[code]
+        if stamp > latest.get(node, (-1, -1)):
+            latest[node] = stamp
+    return latest
 
 
 def _max_into(registers: dict[Any, Stamp], key: Any, stamp: Stamp) -> None:

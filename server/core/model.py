@@ -11,7 +11,7 @@ import hashlib
 import json
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -36,6 +36,7 @@ OP_KINDS: Final = (
 )
 
 # Payload keys of each op kind: (required string keys, optional non-negative int keys).
+NOTE_OPS: Final = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
 _PAYLOAD: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "note.trash": (("id",), ()),
     "note.restore": (("id",), ()),
@@ -49,6 +50,15 @@ _PAYLOAD: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     PLACEHOLDER: ((), ()),
 }
 _KNOWN: Final = frozenset(OP_KINDS)
+_TEXT_KEYS: Final = frozenset(("id", "text"))  # free text: never interned
+_INT_KEYS: Final = frozenset(("k", "j"))  # a graph row's optional ints (0 when absent)
+# A graph op's payload as a journal row keeps it (`graph_row`): its values in this order, an optional int 0 when
+# absent, `...` for an obs.add without `since` (written before incarnations were recorded).
+_GRAPH_KEYS: Final = {
+    kind: (*required, *optional, *(("since",) if kind == "obs.add" else ()))
+    for kind, (required, optional) in _PAYLOAD.items()
+    if kind not in NOTE_OPS
+}
 _KINDS: Final = {kind: kind for kind in OP_KINDS}
 _FIELD_NAMES: Final = {name: name for name in NOTE_FIELDS}
 
@@ -140,7 +150,6 @@ class PayloadGone(LookupError):
     """A released op's payload is no longer in its shard (compaction dropped the line)."""
 
 
-NOTE_OPS: Final = frozenset(("note.set", "note.trash", "note.restore", "note.purge"))
 _NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}  # one shared tuple per combination of field names
 
 
@@ -426,13 +435,33 @@ _TYPECODES: Final = (
 )
 
 
+def graph_row(kind: str, data: dict[str, Any]) -> tuple[Any, ...]:
+    """A graph op's payload as its journal row keeps it: a tuple of its values (`_GRAPH_KEYS`), not a dict (a graph of
+    1M ops held 1M dicts of ~200 bytes each)."""
+    return tuple(data.get(key, ... if key == "since" else 0) for key in _GRAPH_KEYS[kind])
+
+
+def graph_data(kind: str, row: tuple[Any, ...]) -> dict[str, Any]:
+    """The payload dict a `graph_row` was made from."""
+    data = {}
+    for key, value in zip(_GRAPH_KEYS[kind], row, strict=True):
+        if value is ... or (value == 0 and type(value) is int and key in _INT_KEYS):
+            continue
+        data[key] = value
+    return data
+
+
+# The length of a `graph_row` of each op kind by its code (-1: a note op's), for the op cache's check of what it read.
+GRAPH_ROW_LENGTHS: Final = tuple(len(_GRAPH_KEYS[kind]) if kind in _GRAPH_KEYS else -1 for kind in OP_KINDS)
+
+
 class Journal:
     """Every op of one shard, by row (the order it was read or written in), in arrays: its stamp, kind, author,
     field names and line offset, and in `held` what the row keeps of its payload: a note op's compact payload while
-    the fold may need it, its note id alone once released; a graph op's op itself. A note's history and its field
-    registers refer to a note op by its row (`Refs`), never by an object, so an op costs some thirty bytes and its
-    payload, not an object, its ints and a stamp; `op(row)` makes the op when asked (a note's view, its history). The
-    storage layer's shard file is one, and reads the lines back (`line`)."""
+    the fold may need it, its note id alone once released; a graph op's values as a tuple (`graph_row`). A note's
+    history, its field registers and the graph's add registers refer to an op by its row (`Refs`), never by an object,
+    so an op costs some thirty bytes and its payload, not an object, its ints and a stamp; `op(row)` makes the op when
+    asked (a note's view, its history). The storage layer's shard file is one, and reads the lines back (`line`)."""
 
     __slots__ = (
         "_authors",
@@ -466,7 +495,7 @@ class Journal:
         self.nodes = array("B")  # codes into `_nodes`
         self.bys = array("B")  # codes into `_authors`
         self.names = array("B")  # codes into `_names` (a note op's field names; 0: none)
-        self.held: list[Op | tuple[Any, ...] | str | None] = []
+        self.held: list[tuple[Any, ...] | str | None] = []
         self._nodes: list[str] = []
         self._node_code: dict[str, int] = {}
         self._authors: list[Author] = []
@@ -509,7 +538,10 @@ class Journal:
         put(self.nodes, "nodes", node_code)
         put(self.bys, "bys", by_code)
         put(self.names, "names", name_code)
-        self.held.append(op if op.cached_names is None else op.cached_payload())  # type: ignore[arg-type]
+        payload = op.cached_payload()
+        # A graph op's row keeps its payload as a tuple (`graph_row`), never the op: the state holds what the fold
+        # needs of it (its stamp by this row), and the op cache what a restart folds again.
+        self.held.append(graph_row(op.kind, payload) if op.cached_names is None else payload)  # type: ignore[arg-type]
 
     @property
     def wide(self) -> bool:
@@ -536,35 +568,19 @@ class Journal:
         if not self.wide:
             self.walls, self.counters, self.seqs = list(self.walls), list(self.counters), list(self.seqs)
 
-    def rows(self) -> Iterator[Op]:
-        """Every row's op in order (the op cache's rows just put in with `extend`), made for the moment: a note op's
-        row keeps its payload (the fold refers to the row), a graph op's row the op."""
-        nodes, authors, names, held, kinds = self._nodes, self._authors, self._names, self.held, OP_KINDS
-        columns = (self.walls, self.counters, self.seqs, self.digests, self.ats, self.kinds, self.nodes, self.bys)
-        for row, (wall, counter, seq, digest, at, kind, node, by, name, entry) in enumerate(
-            zip(*columns, self.names, held, strict=True)
-        ):
-            op = Op(nodes[node], seq, wall, counter, kinds[kind], {} if entry is None else entry, authors[by], digest)
-            op._names = names[name]
-            op.at, op.src, op.row = at, self, row
-            if op._names is None:
-                held[row] = op
-            yield op
-
     def stamp(self, row: int) -> Stamp:
         return Stamp(
             self.walls[row], self.counters[row], self._nodes[self.nodes[row]], self.seqs[row], self.digests[row]
         )
 
     def op(self, row: int) -> Op:
-        """The op of `row`: a graph op's very one, a note op's made from the row (released: its payload is read back
-        when asked)."""
+        """The op of `row`, made from the row (a released note op's payload is read back when asked)."""
         entry = self.held[row]
-        if isinstance(entry, Op):
-            return entry
         kind = OP_KINDS[self.kinds[row]]
-        payload: dict[str, Any] | tuple[Any, ...] | str = {} if entry is None else entry
         names = self._names[self.names[row]]
+        payload: dict[str, Any] | tuple[Any, ...] | str = {} if entry is None else entry
+        if names is None and type(entry) is tuple:
+            payload = graph_data(kind, entry)
         op = Op(
             self._nodes[self.nodes[row]],
             self.seqs[row],
@@ -577,8 +593,6 @@ class Journal:
             names,
         )
         op.at, op.src, op.row = self.ats[row], self, row
-        if names is None and op.held:  # a graph op's payload the op cache kept: the op holds it from now on
-            self.held[row] = op
         return op
 
     def field_names(self, row: int) -> tuple[str, ...]:
@@ -617,10 +631,9 @@ class Journal:
     def unhold(self, start: int, end: int) -> None:
         """Let go of the graph ops of rows `start..end` (a shard read again from its start: the state holds what it
         needs of them; a note op's row keeps what the fold refers to, and the fold lets go of it as before)."""
-        held = self.held
+        held, names = self.held, self.names
         for row in range(start, end):
-            entry = held[row]
-            if isinstance(entry, Op):  # a graph op (a note op's row keeps what the fold refers to)
+            if names[row] == 0:  # a graph op (a note op's row keeps what the fold refers to)
                 held[row] = None
 
     def tables(self) -> tuple[list[str], list[Author], list[tuple[str, ...] | None]]:
@@ -631,7 +644,7 @@ class Journal:
         self,
         columns: tuple[tuple[str, bytes], ...],
         tables: tuple[list[str], list[Author], list[tuple[str, ...] | None]],
-        held: list[Op | tuple[Any, ...] | str | None],
+        held: list[tuple[Any, ...] | str | None],
     ) -> None:
         """Append rows saved by `columns_of` (the op cache), their tables and held entries. Only into an empty
         journal (the codes are the saved ones)."""
@@ -697,6 +710,16 @@ class Refs:
             self.journals.append(src)
         self._last, self._base = src, code << _ROW_BITS
         return self._base | op.row
+
+    def row_ref(self, journal: Journal, row: int) -> int:
+        """Row `row` of `journal` as a ref (`ref` of its op, without the op)."""
+        if journal is not self._last:
+            code = self._codes.get(id(journal))
+            if code is None:
+                code = self._codes[id(journal)] = len(self.journals)
+                self.journals.append(journal)
+            self._last, self._base = journal, code << _ROW_BITS
+        return self._base | row
 
     def op(self, entry: Op | int) -> Op:
         if type(entry) is int:
@@ -875,7 +898,9 @@ def _payload(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
         value = raw.get(key)
         if not isinstance(value, str):
             raise CorruptLine(f"{kind} needs a string {key!r}")
-        data[key] = value
+        # A name, type or relation type is one object however many lines repeat it (an entity's observations each
+        # name it: 680k lines of a graph held 100k names 680k times); the op cache keeps it so (marshal).
+        data[key] = value if key in _TEXT_KEYS else sys.intern(value)
     for key in optional:
         if key in raw:
             value = raw[key]

@@ -1,4 +1,4 @@
-"""Which documents contain a substring: an in-memory index over already-folded texts, for note and graph search.
+"""Which documents contain a substring: an in-memory index over already-folded texts, for note search.
 
 Pure: imports only the standard library. Measured departures from the planned design (bench/bench_textindex.py,
 100k documents): a hit in the vocabulary is widened to its token with `rfind`/`find` of the newline separators

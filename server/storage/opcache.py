@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ..core.model import NOTE_OPS, OP_KINDS, Author, Imported, Journal, Op, author, shared_names
+from ..core.model import GRAPH_ROW_LENGTHS, NOTE_OPS, OP_KINDS, Author, Imported, Journal, author, shared_names
 from .files import private_dir, write_whole
 from .gcpause import collector_paused
 
 # 7: a shard's ops as columns (a journal's, each with its typecode) and one payload per op, no row tuples
 # 8: an author may carry the import that wrote its op (`Author.imported`)
-MAGIC = b"hivenote-opcache-8\n"
+# 9: a graph op's payload as its journal row (`graph_row`: a tuple of values), its labels interned
+MAGIC = b"hivenote-opcache-9\n"
 
 Tables = tuple[list[str], list[Author], list[tuple[str, ...] | None]]  # node ids, authors, field-name tuples
 
@@ -40,7 +40,7 @@ class ShardEntry:
     # `Journal.columns_of`: every op's stamp, kind, author, names and offset, each column as its typecode and bytes
     columns: tuple[tuple[str, bytes], ...] = ()
     tables: Tables = field(default_factory=lambda: _no_tables())
-    # per op: a graph op's payload, a note op's compact one, or (released) its note id
+    # per op: a graph op's row (`graph_row`), a note op's compact payload, or (released) its note id
     payloads: list[Any] = field(default_factory=list)
 
 
@@ -130,19 +130,17 @@ def _valid(columns: tuple[tuple[str, bytes], ...], tables: Tables, payloads: lis
     for codes, table in ((probe.nodes, tables[0]), (probe.bys, tables[1]), (probe.names, tables[2])):
         if codes and max(codes) >= len(table):
             return False
-    note = _NOTE_CODES
+    note, lengths = _NOTE_CODES, GRAPH_ROW_LENGTHS
     for code, payload in zip(probe.kinds, payloads, strict=True):
         if code in note:
             if type(payload) is not str and (type(payload) is not tuple or type(payload[0]) is not str):
                 return False
-        elif type(payload) is not dict:
+        elif type(payload) is not tuple or len(payload) != lengths[code]:
             return False
     return True
 
 
-def fill(entry: ShardEntry, journal: Journal) -> Iterator[Op]:
-    """Put the entry's rows into an empty journal and yield each op in order (a released one made for the moment:
-    its journal keeps its row, and the fold its place in the note's history)."""
+def fill(entry: ShardEntry, journal: Journal) -> None:
+    """Put the entry's rows into an empty journal (the fold takes them from there: `State.apply_rows`)."""
     journal.extend(entry.columns, entry.tables, entry.payloads)
     entry.payloads = []
-    return journal.rows()

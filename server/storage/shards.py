@@ -321,13 +321,8 @@ class Shards:
         source = cur.source
         if len(source):
             return 0  # rows from an earlier read: the cache fills an empty journal only
-        apply = self.state.apply
-        latest: dict[str, tuple[int, int]] = {}  # the clock only needs each node's latest stamp
-        for op in opcache.fill(entry, source):
-            if not apply(op):
-                op.release()  # folded before (a copy of another shard): its row need not keep the payload
-            if (op.wall, op.counter) > latest.get(op.node, (-1, -1)):
-                latest[op.node] = (op.wall, op.counter)
+        opcache.fill(entry, source)
+        _, latest = self.state.apply_rows(source)  # the clock only needs each node's latest stamp
         for node, (wall, counter) in latest.items():
             self.clock.observe(wall, counter, node)
         self.cached_ops += len(source)
@@ -345,7 +340,7 @@ class Shards:
             h = cur.health
             health = (h.ops, h.bad, h.unknown, [(b.line, b.reason) for b in h.bad_lines])
             source = cur.source
-            payloads = [e.cached_payload() if isinstance(e, Op) else e for e in source.held[cur.start :]]
+            payloads = source.held[cur.start :]
             entry = opcache.ShardEntry(name, cur.offset, cur.line_no, cur.prefix.digest(), health)
             entry.columns, entry.tables, entry.payloads = source.columns_of(cur.start), source.tables(), payloads
             entries.append(entry)

@@ -821,7 +821,9 @@ async def test_the_author_identify_returns_is_recorded_on_the_ops(
         await client.call_tool("create_entities", {"entities": [{"name": "P", "entityType": "t", "observations": []}]})
         await client.call_tool("read_graph")
         await client.call_tool("nope")
-    assert store.state.ent_add[("P", 0)].by == Author(agent="http", client="cursor-vscode", person="tester")
+    added = store.state.added_op(("P", 0))
+    assert added is not None
+    assert added.by == Author(agent="http", client="cursor-vscode", person="tester")
     assert calls.seen == ["cursor-vscode"] * 3  # every call, even one the server refuses
 
 

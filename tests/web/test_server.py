@@ -265,7 +265,8 @@ def test_the_graph_endpoint_is_the_official_drop_in_and_tells_subscribers_of_cha
                 assert [e["name"] for e in read.structured_content["entities"]] == ["Ann", "Bob"]
 
     anyio.run(scenario)
-    ann = running.store.state.ent_add[("Ann", 0)]
+    ann = running.store.state.added_op(("Ann", 0))
+    assert ann is not None
     assert ann.by.agent == "claude-desktop"
 
 
