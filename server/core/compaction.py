@@ -8,6 +8,7 @@ is kept so `seq` continues; when its op no longer matters it becomes a content-f
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from .fold import State
@@ -23,12 +24,8 @@ def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
     keep: set[int] = set()
     last_seq: tuple[int, int] = (0, -1)
     last_op: Op | None = None
-    for idx, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            op = decode_op(line)
-        except CorruptLine:
+    for idx, op in _read(lines):
+        if op is None:  # unreadable lines are never deleted
             keep.add(idx)
             continue
         if op.node != node:
@@ -51,8 +48,7 @@ def lines_to_keep(lines: list[bytes], state: State, node: str) -> list[bytes]:
     if last_op is not None and last_seq[1] not in keep:
         # Kept only so the next seq continues after it: a content-free line in its place (a purged note's text must
         # not survive in it), with the same (node, seq) and stamp.
-        placeholder = Op(last_op.node, last_op.seq, last_op.wall, last_op.counter, PLACEHOLDER, {}, Author("", "", ""))
-        stand_in = placeholder.encode()[:-1]
+        stand_in = _stand_in(last_op)
         keep.add(last_seq[1])
     return [stand_in if stand_in and idx == last_seq[1] else line for idx, line in enumerate(lines) if idx in keep]
 
@@ -66,28 +62,39 @@ def without_purged(lines: list[bytes], state: State) -> list[bytes] | None:
     dropped = False
     last: tuple[int, int, Op | None] = (0, -1, None)
     out: list[tuple[int, bytes]] = []
-    for idx, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            op = decode_op(line)
-        except CorruptLine:
-            out.append((idx, line))  # unreadable lines are never deleted
+    for idx, op in _read(lines):
+        if op is None:  # unreadable lines are never deleted
+            out.append((idx, lines[idx]))
             continue
         if op.seq >= last[0]:
             last = (op.seq, idx, op)
         if op.kind.startswith("note.") and op.kind != "note.purge" and _masked(op, state):
             dropped = True
             continue
-        out.append((idx, line))
+        out.append((idx, lines[idx]))
     if not dropped:
         return None
     _, at, end = last
     if end is not None and all(idx != at for idx, _ in out):
-        placeholder = Op(end.node, end.seq, end.wall, end.counter, PLACEHOLDER, {}, Author("", "", ""))
-        out.append((at, placeholder.encode()[:-1]))
+        out.append((at, _stand_in(end)))
         out.sort(key=lambda pair: pair[0])
     return [line for _, line in out]
+
+
+def _read(lines: list[bytes]) -> Iterator[tuple[int, Op | None]]:
+    """Each non-blank line's index and op (None: a line that does not decode)."""
+    for idx, line in enumerate(lines):
+        if line.strip():
+            try:
+                yield idx, decode_op(line)
+            except CorruptLine:
+                yield idx, None
+
+
+def _stand_in(op: Op) -> bytes:
+    """A content-free line in the place of `op` (the same node, seq and stamp, no newline): kept so the seq after it
+    continues, with none of a purged note's text."""
+    return Op(op.node, op.seq, op.wall, op.counter, PLACEHOLDER, {}, Author("", "", "")).encode()[:-1]
 
 
 def _masked(op: Op, state: State) -> bool:
