@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
-from hivenote.server.storage.store import Store
 from hivenote.server.transfer import ImportSummary, export_notebook, import_notes, parse_notebook
+from tests.support.notes import machines_on_one_log
 
 DAY_MS = 86_400_000
 START_MS = 1_800_000_000_000
@@ -56,60 +56,44 @@ steps = st.builds(Step, st.integers(0, 2), skews, st.sampled_from(("edit", "edit
 def test_after_a_purge_and_every_machines_compaction_the_text_is_in_no_shard_whatever_the_stamps(
     creator: int, creator_skew: int, before: list[Step], purger: int, purger_skew: int, compaction_order: list[int]
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, machines_on_one_log(Path(tmp), START_MS) as (stores, now, skew):
         root = Path(tmp)
-        now = [START_MS]
-        skew = [0, 0, 0]
-        stores = [
-            Store(root / f"m{i}", now_ms=lambda i=i: now[0] + skew[i], log_dir=root / "log")  # type: ignore[misc]
-            for i in range(3)
-        ]
+
+        def act(i: int, ahead: int) -> Notebook:
+            now[0] += 1_000  # real time goes on
+            skew[i] = ahead
+            stores[i].refresh()  # the folder carried every line written so far
+            return Notebook(stores[i], author=BY)
+
+        note_id = act(creator, creator_skew).remember(kind="fact", title="secret-0", body="secret body").note.id
+        kept: set[str] = set()
+        for n, step in enumerate(before, start=1):
+            notebook = act(step.actor, step.skew)
+            if step.action == "edit":
+                notebook.update(note_id, title=f"secret-{n}", body=f"secret body {n}")
+            else:
+                kept.add(notebook.remember(kind="fact", title=f"kept-{n}").note.id)
+        notebook = act(purger, purger_skew)
+        notebook.forget(note_id)
+        notebook.purge(note_id)
+        for i in compaction_order:
+            act(i, skew[i])
+            stores[i].compact()
         for store in stores:
-            store.open()
-        try:
-
-            def act(i: int, ahead: int) -> Notebook:
-                now[0] += 1_000  # real time goes on
-                skew[i] = ahead
-                stores[i].refresh()  # the folder carried every line written so far
-                return Notebook(stores[i], author=BY)
-
-            note_id = act(creator, creator_skew).remember(kind="fact", title="secret-0", body="secret body").note.id
-            kept: set[str] = set()
-            for n, step in enumerate(before, start=1):
-                notebook = act(step.actor, step.skew)
-                if step.action == "edit":
-                    notebook.update(note_id, title=f"secret-{n}", body=f"secret body {n}")
-                else:
-                    kept.add(notebook.remember(kind="fact", title=f"kept-{n}").note.id)
-            notebook = act(purger, purger_skew)
-            notebook.forget(note_id)
-            notebook.purge(note_id)
-            for i in compaction_order:
-                act(i, skew[i])
-                stores[i].compact()
-            for store in stores:
-                store.refresh()
-                assert store.state.note(note_id) is None
-                assert {n.id for n in store.state.iter_notes()} == kept
-            for path in sorted((root / "log").iterdir()):
-                if path.is_file():
-                    data = path.read_bytes()
-                    assert b"secret" not in data, (path.name, data.decode("utf-8", "replace"))
-        finally:
-            for store in stores:
-                store.close()
+            store.refresh()
+            assert store.state.note(note_id) is None
+            assert {n.id for n in store.state.iter_notes()} == kept
+        for path in sorted((root / "log").iterdir()):
+            if path.is_file():
+                data = path.read_bytes()
+                assert b"secret" not in data, (path.name, data.decode("utf-8", "replace"))
 
 
 def test_a_note_imported_again_after_its_purge_keeps_none_of_an_edit_stamped_ahead_before_it(tmp_path: Path) -> None:
     """The one way a purged id comes back is an import: it re-creates the note after the purge it saw. An edit made
     before the purge by a clock a day ahead (stamped after both) is neither in the note nor in its history, and the
     compaction that drops it changes nothing anyone reads (it is not refused)."""
-    now, skew = [START_MS], [0, 0]
-    stores = [Store(tmp_path / f"m{i}", now_ms=lambda i=i: now[0] + skew[i], log_dir=tmp_path / "log") for i in (0, 1)]  # type: ignore[misc]
-    for store in stores:
-        store.open()
-    try:
+    with machines_on_one_log(tmp_path, START_MS, count=2) as (stores, now, skew):
         a, b = (Notebook(store, author=BY) for store in stores)
         note_id = a.remember(kind="fact", title="first", body="plain").note.id
         exported = export_notebook(stores[0].state, node=stores[0].node, now_ms=now[0])
@@ -133,6 +117,3 @@ def test_a_note_imported_again_after_its_purge_keeps_none_of_an_edit_stamped_ahe
             store.compact()
         for path in (tmp_path / "log").iterdir():
             assert b"secret" not in path.read_bytes()
-    finally:
-        for store in stores:
-            store.close()

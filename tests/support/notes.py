@@ -66,6 +66,27 @@ def write_log(data_dir: Path, n: int, seed: int = 1, words: list[str] = WORDS) -
             fh.write(Op("seed-0001", i, base + i * 1000, 0, "note.set", data, by).encode())
 
 
+@contextlib.contextmanager
+def machines_on_one_log(
+    root: Path, start_ms: int, count: int = 3
+) -> Iterator[tuple[list[Store], list[int], list[int]]]:
+    """`count` installs (root/m0, root/m1, ...) writing one log folder (root/log, as a synced folder is), each with a
+    wall clock of its own: `now[0]` is real time, `skew[i]` how far machine i's clock is ahead of it. Yields (stores,
+    now, skew); closes the stores."""
+    now, skew = [start_ms], [0] * count
+    stores = [
+        Store(root / f"m{i}", now_ms=lambda i=i: now[0] + skew[i], log_dir=root / "log")  # type: ignore[misc]
+        for i in range(count)
+    ]
+    for store in stores:
+        store.open()
+    try:
+        yield stores, now, skew
+    finally:
+        for store in stores:
+            store.close()
+
+
 HOUR, DAY = 3_600_000, 86_400_000
 CURSOR = Author("cursor", "cursor-vscode 1.7", "ann")
 CODEX = Author("codex", "codex-cli 0.5", "bob")

@@ -10,21 +10,14 @@ from pathlib import Path
 
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
-from hivenote.server.storage.store import Store
+from tests.support.notes import machines_on_one_log
 
 DAY_MS = 86_400_000
 BY = Author(agent="cli")
 
 
 def test_a_trash_stamped_a_day_ahead_does_not_outlive_a_purge(tmp_path: Path) -> None:
-    now, skew = [1_800_000_000_000], [0, 0, 0]
-    stores = [
-        Store(tmp_path / f"m{i}", now_ms=lambda i=i: now[0] + skew[i], log_dir=tmp_path / "log")  # type: ignore[misc]
-        for i in range(3)
-    ]
-    for store in stores:
-        store.open()
-    try:
+    with machines_on_one_log(tmp_path, 1_800_000_000_000) as (stores, now, skew):
 
         def act(i: int) -> Notebook:
             now[0] += 1_000
@@ -48,6 +41,3 @@ def test_a_trash_stamped_a_day_ahead_does_not_outlive_a_purge(tmp_path: Path) ->
         for path in sorted((tmp_path / "log").iterdir()):
             if path.is_file():
                 assert b"SECRET" not in path.read_bytes(), path.name
-    finally:
-        for store in stores:
-            store.close()
