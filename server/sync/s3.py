@@ -214,17 +214,25 @@ class BucketSync:
         number = int(head[0][:6]) + 1
         self._put_branch(name, f"{number:06d}-{hashlib.sha256(data).hexdigest()[:8]}", data, head[1])
 
+    def _put_pieces(self, name: str, gen: str, data: bytes) -> str:
+        """Upload `data` (complete lines of a shard held here) as the chunks of generation `gen` of `name`, each ending
+        at a line's end; an object already there is left as it is (the same bytes under the same name). Returns the
+        last chunk's key ("" for no data)."""
+        start, last = 0, ""
+        while start < len(data):
+            piece = data[start : start + CHUNK_BYTES]
+            piece = piece[: piece.rfind(b"\n") + 1] or piece
+            last = f"{self._folder(name, gen)}{start:015d}.jsonl"
+            if self.bucket.put(last, piece) is not None:
+                self.bytes_out += len(piece)
+            start += len(piece)
+        return last
+
     def _put_branch(self, name: str, gen: str, data: bytes, etag: str) -> None:
         """Upload generation `gen` of branch `name`, then HEAD (created, or swapped If-Match `etag`); on a swap the
         older generations are deleted. Another machine scrubbing the same branch uploads the same bytes under the
         same name: its chunks and HEAD are the ones already there."""
-        start = 0
-        while start < len(data):
-            piece = data[start : start + CHUNK_BYTES]
-            piece = piece[: piece.rfind(b"\n") + 1] or piece
-            if self.bucket.put(f"{self._folder(name, gen)}{start:015d}.jsonl", piece) is not None:
-                self.bytes_out += len(piece)
-            start += len(piece)
+        self._put_pieces(name, gen, data)
         body = json.dumps({"v": 1, "node": name, "generation": gen}).encode()
         if self.bucket.put(self._folder(name) + "HEAD", body, etag) is None:
             head = self._read_head(name)
@@ -437,14 +445,7 @@ class BucketSync:
             return
         data = self.replicas.read(node)
         gen = f"{int(st['gen'][:6]) + 1:06d}-{hashlib.sha256(data).hexdigest()[:8]}"
-        start, last = 0, ""
-        while start < len(data):
-            piece = data[start : start + CHUNK_BYTES]
-            piece = piece[: piece.rfind(b"\n") + 1] or piece
-            last = f"{self._folder(node, gen)}{start:015d}.jsonl"
-            if self.bucket.put(last, piece) is not None:
-                self.bytes_out += len(piece)
-            start += len(piece)
+        last = self._put_pieces(node, gen, data)
         body = json.dumps({"v": 1, "node": node, "generation": gen}).encode()
         etag = self.bucket.put(self._folder(node) + "HEAD", body)
         if etag is None:  # another machine put it back first (or the owner published): taken from there
