@@ -20,8 +20,9 @@ from typing import Any
 
 from hivenote.server.core.errors import HivenoteError
 from hivenote.server.heap import tune_heap
-from hivenote.server.logs import configure_logging
+from hivenote.server.logs import configure_logging, report_crashes
 from hivenote.server.settings import load_settings
+from hivenote.server.stop_signals import on_stop_signal
 
 from . import clipboard, problems
 from .autostart import Autostart, autostart, launcher_command
@@ -298,10 +299,10 @@ class DesktopApp:
 
     def run(self, pystray: Any | None) -> int:
         """Serve, with the tray when `pystray` is given (else until SIGTERM/Ctrl-C); returns the exit code."""
-        # Signals first: a SIGTERM as soon as the port answers must still quit cleanly. (GTK trays get GLib's
-        # handlers once their loop runs, below: pystray resets SIGINT while it starts.)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: self.quit())
+        # Signals first: a SIGTERM as soon as the port answers must still quit cleanly; `quit` runs on a thread of
+        # its own (hivenote.server.stop_signals says why). GTK trays get GLib's handlers once their loop runs, below:
+        # pystray resets SIGINT while it starts.
+        undo_signals = on_stop_signal(self.quit)
         started = self.supervisor.start()
         ticker = threading.Thread(target=self._tick, name="hivenote-ticker", daemon=True)
 
@@ -337,6 +338,7 @@ class DesktopApp:
                 self.tray = Tray(pystray, self.on_action, status, self.menu(status))
                 self.tray.run(setup=tray_up)
         finally:
+            undo_signals()
             self.quitting.set()
             self.supervisor.shutdown()
             self.window.close()
@@ -455,6 +457,7 @@ def run_tray(data_dir: Path, flags: Mapping[str, Any], err: Any) -> int:
     every failure that ends the app is said where the person looks)."""
     tune_heap()  # before any thread starts (hivenote.server.heap says why)
     configure_logging()  # before the MCP SDK's server sets it its way (hivenote.server.logs says why)
+    report_crashes()
     try:
         return _run_tray(data_dir, flags, err)
     except HivenoteError as exc:  # e.g. a full disk: the tray's own record cannot be saved

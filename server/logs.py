@@ -9,7 +9,11 @@ pygments (~1.5 MB) to print it. `basicConfig` does nothing once the root logger 
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import io
 import logging
+import sys
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -25,3 +29,12 @@ def configure_logging() -> None:
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
     logging.getLogger(__name__.partition(".")[0]).setLevel(logging.INFO)
+
+
+def report_crashes() -> None:
+    """A crash below Python (a native library's segfault, an abort) prints every thread's stack to standard error, the
+    process's log, instead of ending it without a word. Nothing happens where there is no standard error (pythonw)."""
+    if sys.stderr is None:
+        return
+    with contextlib.suppress(AttributeError, ValueError, io.UnsupportedOperation):  # a stream without a file
+        faulthandler.enable(sys.stderr)

@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 
 def cmd_serve(ctx: Context) -> int:
     from ..heap import tune_heap
-    from ..logs import configure_logging
+    from ..logs import configure_logging, report_crashes
+    from ..stop_signals import on_stop_signal
     from ..web.app import create_app  # the server's dependencies load only for the commands that need them
     from ..web.serve import ServerThread, bind, run_until_stopped
 
     tune_heap()  # before any thread starts (heap.py says why)
     configure_logging()  # before the MCP SDK's server sets it its way (logs.py says why)
+    report_crashes()
     a = ctx.args
     settings = load_settings(
         {"host": a.host, "port": a.port, "auth": False if a.no_auth else None}, data_dir=ctx.data_dir
@@ -44,7 +46,7 @@ def cmd_serve(ctx: Context) -> int:
     with Store(settings.data_dir, log_dir=settings.log_path) as store:
         server = ServerThread(create_app(settings, store), settings, sock)
         stop = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        undo = on_stop_signal(stop.set)  # SIGTERM and Ctrl-C (stop_signals.py says why not a handler of our own)
         try:
             server.start()
             while not server.started and server.thread.is_alive():
@@ -57,10 +59,8 @@ def cmd_serve(ctx: Context) -> int:
             ctx.out.write("  `hivenote connect <client>` prints a ready config. Ctrl-C stops.\n")
             ctx.out.flush()
             run_until_stopped(server, stop)  # raises when the server ends by itself: a non-zero exit
-        except KeyboardInterrupt:
-            pass
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            undo()
             server.stop()
     return 0
 

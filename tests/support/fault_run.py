@@ -34,7 +34,7 @@ from tests.support.s3env import moto_sandbox
 TRANSPORTS = ("folder", "peers", "s3")
 PURGE_S = 90  # a compacted shard carried to every folder, every copy held of it replaced: well within this
 CONVERGE_S = 15.0  # the target (issue 32): every round converged within this of its fault healing
-TRACEBACK = re.compile(r"^Traceback \(most recent call last\):$", re.MULTILINE)
+TRACEBACK = re.compile(r"^(Traceback \(most recent call last\):|Fatal Python error: .*)$", re.MULTILINE)
 
 
 @dataclass
@@ -58,7 +58,7 @@ class Round:
 
 
 def tracebacks(cluster: Cluster) -> list[str]:
-    """Every server log of the round that holds a traceback: a bug said nowhere else."""
+    """Every server log of the round that holds a traceback, or a crash's stacks: a bug said nowhere else."""
     found = []
     for install in cluster.installs:
         text = install.server.log_path.read_text(encoding="utf-8", errors="replace")

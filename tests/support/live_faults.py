@@ -659,6 +659,12 @@ class Cluster:
             lines.append(
                 f"{install.name} ({install.born or 'original'}; node ids {sorted(install.node_ids())}): {files}"
             )
+        for install in self.installs:  # a server that ended by itself says why in its log
+            process = install.server.process
+            if process is not None and process.poll() is not None:
+                lines.append(
+                    f"{install.name}'s server exited by itself ({process.returncode}):\n{install.server.log_tail()}"
+                )
         return "\n".join(lines)
 
 
