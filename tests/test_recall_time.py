@@ -4,17 +4,20 @@ notebook export imported with its own times and authors."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
+from unittest import mock
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from hivenote.server.core import listing
 from hivenote.server.core.errors import InvalidInput
 from hivenote.server.core.listing import Filters
 from hivenote.server.core.model import Author, CorruptLine, Imported, Op, decode_op
@@ -328,8 +331,15 @@ _STEPS = st.lists(
 _BOUND = st.none() | st.integers(0, 3 * 24 * 3600)
 
 
+_EDITED_LATER = [("new", 0, 10), ("new", 0, 10), ("new", 0, 10), ("edit", 2, 100)]  # notes at 10, 20, 30 s; the third
+# edited at 130 s
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_STEPS, _BOUND, _BOUND)
+@example(_EDITED_LATER, None, 60)  # the third note is in the window by its creation alone, changed after it
+@example(_EDITED_LATER, 20, None)  # the second note's only change is the window's start
+@example(_EDITED_LATER, 10, 20)  # the first note's only change is the start, the second's the (excluded) end
 def test_a_window_holds_exactly_the_notes_with_a_change_in_it(
     steps: list[tuple[str, int, int]], since_s: int | None, until_s: int | None
 ) -> None:
@@ -357,17 +367,21 @@ def test_a_window_holds_exactly_the_notes_with_a_change_in_it(
         if since is not None and until is not None and since >= until:
             return
         span = Window(since, until)
-        for trashed in (False, True):
-            everything = [n.id for n in notebook.list(Filters(trashed=trashed), limit=200)[0]]
-            wanted = [i for i in everything if any(span.contains(v.at) for v in notebook.history(i))]
-            listed, total = notebook.list(Filters(trashed=trashed, window=span), limit=200)
-            assert [n.id for n in listed] == wanted and total == len(wanted)
-            for offset in (1, 3):
-                paged, _ = notebook.list(Filters(trashed=trashed, window=span), limit=2, offset=offset)
-                assert [n.id for n in paged] == wanted[offset : offset + 2]
-            found = notebook.search("zebra", Filters(trashed=trashed, window=span), 200)
-            assert sorted(n.id for n in found.hits) == sorted(wanted) and found.total == len(wanted)
-            # ranked as without the window, a page as a page of that (the window's notes ranked head first)
-            ranked = [n.id for n in notebook.search("zebra", Filters(trashed=trashed), 200).hits if n.id in wanted]
-            assert [n.id for n in found.hits] == ranked
-            assert [n.id for n in notebook.search("zebra", Filters(trashed=trashed, window=span), 2).hits] == ranked[:2]
+        # each window's notes as a set of ids, and as the test a window of more than KEPT_WINDOW notes is (`LatestIn`)
+        for trashed, kept in itertools.product((False, True), (listing.KEPT_WINDOW, 0)):
+            with mock.patch.object(listing, "KEPT_WINDOW", kept):
+                everything = [n.id for n in notebook.list(Filters(trashed=trashed), limit=200)[0]]
+                wanted = [i for i in everything if any(span.contains(v.at) for v in notebook.history(i))]
+                listed, total = notebook.list(Filters(trashed=trashed, window=span), limit=200)
+                assert [n.id for n in listed] == wanted and total == len(wanted)
+                for offset in (1, 3):
+                    paged, _ = notebook.list(Filters(trashed=trashed, window=span), limit=2, offset=offset)
+                    assert [n.id for n in paged] == wanted[offset : offset + 2]
+                found = notebook.search("zebra", Filters(trashed=trashed, window=span), 200)
+                assert sorted(n.id for n in found.hits) == sorted(wanted) and found.total == len(wanted)
+                # ranked as without the window, a page as a page of that (the window's notes ranked head first)
+                ranked = [n.id for n in notebook.search("zebra", Filters(trashed=trashed), 200).hits if n.id in wanted]
+                assert [n.id for n in found.hits] == ranked
+                assert [
+                    n.id for n in notebook.search("zebra", Filters(trashed=trashed, window=span), 2).hits
+                ] == ranked[:2]

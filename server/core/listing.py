@@ -23,7 +23,7 @@ MAX_LIMIT = 200
 TOKEN_BUDGET = 1500  # default result size, in estimated model tokens of the one-line summaries
 REFRESH_RECENT = 1000  # list_notes brings its recency order up to date after at most this many changed notes
 _INT64 = (1 << 63) - 1
-KEPT_WINDOW = 10_000  # a window's notes kept as a set between searches up to this many (~0.5 MB), made again above
+KEPT_WINDOW = 10_000  # a window's notes kept as a set between searches up to this many (~0.5 MB); a test above
 KEPT_PATCHES = 32  # patches of the order kept for bringing a filtered list up to date (`Recent.patches`)
 
 
@@ -37,9 +37,9 @@ class Filters:
     node: str | None = None
     trashed: bool = False  # True: only the trash; False: only live notes
     window: Window | None = None  # only notes created or changed in it (an edit, a trash, a restore)
-    # The ids of the notes in the window, read from the state where a list or search starts (`reading`); not compared
-    # (a list keeps its last filtered order by its filters).
-    inside: frozenset[str] | set[str] | None = field(default=None, compare=False, repr=False)
+    # The notes in the window, read from the state where a list or search starts (`reading`): their ids, or for a
+    # window of many notes a test (`LatestIn`); not compared (a list keeps its last filtered order by its filters).
+    inside: frozenset[str] | set[str] | LatestIn | None = field(default=None, compare=False, repr=False)
 
     def admit(self, note: Note | Facets) -> bool:
         return (
@@ -72,6 +72,31 @@ class Filters:
             return True
         assert self.inside is not None, "Filters.reading(state) before a window is applied"
         return note_id in self.inside
+
+
+@dataclass(frozen=True, slots=True)
+class LatestIn:
+    """The notes of a window of more than KEPT_WINDOW notes, as a test rather than a set of their ids (made at each
+    search, 50,000 ids cost more than the search): a note is in it when its latest change is (its revision,
+    `State.listed`), or when it is one of `front`, changed in the window before a later change. A search over the
+    index tests its matches' numbers against the recency the index keeps (`search._window_numbers`)."""
+
+    state: State
+    window: Window
+    front: frozenset[str]
+    size: int  # how many notes are in it
+
+    def __contains__(self, note_id: object) -> bool:
+        if note_id in self.front:
+            return True
+        listed = self.state.listed(note_id) if isinstance(note_id, str) else None
+        return listed is not None and self.window.contains(listed[0][0])
+
+    def __len__(self) -> int:
+        return self.size
+
+    def intersection(self, keys: Iterable[str]) -> set[str]:
+        return {key for key in keys if key in self}
 
 
 NO_FILTERS = Filters()
@@ -155,19 +180,21 @@ def in_window(state: State, window: Window) -> list[str]:
     return front + recent.ids[start:end] if front else recent.ids[start:end]
 
 
-def window_set(state: State, window: Window) -> frozenset[str] | None:
-    """`in_window` as a set, for a search's candidates (None when the window holds every note); kept while the
+def window_set(state: State, window: Window) -> frozenset[str] | LatestIn | None:
+    """`in_window` for a search's candidates (None when the window holds every note): a set of ids, kept while the
     notebook and the window's slice of the order stay the same (an agent asking "since 7d" again and again: the same
-    notes, a new `since` each time)."""
+    notes, a new `since` each time); above KEPT_WINDOW notes a test instead (`LatestIn`)."""
     recent, front, start, end = _window_slice(state, window)
     if start == 0 and end == len(recent.ids) and not recent.stale:
         return None
+    if end - start > KEPT_WINDOW:
+        return LatestIn(state, window, frozenset(front), end - start + len(front))
     key = (recent.version, start, end)
     kept = recent.window_set
     if not front and kept is not None and kept[0] == key:
         return kept[1]
     made = frozenset(recent.ids[start:end]).union(front)
-    if not front and len(made) <= KEPT_WINDOW:
+    if not front:
         recent.window_set = (key, made)
     return made
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, TypeVar
 
 from .fold import Revision, State
-from .listing import DEFAULT_LIMIT, MAX_LIMIT, NO_FILTERS, Filters, bounded, list_notes
+from .listing import DEFAULT_LIMIT, MAX_LIMIT, NO_FILTERS, Filters, LatestIn, bounded, list_notes
 from .model import Note, Stamp
 from .textindex import Dumped, SubstringIndex
 
@@ -599,7 +599,32 @@ def _admitted(state: State, keys: Iterable[str], filters: Filters) -> list[str]:
 def _recency(revision: Revision) -> int:
     """A revision as one number that orders as it does but for revisions of one millisecond and count (wall
     milliseconds, then the counter, each capped: never past 64 bits)."""
-    return min(max(revision[0], 0), (1 << 48) - 1) << 16 | min(max(revision[1], 0), 0xFFFF)
+    return _recency_at(revision[0]) | min(max(revision[1], 0), 0xFFFF)
+
+
+def _recency_at(ms: int) -> int:
+    """The least `_recency` of a revision at wall time `ms`."""
+    return min(max(ms, 0), (1 << 48) - 1) << 16
+
+
+def _window_numbers(
+    state: State, index: SubstringIndex[str], inside: frozenset[str] | set[str] | LatestIn, numbers: set[int]
+) -> set[int]:
+    """Of the notes `numbers`, those in a time window (`Filters.inside`). A window of many notes (`LatestIn`) tests
+    each one's latest change as the index keeps it (`NoteIndex.recent`, up to date whenever the index answers), so
+    its cost is the matches', not the window's; a set of ids is walked from its smaller side."""
+    if isinstance(inside, LatestIn):
+        window, recent = inside.window, note_index(state).recent
+        low = 0 if window.since is None else _recency_at(window.since)
+        high = 1 << 64 if window.until is None else _recency_at(window.until)
+        found = {number for number in numbers if low <= recent[number] < high}
+        if inside.front:
+            found.update(n for key in inside.front if (n := index.number(key)) is not None and n in numbers)
+        return found
+    if len(inside) < len(numbers):
+        return {number for key in inside if (number := index.number(key)) in numbers}
+    key_at = index.key_at
+    return {number for number in numbers if key_at(number) in inside}
 
 
 def _newest_numbers(state: State, index: SubstringIndex[str], numbers: set[int], limit: int) -> list[Note]:
@@ -940,11 +965,7 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
     bounds = _bounds(index, terms)
     if isinstance(index, SubstringIndex):
         if (inside := filters.inside) is not None:  # a time window's notes: the matches are those of them
-            if len(inside) < len(numbers):
-                numbers = {number for key in inside if (number := index.number(key)) in numbers}
-            else:
-                key_at = index.key_at
-                numbers = {number for number in numbers if key_at(number) in inside}
+            numbers = _window_numbers(state, index, inside, numbers)
         if filters.plain():  # no filter but the trash's (and a window's, applied above): ranked head first
             quick = _head_first(state, index, numbers, terms, bounds, filters.trashed, cap)
             if quick is not None and quick[1]:
@@ -1082,8 +1103,12 @@ def _near_candidates(
     if isinstance(index, SubstringIndex):
         probes = _probed(index.candidate_numbers, terms)
         inside = filters.inside
-        narrowed = inside is not None and len(inside) < sum(len(notes) for _, notes in probes)
-        if narrowed:  # a time window's notes alone: each probe's notes narrowed to them, not each one's record read
+        narrowed = inside is not None and (
+            isinstance(inside, LatestIn) or len(inside) < sum(len(notes) for _, notes in probes)
+        )
+        if isinstance(inside, LatestIn):  # a time window's notes alone: each probe's notes narrowed to them, not
+            probes = [(probe, _window_numbers(state, index, inside, notes)) for probe, notes in probes]
+        elif narrowed:  # each one's record read
             assert inside is not None
             mine = {number for key in inside if (number := index.number(key)) is not None}
             probes = [(probe, notes & mine) for probe, notes in probes]

@@ -4,9 +4,12 @@ takes."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hivenote.server.core import listing
 from hivenote.server.core.fold import State
 from hivenote.server.core.listing import NO_FILTERS, Filters
 from hivenote.server.core.model import Author, Op
@@ -50,6 +53,13 @@ some_filters = st.sampled_from(
 )
 
 
+def read(filters: Filters, state: State, as_test: bool) -> Filters:
+    """`filters.reading(state)`, a window's notes as a set of ids, or (`as_test`) as the test a window of more than
+    KEPT_WINDOW notes is (`LatestIn`), whatever its size."""
+    with mock.patch.object(listing, "KEPT_WINDOW", 0 if as_test else listing.KEPT_WINDOW):
+        return filters.reading(state)
+
+
 def folded(notes: Notes) -> State:
     """The notes (title words, body words, project, trashed) as a notebook."""
     state = State()
@@ -90,13 +100,13 @@ def reference(state: State, query: list[str], filters: Filters, pool: int) -> di
 
 
 @settings(max_examples=150, deadline=None)
-@given(notebooks, queries, some_filters, st.integers(1, 8))
+@given(notebooks, queries, some_filters, st.integers(1, 8), st.booleans())
 def test_the_near_pool_is_the_notes_holding_most_words(
-    notes: Notes, query: list[str], filters: Filters, pool: int
+    notes: Notes, query: list[str], filters: Filters, pool: int, as_test: bool
 ) -> None:
     state = folded(notes)
-    filters = filters.reading(state)
-    assert _near_scored(state, _texts(state), query, filters, pool) == reference(state, query, filters, pool)
+    wanted = reference(state, query, read(filters, state, False), pool)
+    assert _near_scored(state, _texts(state), query, read(filters, state, as_test), pool) == wanted
 
 
 def near_reference(state: State, query: list[str], filters: Filters) -> list[str]:
@@ -114,14 +124,13 @@ def near_reference(state: State, query: list[str], filters: Filters) -> list[str
 
 
 @settings(max_examples=150, deadline=None)
-@given(notebooks, queries, some_filters)
+@given(notebooks, queries, some_filters, st.booleans())
 def test_the_near_list_of_words_alone_is_the_notes_holding_most_words_best_scored(
-    notes: Notes, query: list[str], filters: Filters
+    notes: Notes, query: list[str], filters: Filters, as_test: bool
 ) -> None:
     """Scored a level at a time from the notes holding the most probes down, until NEAR_LIMIT are scored: every note
     holding one was scored before (at 100k notes of English a question's common words hold most of them)."""
     state = folded(notes)
-    filters = filters.reading(state)
-    scored = _near_candidates(state, _texts(state), query, filters)
+    scored = _near_candidates(state, _texts(state), query, read(filters, state, as_test))
     got = [note_id for *_, note_id in sorted(scored, reverse=True)[:NEAR_LIMIT]]
-    assert got == near_reference(state, query, filters)
+    assert got == near_reference(state, query, read(filters, state, False))
