@@ -4,20 +4,17 @@ notebook export imported with its own times and authors."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import tempfile
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from unittest import mock
 from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from hivenote.server.core import listing
 from hivenote.server.core.errors import InvalidInput
 from hivenote.server.core.listing import Filters
 from hivenote.server.core.model import Author, CorruptLine, Imported, Op, decode_op
@@ -367,21 +364,17 @@ def test_a_window_holds_exactly_the_notes_with_a_change_in_it(
         if since is not None and until is not None and since >= until:
             return
         span = Window(since, until)
-        # each window's notes as a set of ids, and as the test a window of more than KEPT_WINDOW notes is (`LatestIn`)
-        for trashed, kept in itertools.product((False, True), (listing.KEPT_WINDOW, 0)):
-            with mock.patch.object(listing, "KEPT_WINDOW", kept):
-                everything = [n.id for n in notebook.list(Filters(trashed=trashed), limit=200)[0]]
-                wanted = [i for i in everything if any(span.contains(v.at) for v in notebook.history(i))]
-                listed, total = notebook.list(Filters(trashed=trashed, window=span), limit=200)
-                assert [n.id for n in listed] == wanted and total == len(wanted)
-                for offset in (1, 3):
-                    paged, _ = notebook.list(Filters(trashed=trashed, window=span), limit=2, offset=offset)
-                    assert [n.id for n in paged] == wanted[offset : offset + 2]
-                found = notebook.search("zebra", Filters(trashed=trashed, window=span), 200)
-                assert sorted(n.id for n in found.hits) == sorted(wanted) and found.total == len(wanted)
-                # ranked as without the window, a page as a page of that (the window's notes ranked head first)
-                ranked = [n.id for n in notebook.search("zebra", Filters(trashed=trashed), 200).hits if n.id in wanted]
-                assert [n.id for n in found.hits] == ranked
-                assert [
-                    n.id for n in notebook.search("zebra", Filters(trashed=trashed, window=span), 2).hits
-                ] == ranked[:2]
+        for trashed in (False, True):
+            everything = [n.id for n in notebook.list(Filters(trashed=trashed), limit=200)[0]]
+            wanted = [i for i in everything if any(span.contains(v.at) for v in notebook.history(i))]
+            listed, total = notebook.list(Filters(trashed=trashed, window=span), limit=200)
+            assert [n.id for n in listed] == wanted and total == len(wanted)
+            for offset in (1, 3):
+                paged, _ = notebook.list(Filters(trashed=trashed, window=span), limit=2, offset=offset)
+                assert [n.id for n in paged] == wanted[offset : offset + 2]
+            found = notebook.search("zebra", Filters(trashed=trashed, window=span), 200)
+            assert sorted(n.id for n in found.hits) == sorted(wanted) and found.total == len(wanted)
+            # ranked as without the window, a page as a page of that (the window's notes ranked head first)
+            ranked = [n.id for n in notebook.search("zebra", Filters(trashed=trashed), 200).hits if n.id in wanted]
+            assert [n.id for n in found.hits] == ranked
+            assert [n.id for n in notebook.search("zebra", Filters(trashed=trashed, window=span), 2).hits] == ranked[:2]

@@ -76,7 +76,11 @@ def test_a_crash_below_python_leaves_every_threads_stack_in_the_log() -> None:
         "ctypes.string_at(0)\n"
     )
     ended = subprocess.run(
-        [sys.executable, "-c", crash], capture_output=True, encoding="utf-8", timeout=60, env={**os.environ, "LC_ALL": "C"}
+        [sys.executable, "-c", crash],
+        capture_output=True,
+        encoding="utf-8",
+        timeout=60,
+        env={**os.environ, "LC_ALL": "C"},
     )
     assert ended.returncode == -signal.SIGSEGV
     assert "Fatal Python error: Segmentation fault" in ended.stderr

@@ -23,7 +23,6 @@ MAX_LIMIT = 200
 TOKEN_BUDGET = 1500  # default result size, in estimated model tokens of the one-line summaries
 REFRESH_RECENT = 1000  # list_notes brings its recency order up to date after at most this many changed notes
 _INT64 = (1 << 63) - 1
-KEPT_WINDOW = 10_000  # a window's notes kept as a set between searches up to this many (~0.5 MB); a test above
 KEPT_PATCHES = 32  # patches of the order kept for bringing a filtered list up to date (`Recent.patches`)
 
 
@@ -37,8 +36,8 @@ class Filters:
     node: str | None = None
     trashed: bool = False  # True: only the trash; False: only live notes
     window: Window | None = None  # only notes created or changed in it (an edit, a trash, a restore)
-    # The notes in the window, read from the state where a list or search starts (`reading`): their ids, or for a
-    # window of many notes a test (`LatestIn`); not compared (a list keeps its last filtered order by its filters).
+    # The notes in the window, read from the state where a list or search starts (`reading`): a test (`LatestIn`), or
+    # their ids (a filtered list's); not compared (a list keeps its last filtered order by its filters).
     inside: frozenset[str] | set[str] | LatestIn | None = field(default=None, compare=False, repr=False)
 
     def admit(self, note: Note | Facets) -> bool:
@@ -76,10 +75,11 @@ class Filters:
 
 @dataclass(frozen=True, slots=True)
 class LatestIn:
-    """The notes of a window of more than KEPT_WINDOW notes, as a test rather than a set of their ids (made at each
-    search, 50,000 ids cost more than the search): a note is in it when its latest change is (its revision,
+    """The notes of a time window as a test rather than a set of their ids (a set made at each search of a window
+    of 50,000 notes cost five times the search): a note is in it when its latest change is (its revision,
     `State.listed`), or when it is one of `front`, changed in the window before a later change. A search over the
-    index tests its matches' numbers against the recency the index keeps (`search._window_numbers`)."""
+    index tests its matches' numbers against the recency the index keeps (`search._window_numbers`), so a window
+    costs its matches, not its notes."""
 
     state: State
     window: Window
@@ -180,23 +180,12 @@ def in_window(state: State, window: Window) -> list[str]:
     return front + recent.ids[start:end] if front else recent.ids[start:end]
 
 
-def window_set(state: State, window: Window) -> frozenset[str] | LatestIn | None:
-    """`in_window` for a search's candidates (None when the window holds every note): a set of ids, kept while the
-    notebook and the window's slice of the order stay the same (an agent asking "since 7d" again and again: the same
-    notes, a new `since` each time); above KEPT_WINDOW notes a test instead (`LatestIn`)."""
+def window_set(state: State, window: Window) -> LatestIn | None:
+    """`in_window` as a test, for a search's candidates (None when the window holds every note)."""
     recent, front, start, end = _window_slice(state, window)
     if start == 0 and end == len(recent.ids) and not recent.stale:
         return None
-    if end - start > KEPT_WINDOW:
-        return LatestIn(state, window, frozenset(front), end - start + len(front))
-    key = (recent.version, start, end)
-    kept = recent.window_set
-    if not front and kept is not None and kept[0] == key:
-        return kept[1]
-    made = frozenset(recent.ids[start:end]).union(front)
-    if not front:
-        recent.window_set = (key, made)
-    return made
+    return LatestIn(state, window, frozenset(front), end - start + len(front))
 
 
 def _window_slice(state: State, window: Window) -> tuple[Recent, list[str], int, int]:
@@ -256,8 +245,6 @@ class Recent:
     # The notes with more than one change (most are written once): only these can have changed in a window before
     # their latest change (`in_window`); made when a window with an end first asks.
     edited: set[str] | None = None
-    # The last window's notes as a set (`window_set`), with the notebook's version and the slice of the order then.
-    window_set: tuple[tuple[int, int, int], frozenset[str]] | None = None
 
 
 @dataclass

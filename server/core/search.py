@@ -607,24 +607,17 @@ def _recency_at(ms: int) -> int:
     return min(max(ms, 0), (1 << 48) - 1) << 16
 
 
-def _window_numbers(
-    state: State, index: SubstringIndex[str], inside: frozenset[str] | set[str] | LatestIn, numbers: set[int]
-) -> set[int]:
-    """Of the notes `numbers`, those in a time window (`Filters.inside`). A window of many notes (`LatestIn`) tests
-    each one's latest change as the index keeps it (`NoteIndex.recent`, up to date whenever the index answers), so
-    its cost is the matches', not the window's; a set of ids is walked from its smaller side."""
-    if isinstance(inside, LatestIn):
-        window, recent = inside.window, note_index(state).recent
-        low = 0 if window.since is None else _recency_at(window.since)
-        high = 1 << 64 if window.until is None else _recency_at(window.until)
-        found = {number for number in numbers if low <= recent[number] < high}
-        if inside.front:
-            found.update(n for key in inside.front if (n := index.number(key)) is not None and n in numbers)
-        return found
-    if len(inside) < len(numbers):
-        return {number for key in inside if (number := index.number(key)) in numbers}
-    key_at = index.key_at
-    return {number for number in numbers if key_at(number) in inside}
+def _window_numbers(state: State, index: SubstringIndex[str], inside: LatestIn, numbers: set[int]) -> set[int]:
+    """Of the notes `numbers`, those in a time window (`Filters.inside`): each one's latest change as the index keeps
+    it (`NoteIndex.recent`, up to date whenever the index answers) tested against the window, and those changed in
+    it before a later change (`LatestIn.front`)."""
+    window, recent = inside.window, note_index(state).recent
+    low = 0 if window.since is None else _recency_at(window.since)
+    high = 1 << 64 if window.until is None else _recency_at(window.until)
+    found = {number for number in numbers if low <= recent[number] < high}
+    if inside.front:
+        found.update(n for key in inside.front if (n := index.number(key)) is not None and n in numbers)
+    return found
 
 
 def _newest_numbers(state: State, index: SubstringIndex[str], numbers: set[int], limit: int) -> list[Note]:
@@ -964,7 +957,7 @@ def _lexical(state: State, query: str, filters: Filters, limit: int | None, near
     cap = DEFAULT_LIMIT if limit is None else max(0, min(limit, MAX_LIMIT))  # bounded keeps no more
     bounds = _bounds(index, terms)
     if isinstance(index, SubstringIndex):
-        if (inside := filters.inside) is not None:  # a time window's notes: the matches are those of them
+        if isinstance(inside := filters.inside, LatestIn):  # a time window's notes: the matches are those of them
             numbers = _window_numbers(state, index, inside, numbers)
         if filters.plain():  # no filter but the trash's (and a window's, applied above): ranked head first
             quick = _head_first(state, index, numbers, terms, bounds, filters.trashed, cap)
@@ -1103,16 +1096,11 @@ def _near_candidates(
     if isinstance(index, SubstringIndex):
         probes = _probed(index.candidate_numbers, terms)
         inside = filters.inside
-        narrowed = inside is not None and (
-            isinstance(inside, LatestIn) or len(inside) < sum(len(notes) for _, notes in probes)
-        )
-        if isinstance(inside, LatestIn):  # a time window's notes alone: each probe's notes narrowed to them, not
+        windowed = isinstance(inside, LatestIn)
+        if windowed:  # a time window's notes alone: each probe's notes narrowed to them, not each one's record read
+            assert isinstance(inside, LatestIn)
             probes = [(probe, _window_numbers(state, index, inside, notes)) for probe, notes in probes]
-        elif narrowed:  # each one's record read
-            assert inside is not None
-            mine = {number for key in inside if (number := index.number(key)) is not None}
-            probes = [(probe, notes & mine) for probe, notes in probes]
-        return _scored_levels(state, probes, filters, index.key_at, index.text_at, narrowed)
+        return _scored_levels(state, probes, filters, index.key_at, index.text_at, windowed)
     return _scored_levels(state, _probed(index.candidates, terms), filters, _same, lambda key: index.text(key) or "")
 
 

@@ -4,15 +4,14 @@ takes."""
 
 from __future__ import annotations
 
-from unittest import mock
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hivenote.server.core import listing
 from hivenote.server.core.fold import State
 from hivenote.server.core.listing import NO_FILTERS, Filters
-from hivenote.server.core.model import Author, Op
+from hivenote.server.core.model import Author, Note, Op
 from hivenote.server.core.search import (
     NEAR_LIMIT,
     _near_candidates,
@@ -53,13 +52,6 @@ some_filters = st.sampled_from(
 )
 
 
-def read(filters: Filters, state: State, as_test: bool) -> Filters:
-    """`filters.reading(state)`, a window's notes as a set of ids, or (`as_test`) as the test a window of more than
-    KEPT_WINDOW notes is (`LatestIn`), whatever its size."""
-    with mock.patch.object(listing, "KEPT_WINDOW", 0 if as_test else listing.KEPT_WINDOW):
-        return filters.reading(state)
-
-
 def folded(notes: Notes) -> State:
     """The notes (title words, body words, project, trashed) as a notebook."""
     state = State()
@@ -83,6 +75,13 @@ def probes_of(texts: dict[str, str], query: list[str]) -> list[str]:
     return probes
 
 
+def admits(filters: Filters, state: State, note: Note) -> bool:
+    """`filters.admit`, with a window's test spelled out: a note is in it when one of its ops' times is."""
+    window = filters.window
+    in_window = window is None or any(map(window.contains, state.notes[note.id].walls()))
+    return in_window and replace(filters, window=None, inside=None).admit(note)
+
+
 def reference(state: State, query: list[str], filters: Filters, pool: int) -> dict[str, float]:
     """Per term, its inflection stem or the stem's longest prefix of three letters or more some note holds; a note's
     count is how many of those it holds; the `pool` best by count, then id (greater first), of the notes the filters
@@ -91,7 +90,7 @@ def reference(state: State, query: list[str], filters: Filters, pool: int) -> di
     probes = probes_of(texts, query)
     counts = {}
     for note in state.iter_notes():
-        if filters == NO_FILTERS or filters.admit(note):
+        if filters == NO_FILTERS or admits(filters, state, note):
             count = sum(probe in texts[note.id] for probe in probes)
             if count:
                 counts[note.id] = count
@@ -100,13 +99,13 @@ def reference(state: State, query: list[str], filters: Filters, pool: int) -> di
 
 
 @settings(max_examples=150, deadline=None)
-@given(notebooks, queries, some_filters, st.integers(1, 8), st.booleans())
+@given(notebooks, queries, some_filters, st.integers(1, 8))
 def test_the_near_pool_is_the_notes_holding_most_words(
-    notes: Notes, query: list[str], filters: Filters, pool: int, as_test: bool
+    notes: Notes, query: list[str], filters: Filters, pool: int
 ) -> None:
     state = folded(notes)
-    wanted = reference(state, query, read(filters, state, False), pool)
-    assert _near_scored(state, _texts(state), query, read(filters, state, as_test), pool) == wanted
+    filters = filters.reading(state)  # NO_FILTERS when the window holds every note (the trash too, then)
+    assert _near_scored(state, _texts(state), query, filters, pool) == reference(state, query, filters, pool)
 
 
 def near_reference(state: State, query: list[str], filters: Filters) -> list[str]:
@@ -116,7 +115,7 @@ def near_reference(state: State, query: list[str], filters: Filters) -> list[str
     probes = probes_of(texts, query)
     scored = []
     for note in state.iter_notes():
-        admitted = not note.trashed if filters == NO_FILTERS else filters.admit(note)
+        admitted = not note.trashed if filters == NO_FILTERS else admits(filters, state, note)
         if admitted and any(probe in texts[note.id] for probe in probes):
             relevance, matched = _score(texts[note.id], probes)
             scored.append(((matched, relevance, note.revision), note.id))
@@ -124,13 +123,14 @@ def near_reference(state: State, query: list[str], filters: Filters) -> list[str
 
 
 @settings(max_examples=150, deadline=None)
-@given(notebooks, queries, some_filters, st.booleans())
+@given(notebooks, queries, some_filters)
 def test_the_near_list_of_words_alone_is_the_notes_holding_most_words_best_scored(
-    notes: Notes, query: list[str], filters: Filters, as_test: bool
+    notes: Notes, query: list[str], filters: Filters
 ) -> None:
     """Scored a level at a time from the notes holding the most probes down, until NEAR_LIMIT are scored: every note
     holding one was scored before (at 100k notes of English a question's common words hold most of them)."""
     state = folded(notes)
-    scored = _near_candidates(state, _texts(state), query, read(filters, state, as_test))
+    filters = filters.reading(state)
+    scored = _near_candidates(state, _texts(state), query, filters)
     got = [note_id for *_, note_id in sorted(scored, reverse=True)[:NEAR_LIMIT]]
-    assert got == near_reference(state, query, read(filters, state, False))
+    assert got == near_reference(state, query, filters)
