@@ -16,7 +16,7 @@ from hivenote.server.agents import AgentTracker
 from hivenote.server.core.model import Author
 from hivenote.server.storage.store import Store, lock_holder
 from tests.support.disks import vanish
-from tests.support.live import free_port, health
+from tests.support.live import free_port, health, taken_port
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.system  # the tray's supervisor starting and stopping real servers
@@ -100,18 +100,13 @@ def test_start_twice_is_one_server(supervised: tuple[Supervisor, Recorder, Clock
 
 def test_port_in_use_is_an_error_state_then_recovers(supervised: tuple[Supervisor, Recorder, Clock], port: int) -> None:
     supervisor, _, _ = supervised
-    squatter = socket.socket()
-    squatter.bind(("127.0.0.1", port))
-    squatter.listen()
-    try:
+    with taken_port(port):
         run(supervisor.start())
         status = supervisor.status()
         assert status.server == "error"
         assert f"port {port}" in status.message and "already in use" in status.message
         assert "error" in status.title and "already in use" in status.title
         assert lock_holder(supervisor.data_dir) is None  # nothing was left half-started
-    finally:
-        squatter.close()
     run(supervisor.start())
     assert supervisor.status().server == "running"
     assert health(port) == 200

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -24,7 +23,7 @@ from hivenote.server.storage.store import lock_holder
 from hivenote.server.tokens import Tokens
 from tests.support.disks import fill, tmpfs
 from tests.support.harness import Desktop, start_desktop
-from tests.support.live import call, free_port, health, mcp_session
+from tests.support.live import call, free_port, health, mcp_session, taken_port
 from tests.support.tray import WINDOW, App, entry, has_brand_colour, labels, title
 from tests.support.wait import eventually
 
@@ -172,18 +171,13 @@ def same(shown: Image.Image, drawn: Image.Image) -> bool:
 
 
 def test_port_in_use_is_shown_and_start_retries(app: App, desktop: Desktop) -> None:
-    squatter = socket.socket()
-    squatter.bind(("127.0.0.1", app.port))
-    squatter.listen()
-    try:
+    with taken_port(app.port):
         item = desktop.tray_item()
         item.wait_for(lambda i: "already in use" in title(i), what="port-in-use error in the title")
         assert title(item).startswith(f"Hivenote — error: port {app.port} on 127.0.0.1 is already in use")
         menu = labels(item)
         assert menu[0].startswith(f"Error: port {app.port}") and "Start server" in menu
         assert same(item.icon(), tray_icon("error"))
-    finally:
-        squatter.close()
     item.click("Start server")
     item.wait_for(lambda i: title(i).startswith("Hivenote — running"), what="running after the port was freed")
     item.click("Quit Hivenote")

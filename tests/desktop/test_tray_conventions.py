@@ -5,7 +5,6 @@ notifications that name the app, and a first-launch hint."""
 
 from __future__ import annotations
 
-import socket
 from functools import partial
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from gi.repository import GLib
 
 from tests.support.harness import ITEM_INTERFACE, PROPERTIES, TrayItem, start_desktop
-from tests.support.live import free_port
+from tests.support.live import free_port, taken_port
 from tests.support.tray import WINDOW, App, entry, title
 from tests.support.wait import eventually
 
@@ -21,10 +20,7 @@ WAIT_S = 30
 
 
 def test_the_item_speaks_its_state_and_asks_for_attention_in_error(tmp_path: Path) -> None:
-    with start_desktop(tmp_path) as desktop, socket.socket() as squatter:
-        port = free_port()
-        squatter.bind(("127.0.0.1", port))
-        squatter.listen()
+    with start_desktop(tmp_path) as desktop, taken_port() as (port, squatter):
         app = App(desktop, tmp_path / "data", port)
         item = desktop.tray_item()
         item.wait_for(lambda i: "already in use" in title(i), what="port in use")
@@ -141,10 +137,7 @@ def test_a_middle_click_while_the_server_is_stopped_starts_it_and_opens_the_dash
 
 def test_the_first_launch_with_the_port_taken_does_not_say_running(tmp_path: Path) -> None:
     """Issue 35: the first-launch notification said "running" while another program held the port."""
-    with start_desktop(tmp_path) as desktop, socket.socket() as squatter:
-        port = free_port()
-        squatter.bind(("127.0.0.1", port))
-        squatter.listen()
+    with start_desktop(tmp_path) as desktop, taken_port() as (port, _):
         app = App(desktop, tmp_path / "data", port)
         item = desktop.tray_item()
         item.wait_for(lambda i: "already in use" in title(i), what="port in use")

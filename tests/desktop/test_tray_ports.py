@@ -4,13 +4,12 @@ can act on, tries again by itself, offers another port, and points at the `hiven
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
 from hivenote.server.storage.store import lock_holder
 from tests.support.harness import start_desktop
-from tests.support.live import free_port, health
+from tests.support.live import free_port, health, taken_port
 from tests.support.tray import WINDOW, App, entry, labels, title
 from tests.support.wait import eventually
 
@@ -19,18 +18,12 @@ WAIT_S = 30
 
 def test_a_taken_port_is_retried_by_itself_once_it_is_free(tmp_path: Path) -> None:
     with start_desktop(tmp_path) as desktop:
-        port = free_port()
-        squatter = socket.socket()
-        squatter.bind(("127.0.0.1", port))
-        squatter.listen()
-        try:
+        with taken_port() as (port, _):
             app = App(desktop, tmp_path / "data", port)
             item = desktop.tray_item()
             item.wait_for(lambda i: "already in use" in title(i), what="port in use")
             assert "--port" not in title(item), title(item)  # a menu user has no command line
             assert "Use another port" in labels(item)
-        finally:
-            squatter.close()
         item.wait_for(lambda i: title(i).startswith("Hivenote — running"), timeout=WAIT_S, what="retried by itself")
         assert health(port) == 200
         item.click("Quit Hivenote")
@@ -38,10 +31,7 @@ def test_a_taken_port_is_retried_by_itself_once_it_is_free(tmp_path: Path) -> No
 
 
 def test_use_another_port_from_the_menu(tmp_path: Path) -> None:
-    with start_desktop(tmp_path) as desktop, socket.socket() as squatter:
-        port = free_port()
-        squatter.bind(("127.0.0.1", port))
-        squatter.listen()
+    with start_desktop(tmp_path) as desktop, taken_port() as (port, _):
         app = App(desktop, tmp_path / "data", port)
         item = desktop.tray_item()
         item.wait_for(lambda i: "Use another port" in labels(i), what="the menu offers another port")
@@ -95,10 +85,7 @@ def test_one_port_with_hivenote_port_set_use_another_port_and_start_at_login(tmp
     """Issue 35: with HIVENOTE_PORT set, "Use another port" saved and announced a port the server did not use (the
     environment beat settings.json), and Start at login wrote HIVENOTE_PORT into its Exec line, so a login-started
     tray kept shadowing the saved port. settings.json is the one place the port is kept."""
-    with start_desktop(tmp_path) as desktop, socket.socket() as squatter:
-        port = free_port()
-        squatter.bind(("127.0.0.1", port))
-        squatter.listen()
+    with start_desktop(tmp_path) as desktop, taken_port() as (port, _):
         data_dir = tmp_path / "data"
         argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)]
         app = desktop.spawn("app", argv, env={**desktop.env, "HIVENOTE_PORT": str(port)})

@@ -4,7 +4,6 @@ on stderr."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 
 from hivenote.desktop.window import window_command
 from tests.support.harness import Desktop
-from tests.support.live import Running, serve, sign_in_code
+from tests.support.live import Running, serve, sign_in_code, taken_port
 from tests.support.wait import eventually
 
 WAIT_S = 30
@@ -92,12 +91,10 @@ def test_until_the_page_paints_the_window_shows_the_dashboards_background_not_wh
     desktop: Desktop, theme: str, background: tuple[int, int, int]
 ) -> None:
     """A server that accepts the connection and never answers: the window shows what it shows before any paint."""
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()
+    with taken_port() as (port, _):
         env = {**desktop.env, "GTK_THEME": theme}
         env.pop("PYTHONWARNDEFAULTENCODING", None)
-        url = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+        url = f"http://127.0.0.1:{port}/"
         window = subprocess.Popen(
             window_command(), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )

@@ -60,6 +60,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@contextlib.contextmanager
+def taken_port(port: int = 0) -> Iterator[tuple[int, socket.socket]]:
+    """Another program holding a port on 127.0.0.1 (`port`, or a free one): it listens and never answers. Yields the
+    port and the socket; closing the socket frees the port before the block ends."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        yield int(squatter.getsockname()[1]), squatter
+
+
 def exchange(request: urllib.request.Request | str, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
     """Status, headers (lower-case names) and body of one request; an error status is returned, not raised."""
     try:
