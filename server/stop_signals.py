@@ -34,7 +34,13 @@ def on_stop_signal(stop: Callable[[], None]) -> Callable[[], None]:
     wanted = {int(signum) for signum in STOP_SIGNALS}
 
     def watch() -> None:
-        while received := reader.recv(64):  # b"" once the undo shut the socket down
+        while True:
+            try:
+                received = reader.recv(64)
+            except OSError:  # shut down under the wait (Windows says so with an error)
+                return
+            if not received:  # the undo shut the socket down
+                return
             for signum in received:  # one byte per signal
                 if signum in wanted:
                     stop()
