@@ -162,12 +162,13 @@ def complete_size(path: Path) -> int:
         return 0
 
 
-def pieces(fh: IO[bytes], end: int | None = None, *, strict: bool = True) -> Iterator[bytes]:
-    """The complete lines of an open file from its start up to byte `end` (its end: None), a piece of about
-    PIECE_BYTES at a time, so no copy is ever held whole; an unfinished tail is left out. A line longer than any op
-    is damage: `strict` refuses it (SyncRefused), otherwise it is skipped (the copy held here, read to compare)."""
-    fh.seek(0)
-    left, buf, at, skipping, ended = end, b"", 0, False, False  # `buf` starts at byte `at`
+def pieces(fh: IO[bytes], end: int | None = None, *, strict: bool = True, start: int = 0) -> Iterator[bytes]:
+    """The complete lines of an open file from byte `start` (a line's start) up to byte `end` (its end: None), a
+    piece of about PIECE_BYTES at a time, so no copy is ever held whole; an unfinished tail is left out. A line longer
+    than any op is damage: `strict` refuses it (SyncRefused), otherwise it is skipped (a copy held here, compared)."""
+    fh.seek(start)
+    left = None if end is None else max(0, end - start)
+    buf, at, skipping, ended = b"", start, False, left == 0  # `buf` starts at byte `at`
     while True:
         if not ended:
             block = fh.read(PIECE_BYTES if left is None else min(PIECE_BYTES, left))
@@ -312,7 +313,20 @@ def classify(held: bytes, got: bytes, *, own: bool = False) -> str:
     return classify_lines(held.splitlines, got.splitlines, own=own)
 
 
-def _lines_of(fh: IO[bytes], end: int | None, *, strict: bool) -> Lines:
+def same_bytes(a: IO[bytes], b: IO[bytes], size: int) -> bool:
+    """Whether two open files hold the same first `size` bytes (both at least that long), read a piece at a time."""
+    a.seek(0)
+    b.seek(0)
+    while size > 0:
+        want = min(PIECE_BYTES, size)
+        x, y = a.read(want), b.read(want)
+        if x != y or len(x) < want:
+            return False
+        size -= want
+    return True
+
+
+def lines_of(fh: IO[bytes], end: int | None, *, strict: bool) -> Lines:
     def walk() -> Iterator[bytes]:
         for piece in pieces(fh, end, strict=strict):
             yield from piece.splitlines()
@@ -362,14 +376,14 @@ class Replicas:
         Returns what was done: "replaced", "behind" or the branch's shard name. `copy` (an open file: `spool`) is
         read in pieces, a few times, never whole; a line in it longer than any op is damage (SyncRefused)."""
         end = copy.seek(0, os.SEEK_END)
-        got = _lines_of(copy, end, strict=True)
+        got = lines_of(copy, end, strict=True)
         try:
             held_fh: IO[bytes] = open(self.path(node), "rb")  # noqa: SIM115 (closed below)
         except FileNotFoundError:
             found = classify_lines(lambda: (), got, own=same_node(node, self.own_node))
         else:
             with held_fh:  # read up to its size now: what is appended meanwhile comes by the next continuation
-                held = _lines_of(held_fh, held_fh.seek(0, os.SEEK_END), strict=False)
+                held = lines_of(held_fh, held_fh.seek(0, os.SEEK_END), strict=False)
                 found = classify_lines(held, got, own=same_node(node, self.own_node))
         if found == "replaces":
             if same_node(node, self.own_node):

@@ -20,6 +20,7 @@ from hivenote.server.sync.peerbook import add_peer
 from hivenote.server.tokens import new_token
 from tests.security.test_log_folder_files import get, notes, op_line, serving
 from tests.support.proc import rss_mb, settle
+from tests.support.s3env import moto_sandbox
 from tests.support.wait import wait_until
 
 FLOOD = 600 << 20  # the range answer of the attack run
@@ -220,3 +221,47 @@ def test_a_whole_copy_from_a_peer_streams_to_disk_within_memory(tmp_path: Path, 
             assert branches == [], "nothing of a copy with damage in it is kept"
         else:
             assert [p.stat().st_size for p in branches] == [WHOLE]
+
+
+def bucket_ok(port: int, token: str) -> bool:
+    transports = get(port, token, "/api/status")[1]["sync"]["transports"]
+    return any(t.get("kind") == "s3" and not t.get("failing") for t in transports)
+
+
+def test_a_whole_generation_in_the_bucket_streams_to_disk_within_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Anyone who can write the bucket (every machine that syncs through it) can put a generation of many chunks
+    under a node's name: a real `hivenote serve` fetches it to disk chunk by chunk, within memory, and answers."""
+    data_dir = tmp_path / "data"
+    (data_dir / "log").mkdir(parents=True)
+    per_chunk, gen = (8 << 20) // LINE, "000001-0badc0de"  # s3.CHUNK_BYTES of lines, the biggest object sync takes
+    with moto_sandbox(monkeypatch, tmp_path / "aws") as moto, moto.client() as client:
+        client.create_bucket(Bucket="shared")
+        settings = {"s3_bucket": "shared", "s3_endpoint": moto.endpoint, "s3_region": "us-east-1"}  # prefix hivenote/
+        (data_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+        with serving(data_dir) as (process, port, token):
+            wait_until(lambda: bucket_ok(port, token), 60, what=lambda: str(get(port, token, "/api/status")[1]["sync"]))
+            settle(process.pid)
+            idle = peak = rss_mb(process.pid)
+            for first in range(1, WHOLE // LINE + 1, per_chunk):  # the chunks first, HEAD last, as a writer does
+                body = b"".join(padded_line(seq) for seq in range(first, first + per_chunk))
+                client.put_object(
+                    Bucket="shared", Key=f"hivenote/{EVIL}/{gen}/{(first - 1) * LINE:015d}.jsonl", Body=body
+                )
+                peak = max(peak, rss_mb(process.pid))
+            head = json.dumps({"v": 1, "node": EVIL, "generation": gen}).encode()
+            client.put_object(Bucket="shared", Key=f"hivenote/{EVIL}/HEAD", Body=head)
+            replica, answered = data_dir / "log" / f"{EVIL}.jsonl", 0
+
+            def fetched() -> bool:
+                nonlocal peak, answered
+                peak = max(peak, rss_mb(process.pid))
+                answered += get(port, token, "/api/health", timeout=5)[0] == 200
+                return replica.exists() and replica.stat().st_size == WHOLE
+
+            wait_until(fetched, 300, what=lambda: str(get(port, token, "/api/status")[1]["sync"]["transports"]))
+            peak = max(peak, rss_mb(process.pid))
+            print(f"idle RSS {idle:.0f} MB, peak {peak:.0f} MB while a {WHOLE >> 20} MB generation came down")
+            assert peak < 2 * idle, f"RSS went from {idle:.0f} MB to {peak:.0f} MB"
+            assert answered >= 1
