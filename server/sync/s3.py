@@ -12,7 +12,8 @@ shard that no longer continues what was sent (compacted) goes up whole as a new 
 with If-Match on the ETag this node wrote; a 412 there means another process writes as this node: reported, never
 overwritten. Older generations are deleted after the swap.
 Down: per node, one listing after the last key applied. A new HEAD ETag naming a new generation: the generation is
-fetched whole (appended if the replica is a prefix of it, else `Replicas.replace`); new chunks are appended at
+fetched whole, chunk by chunk to a spool file, never to memory (appended if the replica is a prefix of it, else
+`Replicas.settle_copy`); new chunks are appended at
 their offset. Progress is kept in `<data dir>/sync/s3-state.json`, so restarts stay incremental. While the bucket
 cannot be reached the shard itself is the queue: failures are reported and retried with backoff.
 """
