@@ -182,6 +182,10 @@ def test_pieces_give_the_complete_lines_and_skip_or_refuse_overlong_ones(sizes: 
     with io.BytesIO(b"".join(lines) + b"t" * tail) as fh:
         if all(len(line) - 1 <= MAX_LINE_BYTES for line in lines) and tail <= MAX_LINE_BYTES:
             assert b"".join(pieces(fh)) == b"".join(lines)
+            for k in range(len(lines) + 1):  # from any line's start, up to any line's end
+                at = sum(map(len, lines[:k]))
+                assert b"".join(pieces(fh, start=at)) == b"".join(lines[k:])
+                assert b"".join(pieces(fh, at, start=0)) == b"".join(lines[:k])
         else:
             with pytest.raises(SyncRefused, match="longer than any op"):
                 b"".join(pieces(fh))
