@@ -13,7 +13,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import httpx2
@@ -22,14 +22,14 @@ from ..core.errors import InvalidInput
 from ..core.hlc import Clock, date_offset, wall_ms
 from ..core.model import MAX_LINE_BYTES
 from .peerbook import Peer, PeerBook, editing, normalize_url
-from .replica import Replicas, SyncRefused, same_node
+from .replica import Replicas, SyncRefused, overlong_at, same_node
 from .routes import MAX_LIMIT, MAX_LISTED, NODE_HEADER, Summary, valid_node
 from .status import SyncStatus
 
 log = logging.getLogger(__name__)
 
 MAX_PEERS = 64  # gossip stops learning beyond this many
-MAX_WHOLE_BYTES = 1 << 30  # a replaced (compacted) shard is fetched whole before it replaces the copy here
+MAX_WHOLE_BYTES = 1 << 30  # a replaced (compacted) shard is fetched whole (to disk) before it replaces the copy here
 MAX_LISTING_BYTES = 8 << 20  # a /sync/shards answer (MAX_LISTED shards of ~200 bytes, and the peers it knows)
 MAX_ERROR_BYTES = 64 << 10  # any other answer that is not shard bytes (an error's JSON)
 
@@ -264,11 +264,13 @@ class Puller:
             return moved, max(0, theirs.size - held - moved)
         except Replaced:
             pass
-        data = await self.fetch_whole(peer, node, theirs)
-        if data is None:
+        copy = await self.fetch_whole(peer, node, theirs)
+        if copy is None:
             return 0, theirs.size
-        await anyio.to_thread.run_sync(self.replicas.settle, node, data)
-        return len(data), 0
+        with copy:
+            size = copy.tell()  # where the last range was written: its end
+            await anyio.to_thread.run_sync(self.replicas.settle_copy, node, copy)
+        return size, 0
 
     async def _range(
         self, peer: Peer, node: str, offset: int, limit: int = MAX_LIMIT, prefix: str | None = None
@@ -314,25 +316,42 @@ class Puller:
             offset, moved = offset + written, moved + written
         return moved
 
-    async def fetch_whole(self, peer: Peer, node: str, theirs: Summary) -> bytes | None:
-        """The peer's whole shard (None when it changed while we fetched: the next round tries again)."""
+    async def fetch_whole(self, peer: Peer, node: str, theirs: Summary) -> IO[bytes] | None:
+        """The peer's whole shard, written as it comes to a spool file (`Replicas.spool`, returned open) range by
+        range, never past the size it listed plus one line, never held in memory; None when it changed while we
+        fetched (the next round tries again). A line longer than any op is damage: refused (SyncRefused), nothing
+        of the copy kept."""
         if theirs.size > MAX_WHOLE_BYTES:
             raise PeerFailed(f"{peer.url} offers {node}'s shard as {theirs.size} bytes, over {MAX_WHOLE_BYTES}")
-        data, proof = b"", hashlib.sha256()
-        while len(data) < theirs.size:
-            try:
-                response = await self._range(peer, node, len(data), prefix=proof.hexdigest())
-            except Replaced:
-                return None
-            chunk = response.content
-            whole = chunk[: chunk.rfind(b"\n") + 1]
-            if not whole:
-                if chunk:
-                    raise PeerFailed(f"{peer.url} sent no complete line of {node}'s shard at byte {len(data)}")
-                return None
-            data += whole
-            proof.update(whole)
-        return data
+        copy = await anyio.to_thread.run_sync(self.replicas.spool)
+        try:
+            got, proof = 0, hashlib.sha256()
+            while got < theirs.size:
+                try:
+                    limit = min(MAX_LIMIT, theirs.size - got)
+                    response = await self._range(peer, node, got, limit=limit, prefix=proof.hexdigest())
+                except Replaced:
+                    copy.close()
+                    return None
+                chunk = response.content
+                whole = chunk[: chunk.rfind(b"\n") + 1]
+                if not whole:
+                    if chunk:
+                        raise PeerFailed(f"{peer.url} sent no complete line of {node}'s shard at byte {got}")
+                    copy.close()
+                    return None
+                if (damage := overlong_at(whole)) >= 0:
+                    raise SyncRefused(
+                        f"the line at byte {got + damage} of {peer.url}'s copy of {node}'s shard is longer than any op "
+                        f"({MAX_LINE_BYTES} bytes): damage, nothing of that copy kept"
+                    )
+                await anyio.to_thread.run_sync(copy.write, whole)
+                proof.update(whole)
+                got += len(whole)
+        except BaseException:
+            copy.close()
+            raise
+        return copy
 
     async def _learn(self, peer: Peer, urls: list[str]) -> None:
         """Gossip: peers a peer knows become ours, tried with the token of the one that told us."""

@@ -10,14 +10,14 @@ new one, and the old shard comes back as another node's); another history of it 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,6 +34,8 @@ NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # (`<node>~<12 hex>`, written where a fork was found) or a sync tool's conflict copy (`<node>.sync-conflict-...`).
 SHARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~-]{0,199}$")
 CONFLICT = ".sync-conflict-"
+PIECE_BYTES = 1 << 20  # a whole copy is read back from its spool file this much at a time (plus at most one line)
+SORTLESS_BYTES = 64 << 20  # copies whose seqs are out of order are compared in memory only up to this size
 
 
 def writer_of(name: str) -> str:
@@ -105,11 +107,11 @@ def check_node_name(node: str) -> None:
         raise SyncRefused(f"{node!r} is not a node name (letters, digits, '.', '_', '-'; at most 100)")
 
 
-def check_lines(node: str, data: bytes) -> int:
+def check_lines(node: str, data: bytes, first: int = 1) -> int:
     """Refuse lines that name another writer than the file's, or are longer than any op can be (damage); returns how
-    many lines there are."""
+    many lines there are (`first`: the number of the first one, for the message)."""
     count, writer_ = 0, writer_of(node)
-    for number, line in enumerate(data.splitlines(), 1):
+    for number, line in enumerate(data.splitlines(), first):
         count += 1
         if len(line) > MAX_LINE_BYTES:
             raise SyncRefused(
@@ -160,14 +162,83 @@ def complete_size(path: Path) -> int:
         return 0
 
 
-def _lines_by_seq(data: bytes) -> dict[int, bytes]:
-    found: dict[int, bytes] = {}
-    for line in data.splitlines():
-        with contextlib.suppress(ValueError, RecursionError, AttributeError):
+def pieces(fh: IO[bytes], end: int | None = None, *, strict: bool = True, start: int = 0) -> Iterator[bytes]:
+    """The complete lines of an open file from byte `start` (a line's start) up to byte `end` (its end: None), a
+    piece of about PIECE_BYTES at a time, so no copy is ever held whole; an unfinished tail is left out. A line longer
+    than any op is damage: `strict` refuses it (SyncRefused), otherwise it is skipped (a copy held here, compared)."""
+    fh.seek(start)
+    left = None if end is None else max(0, end - start)
+    buf, at, skipping, ended = b"", start, False, left == 0  # `buf` starts at byte `at`
+    while True:
+        if not ended:
+            block = fh.read(PIECE_BYTES if left is None else min(PIECE_BYTES, left))
+            left = None if left is None else left - len(block)
+            ended = not block or left == 0
+            if skipping:  # inside an overlong line: up to its newline
+                newline = block.find(b"\n") + 1
+                if not newline:
+                    at += len(block)
+                    if ended:
+                        return
+                    continue
+                skipping, at, block = False, at + newline, block[newline:]
+            buf += block
+        cut = buf.rfind(b"\n") + 1
+        damage = overlong_at(buf[:cut])
+        if damage < 0 and len(buf) - cut > MAX_LINE_BYTES:  # no op is this long, ended or not
+            damage = cut
+        if damage < 0:
+            if cut:
+                yield buf[:cut]
+            at, buf = at + cut, buf[cut:]
+            if ended:
+                return
+            continue
+        if strict:
+            raise SyncRefused(
+                f"the line at byte {at + damage} is longer than any op ({MAX_LINE_BYTES} bytes): damage, not copied"
+            )
+        if damage:
+            yield buf[:damage]
+        newline = buf.find(b"\n", damage) + 1
+        if newline:  # what follows the overlong line is looked at again
+            at, buf = at + newline, buf[newline:]
+        else:
+            skipping, at, buf = True, at + len(buf), b""
+            if ended:
+                return
+
+
+def _numbered(lines: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(seq, line) of the readable lines that say their seq."""
+    for line in lines:
+        try:
             seq = json.loads(line).get("seq")
-            if type(seq) is int:
-                found[seq] = line
-    return found
+        except (ValueError, RecursionError, AttributeError):
+            continue
+        if type(seq) is int:
+            yield seq, line
+
+
+def _survey(lines: Iterable[bytes]) -> tuple[int, int, bool, int]:
+    """(readable lines, last seq, whether the seqs never go down, bytes): one walk, nothing held."""
+    count, last, ordered, size, previous = 0, 0, True, 0, None
+    for seq, line in _numbered(lines):
+        count, last, size = count + 1, max(last, seq), size + len(line)
+        ordered = ordered and (previous is None or seq >= previous)
+        previous = seq
+    return count, last, ordered, size
+
+
+def _last_per_seq(lines: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(seq, line) in order, the last line of each seq (as a reader keeps it); the seqs must never go down."""
+    held: tuple[int, bytes] | None = None
+    for seq, line in _numbered(lines):
+        if held is not None and seq != held[0]:
+            yield held
+        held = (seq, line)
+    if held is not None:
+        yield held
 
 
 def _stands_for(newer: bytes, older: bytes) -> bool:
@@ -185,11 +256,51 @@ def _stands_for(newer: bytes, older: bytes) -> bool:
         return False
 
 
-def _covered(newer: dict[int, bytes], older: dict[int, bytes], upto: int) -> bool:
-    """Whether every line of the newer copy up to seq `upto` stands for the line the older copy holds there."""
-    return all(
-        (old := older.get(seq)) is not None and _stands_for(line, old) for seq, line in newer.items() if seq <= upto
-    )
+def _covered(newer: Iterable[tuple[int, bytes]], older: Iterable[tuple[int, bytes]], upto: int) -> bool:
+    """Whether every line of the newer copy up to seq `upto` stands for the line the older copy holds there (both
+    walked once, in seq order, side by side)."""
+    olds = iter(older)
+    old = next(olds, None)
+    for seq, line in newer:
+        if seq > upto:
+            return True
+        while old is not None and old[0] < seq:
+            old = next(olds, None)
+        if old is None or old[0] != seq or not _stands_for(line, old[1]):
+            return False
+    return True
+
+
+Lines = Callable[[], Iterable[bytes]]  # each call walks a copy's complete lines again from its start
+
+
+def classify_lines(held: Lines, got: Lines, *, own: bool = False) -> str:
+    """`classify` for copies walked line by line (files read in pieces): a few walks, never a copy held whole. Seqs
+    that go down somewhere (no shard Hivenote writes has them) are compared in memory up to SORTLESS_BYTES; a bigger
+    such copy is another history."""
+    ours_count, last, ours_ordered, ours_size = _survey(held())
+    theirs_count, theirs_last, theirs_ordered, theirs_size = _survey(got())
+    if not ours_count:
+        return ("other" if theirs_count else "behind") if own else "replaces"
+    if ours_ordered and theirs_ordered:
+
+        def covered(newer: Lines, older: Lines, upto: int) -> bool:
+            return _covered(_last_per_seq(newer()), _last_per_seq(older()), upto)
+
+    elif ours_size + theirs_size <= SORTLESS_BYTES:
+
+        def covered(newer: Lines, older: Lines, upto: int) -> bool:
+            olds = dict(_numbered(older()))
+            news = sorted(dict(_numbered(newer())).items())
+            return _covered(news, sorted(olds.items()), upto)
+
+    else:
+        return "other"
+    if theirs_last <= last and covered(held, got, theirs_last):
+        return "behind"  # the same ops as ours, or fewer: nothing to take (a compacted copy here stays)
+    if not own and theirs_last >= last and covered(got, held, last):
+        return "replaces"
+    return "other"
 
 
 def classify(held: bytes, got: bytes, *, own: bool = False) -> str:
@@ -199,15 +310,28 @@ def classify(held: bytes, got: bytes, *, own: bool = False) -> str:
     compaction ours comes from: every op we hold up to its last seq is the very op it holds there) or "other"
     (another history of the node: two different ops at one position). `own`: this install writes the node, so
     nothing but itself replaces it (a copy that would is another history)."""
-    theirs, ours = _lines_by_seq(got), _lines_by_seq(held)
-    if not ours:
-        return ("other" if theirs else "behind") if own else "replaces"
-    last, theirs_last = max(ours), max(theirs, default=0)
-    if theirs_last <= last and _covered(ours, theirs, theirs_last):
-        return "behind"  # the same ops as ours, or fewer: nothing to take (a compacted copy here stays)
-    if not own and theirs_last >= last and _covered(theirs, ours, last):
-        return "replaces"
-    return "other"
+    return classify_lines(held.splitlines, got.splitlines, own=own)
+
+
+def same_bytes(a: IO[bytes], b: IO[bytes], size: int) -> bool:
+    """Whether two open files hold the same first `size` bytes (both at least that long), read a piece at a time."""
+    a.seek(0)
+    b.seek(0)
+    while size > 0:
+        want = min(PIECE_BYTES, size)
+        x, y = a.read(want), b.read(want)
+        if x != y or len(x) < want:
+            return False
+        size -= want
+    return True
+
+
+def lines_of(fh: IO[bytes], end: int | None, *, strict: bool) -> Lines:
+    def walk() -> Iterator[bytes]:
+        for piece in pieces(fh, end, strict=strict):
+            yield from piece.splitlines()
+
+    return walk
 
 
 class Replicas:
@@ -227,36 +351,65 @@ class Replicas:
         with open(self.path(node), "rb") as fh:
             return self.digests.hexdigest(fh, offset)
 
+    def spool(self) -> IO[bytes]:
+        """An anonymous file in the log folder (hidden, 0600, gone when closed) that a whole copy of a shard is
+        written to as it arrives, so no transport holds one in memory (`settle_copy` takes it from there)."""
+        self.log_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        return tempfile.TemporaryFile(dir=self.log_dir, prefix=".", suffix=".tmp")
+
+    def _spooled(self, data: bytes) -> IO[bytes]:
+        copy = self.spool()
+        copy.write(data[: data.rfind(b"\n") + 1])
+        return copy
+
     def settle(self, node: str, data: bytes) -> str:
+        """`settle_copy` for a copy in memory."""
+        with self._spooled(data) as copy:
+            return self.settle_copy(node, copy)
+
+    def settle_copy(self, node: str, copy: IO[bytes]) -> str:
         """A whole copy of a shard that does not continue the one held (`classify`): a compaction of ours replaces it
         (every op it keeps up to our last seq is the very op we hold, a `seq.keep` stand-in being the op it stands
         for, and it goes at least as far); an older copy than ours (a prefix, or the shard before a compaction ours
         comes from) is a peer or bucket being behind, for this install's own node too; anything else is another
         history of the node, kept beside ours as a branch, so both are folded and nothing held here or there is lost.
-        Returns what was done: "replaced", "behind" or the branch's shard name."""
+        Returns what was done: "replaced", "behind" or the branch's shard name. `copy` (an open file: `spool`) is
+        read in pieces, a few times, never whole; a line in it longer than any op is damage (SyncRefused)."""
+        end = copy.seek(0, os.SEEK_END)
+        got = lines_of(copy, end, strict=True)
         try:
-            held = self.path(node).read_bytes()
+            held_fh: IO[bytes] = open(self.path(node), "rb")  # noqa: SIM115 (closed below)
         except FileNotFoundError:
-            held = b""
-        found = classify(
-            held[: held.rfind(b"\n") + 1], data[: data.rfind(b"\n") + 1], own=same_node(node, self.own_node)
-        )
+            found = classify_lines(lambda: (), got, own=same_node(node, self.own_node))
+        else:
+            with held_fh:  # read up to its size now: what is appended meanwhile comes by the next continuation
+                held = lines_of(held_fh, held_fh.seek(0, os.SEEK_END), strict=False)
+                found = classify_lines(held, got, own=same_node(node, self.own_node))
         if found == "replaces":
-            self.replace(node, data)
+            if same_node(node, self.own_node):
+                raise SyncRefused(f"{node} is this machine's own shard: only its writer replaces it")
+            self._write_copy(node, copy)
             return "replaced"
         if found == "behind":
             return "behind"
-        name = self.add_branch(node, data)
+        name = self.add_branch_copy(node, copy)
         log.warning("a copy of %s's shard is another history of it: kept as %s.jsonl", node, name)
         return name
 
     def add_branch(self, node: str, data: bytes) -> str:
+        """`add_branch_copy` for a copy in memory."""
+        with self._spooled(data) as copy:
+            return self.add_branch_copy(node, copy)
+
+    def add_branch_copy(self, node: str, copy: IO[bytes]) -> str:
         """Keep another history of a shard beside the one held (`<node>~<12 hex>.jsonl`, named by its bytes, so
         every machine that keeps the same bytes names them alike); returns the file's shard name."""
-        whole = data[: data.rfind(b"\n") + 1]
-        name = f"{writer_of(node)}~{hashlib.sha256(whole).hexdigest()[:12]}"
+        end, named = copy.seek(0, os.SEEK_END), hashlib.sha256()
+        for piece in pieces(copy, end):
+            named.update(piece)
+        name = f"{writer_of(node)}~{named.hexdigest()[:12]}"
         if self.size(name) == 0:
-            self._write_whole(name, whole)
+            self._write_copy(name, copy)
         return name
 
     def path(self, node: str) -> Path:
@@ -329,16 +482,20 @@ class Replicas:
         """Put a whole shard in place of the replica (the owner compacted it), atomically."""
         if same_node(node, self.own_node):
             raise SyncRefused(f"{node} is this machine's own shard: only its writer replaces it")
-        self._write_whole(node, data)
+        with self._spooled(data) as copy:
+            self._write_copy(node, copy)
 
-    def _write_whole(self, node: str, data: bytes) -> None:
+    def _write_copy(self, node: str, copy: IO[bytes]) -> None:
+        """Put the complete lines of `copy` in place of node's file, atomically, read and checked piece by piece."""
         path = self.path(node)
-        whole = data[: data.rfind(b"\n") + 1]
-        check_lines(node, whole)
+        end = copy.seek(0, os.SEEK_END)
+        counted = 1
+        for piece in pieces(copy, end):  # refused before anything is written, as a copy in memory was
+            counted += check_lines(node, piece, counted)
         if path.is_symlink():  # a link planted in a synced folder: not a shard, whatever it points to
             raise SyncRefused(f"{path} is a symbolic link, not a shard; remove it to sync {node}")
         self.log_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         with self._lock(node):
             # A hidden temp file (never folded) with a random name, made exclusively (0600): never written through a
             # link planted in a synced folder; removed on failure. A link at `path` itself is replaced, not followed.
-            write_whole(path, [whole])
+            write_whole(path, pieces(copy, end))

@@ -12,7 +12,8 @@ shard that no longer continues what was sent (compacted) goes up whole as a new 
 with If-Match on the ETag this node wrote; a 412 there means another process writes as this node: reported, never
 overwritten. Older generations are deleted after the swap.
 Down: per node, one listing after the last key applied. A new HEAD ETag naming a new generation: the generation is
-fetched whole (appended if the replica is a prefix of it, else `Replicas.replace`); new chunks are appended at
+fetched whole, chunk by chunk to a spool file, never to memory (appended if the replica is a prefix of it, else
+`Replicas.settle_copy`); new chunks are appended at
 their offset. Progress is kept in `<data dir>/sync/s3-state.json`, so restarts stay incremental. While the bucket
 cannot be reached the shard itself is the queue: failures are reported and retried with backoff.
 """
@@ -23,23 +24,26 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
 import secrets
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
 from ..core.errors import InvalidInput
+from ..core.model import MAX_LINE_BYTES
 from ..settings import Settings, load_settings, save_setting
 from ..storage.files import private_dir
 from ..storage.identity import previous_nodes
+from ..storage.shards import hash_range
 from ..storage.statefile import write_json
 from .bucket import BadObject, Bucket, BucketConflict, BucketError, BucketUnreachable
-from .replica import Replicas, SyncRefused, check_node_name, classify
+from .replica import Replicas, SyncRefused, check_node_name, classify_lines, lines_of, pieces, same_bytes
 
 if TYPE_CHECKING:
     from ..storage.store import Store
@@ -59,6 +63,7 @@ TAIL = 1 << 16  # bytes read back from a shard's end to find its last seq
 HEAD_BYTES = 1 << 16  # a HEAD object is a few dozen bytes of JSON; a bigger one is not ours
 GENERATION = re.compile(r"^(\d{6})-[0-9a-f]{8}$")
 CHUNK = re.compile(r"^(\d{15})\.jsonl$")
+MAX_GENERATION_BYTES = 1 << 30  # a generation is fetched whole (to disk, never to memory); a bigger one is not taken
 
 
 def _last_seq(data: bytes) -> int:
@@ -147,7 +152,8 @@ class BucketSync:
             head = self._read_head(self.node)
             got = self._generation(self.node, head[0]) if head else None
             if got is not None:
-                self.replicas.add_branch(self.node, got[0])
+                with got[0] as copy:
+                    self.replicas.add_branch_copy(self.node, copy)
         return BucketConflict(self.blocked)
 
     def report(self) -> dict[str, Any]:
@@ -188,39 +194,49 @@ class BucketSync:
             if self._branch_seen.get(name) == (st.st_size, st.st_mtime_ns) or self.replicas.size(name) == 0:
                 continue
             check_node_name(name)
-            data = self.replicas.read(name)
-            digest = hashlib.sha256(data).hexdigest()
-            if sent.get(name) != digest:
-                contacted = True
-                self._upload_branch(name, data)
-                sent[name] = digest
+            with open(self.replicas.path(name), "rb") as held:
+                end = self.replicas.size(name)
+                digest = _digest(held, end)
+                if sent.get(name) != digest:
+                    contacted = True
+                    self._upload_branch(name, held, end, digest)
+                    sent[name] = digest
                 if name not in done:
                     done.append(name)
                 self._save()
             self._branch_seen[name] = (st.st_size, st.st_mtime_ns)
         return contacted
 
-    def _upload_branch(self, name: str, data: bytes) -> None:
-        """Make the bucket hold branch `name` as `data`: its first generation, or a new one when `data` is a
-        compaction of the one there; anything else (the bucket's continues ours, or is another history) is the
-        download side's to settle."""
+    def _upload_branch(self, name: str, held: IO[bytes], end: int, digest: str) -> None:
+        """Make the bucket hold branch `name` as the first `end` bytes of `held` (their digest `digest`): its first
+        generation, or a new one when they are a compaction of the one there; anything else (the bucket's continues
+        ours, or is another history) is the download side's to settle. Neither copy is held whole."""
         head = self._read_head(name)
         if head is None:
-            self._put_branch(name, f"000001-{hashlib.sha256(data).hexdigest()[:8]}", data, "")
+            self._put_branch(name, f"000001-{digest[:8]}", held, end, "")
             return
         got = self._generation(name, head[0])
-        if got is None or got[0] == data or classify(got[0], data) != "replaces":
+        if got is None:
             return
+        with got[0] as copy:
+            there = copy.seek(0, os.SEEK_END)
+            if (there == end and same_bytes(copy, held, end)) or classify_lines(
+                lines_of(copy, there, strict=False), lines_of(held, end, strict=False)
+            ) != "replaces":
+                return
         number = int(head[0][:6]) + 1
-        self._put_branch(name, f"{number:06d}-{hashlib.sha256(data).hexdigest()[:8]}", data, head[1])
+        self._put_branch(name, f"{number:06d}-{digest[:8]}", held, end, head[1])
 
-    def _put_pieces(self, name: str, gen: str, data: bytes) -> str:
-        """Upload `data` (complete lines of a shard held here) as the chunks of generation `gen` of `name`, each ending
-        at a line's end; an object already there is left as it is (the same bytes under the same name). Returns the
-        last chunk's key ("" for no data)."""
+    def _put_pieces(self, name: str, gen: str, held: IO[bytes], end: int) -> str:
+        """Upload the first `end` bytes of `held` (complete lines of a shard held here) as the chunks of generation
+        `gen` of `name`, each ending at a line's end and read as it goes up; an object already there is left as it is
+        (the same bytes under the same name). Returns the last chunk's key ("" for no data)."""
         start, last = 0, ""
-        while start < len(data):
-            piece = data[start : start + CHUNK_BYTES]
+        while start < end:
+            held.seek(start)
+            piece = held.read(min(CHUNK_BYTES, end - start))
+            if not piece:
+                raise SyncRefused(f"{name}'s shard here ended before byte {end} while it went up; sent again later")
             piece = piece[: piece.rfind(b"\n") + 1] or piece
             last = f"{self._folder(name, gen)}{start:015d}.jsonl"
             if self.bucket.put(last, piece) is not None:
@@ -228,11 +244,11 @@ class BucketSync:
             start += len(piece)
         return last
 
-    def _put_branch(self, name: str, gen: str, data: bytes, etag: str) -> None:
+    def _put_branch(self, name: str, gen: str, held: IO[bytes], end: int, etag: str) -> None:
         """Upload generation `gen` of branch `name`, then HEAD (created, or swapped If-Match `etag`); on a swap the
         older generations are deleted. Another machine scrubbing the same branch uploads the same bytes under the
         same name: its chunks and HEAD are the ones already there."""
-        self._put_pieces(name, gen, data)
+        self._put_pieces(name, gen, held, end)
         body = json.dumps({"v": 1, "node": name, "generation": gen}).encode()
         if self.bucket.put(self._folder(name) + "HEAD", body, etag) is None:
             head = self._read_head(name)
@@ -300,12 +316,16 @@ class BucketSync:
         got = self._generation(self.node, head[0])
         if got is None:
             raise BucketError(f"generation {head[0]} of {self.node} changed while it was read; trying again")
-        blob = got[0]
-        if self.replicas.read(self.node, 0, len(blob))[: len(blob)] != blob:
-            return False
-        last = blob.rfind(b"\n", 0, len(blob) - 1) + 1 if blob else 0
-        tail = [last, hashlib.sha256(blob[last:]).hexdigest()]
-        own.update(gen=head[0], etag=head[1], sent=len(blob), tail=tail, seq=_last_seq(blob), verified=True)
+        with got[0] as copy, open(self.replicas.path(self.node), "rb") as mine:
+            there = copy.seek(0, os.SEEK_END)
+            if there > size or not same_bytes(copy, mine, there):
+                return False
+            copy.seek(max(0, there - MAX_LINE_BYTES - 2))
+            end_of = copy.read()  # its last line (no op's is longer), and what comes before it
+        at = there - len(end_of)
+        last = at + end_of.rfind(b"\n", 0, len(end_of) - 1) + 1 if end_of else 0
+        tail = [last, hashlib.sha256(end_of[last - at :]).hexdigest()]
+        own.update(gen=head[0], etag=head[1], sent=there, tail=tail, seq=_last_seq(end_of), verified=True)
         self._save()
         log.warning("generation %s of %s (put back by a machine that held it) is this shard's", head[0], self.node)
         return True
@@ -315,9 +335,10 @@ class BucketSync:
         machine putting it back names it (the number after ours, the bytes' digest), so the same bytes race to the
         same objects. A holder's put-back that wins HEAD first is settled as one (`_adopt`)."""
         own = self.state["own"]
-        data = self.replicas.read(self.node, 0, size)[:size]
+        with open(self.replicas.path(self.node), "rb") as mine:
+            digest = _digest(mine, size)
         number = int(own["gen"][:6]) + 1 if own["gen"] else 1
-        pending: dict[str, Any] = {"gen": f"{number:06d}-{hashlib.sha256(data).hexdigest()[:8]}", "sent": 0}
+        pending: dict[str, Any] = {"gen": f"{number:06d}-{digest[:8]}", "sent": 0}
         pending |= {"tail": [0, ""], "seq": 0}
         log.warning("the bucket no longer holds %s: this machine's shard goes up again", self.node)
         self._put_chunks(pending, size)
@@ -397,8 +418,14 @@ class BucketSync:
         prefix, or the shard before a compaction ours comes from: `replica.classify`), never ops of another writer.
         The very same bytes are not older: a clone that compacted the same shard publishes them (told as a clone)."""
         got = self._generation(self.node, gen)
-        mine = self.replicas.read(self.node, 0, size)[:size]
-        return got is not None and got[0] != mine and classify(mine, got[0], own=True) == "behind"
+        if got is None:
+            return False
+        with got[0] as copy, open(self.replicas.path(self.node), "rb") as mine:
+            there = copy.seek(0, os.SEEK_END)
+            if there == size and same_bytes(copy, mine, size):
+                return False
+            held, theirs = lines_of(mine, size, strict=False), lines_of(copy, there, strict=False)
+            return classify_lines(held, theirs, own=True) == "behind"
 
     def _drop_older(self) -> None:
         """Delete this node's objects outside its current generation (older ones, failed attempts)."""
@@ -443,9 +470,9 @@ class BucketSync:
         size = self.replicas.size(node)
         if size == 0:
             return
-        data = self.replicas.read(node)
-        gen = f"{int(st['gen'][:6]) + 1:06d}-{hashlib.sha256(data).hexdigest()[:8]}"
-        last = self._put_pieces(node, gen, data)
+        with open(self.replicas.path(node), "rb") as held:
+            gen = f"{int(st['gen'][:6]) + 1:06d}-{_digest(held, size)[:8]}"
+            last = self._put_pieces(node, gen, held, size)
         body = json.dumps({"v": 1, "node": node, "generation": gen}).encode()
         etag = self.bucket.put(self._folder(node) + "HEAD", body)
         if etag is None:  # another machine put it back first (or the owner published): taken from there
@@ -497,46 +524,96 @@ class BucketSync:
         held = self.replicas.size(node)
         if data is None or held < offset:
             return False
-        have = self.replicas.read(node, offset)[: len(data)] if held > offset else b""
+        have = self.replicas.read(node, offset, len(data))[: len(data)] if held > offset else b""
         if have != data[: len(have)]:
             return False
         if held < offset + len(data):
             self.replicas.append(node, data[held - offset :], held)
         return True
 
-    def _generation(self, node: str, gen: str) -> tuple[bytes, str] | None:
-        """A whole generation and its last chunk's key; None when a chunk went away (a newer one is coming)."""
-        folder, parts, end, last = self._folder(node, gen), [], 0, ""
-        for key, _, _ in self.bucket.listing(folder):
-            match = CHUNK.match(key[len(folder) :])
-            if not match:
-                continue
-            if int(match[1]) != end:
-                raise BadObject(f"{key} does not continue generation {gen}; retrying")
-            data = self._fetch(key)
-            if data is None:
-                return None
-            parts.append(data)
-            end, last = end + len(data), key
-        return b"".join(parts), last
+    def _generation(self, node: str, gen: str) -> tuple[IO[bytes], str] | None:
+        """A whole generation, written chunk by chunk to a spool file (`Replicas.spool`, returned open: the caller
+        closes it), and its last chunk's key; None when a chunk went away (a newer one is coming). Never held in
+        memory; one over MAX_GENERATION_BYTES is not taken (BadObject)."""
+        folder, end, last = self._folder(node, gen), 0, ""
+        copy = self.replicas.spool()
+        try:
+            for key, size, _ in self.bucket.listing(folder):
+                match = CHUNK.match(key[len(folder) :])
+                if not match:
+                    continue
+                if int(match[1]) != end:
+                    raise BadObject(f"{key} does not continue generation {gen}; retrying")
+                if end + size > MAX_GENERATION_BYTES:
+                    raise BadObject(
+                        f"generation {gen} of {node} is over {MAX_GENERATION_BYTES} bytes, more than sync takes whole; "
+                        "left alone"
+                    )
+                data = self._fetch(key)
+                if data is None:
+                    copy.close()
+                    return None
+                copy.write(data)
+                end, last = end + len(data), key
+        except BaseException:
+            copy.close()
+            raise
+        return copy, last
+
+    def _merge_copy(self, node: str, copy: IO[bytes], end: int) -> bool:
+        """`_merge` from byte 0 for a whole generation in a spool file: compared and appended a piece at a time."""
+        held = self.replicas.size(node)
+        if held:
+            with open(self.replicas.path(node), "rb") as mine:
+                if not same_bytes(copy, mine, min(held, end)):
+                    return False
+        at = held
+        for piece in pieces(copy, end, start=held) if held < end else ():
+            written = self.replicas.append(node, piece, at)
+            at += written
+            if written < len(piece):
+                break  # damage: the rest is refused by the next append, saying so
+        return True
 
     def _fetch_generation(self, node: str, st: dict[str, Any], gen: str) -> None:
-        """Download a whole generation and make the replica hold it (a continuation, or a replacement)."""
+        """Download a whole generation and make the replica hold it (a continuation, or a replacement); to disk, a
+        piece at a time, never whole in memory."""
         got = self._generation(node, gen)
         if got is None:
             return
-        blob, last = got
-        end = len(blob)
-        # A node this install wrote as before (it moved to a new id: a fork, a lost shard, a copied data dir) may hold
-        # ops here the bucket lacks, and only this install's own shard and branches go up: those go up as a branch.
-        # A copy held that the generation covers (an older copy, or the shard before the owner compacted it) holds
-        # none: kept as a branch, it kept a purged note's text in every machine and the bucket (issue 32).
-        mine = self.replicas.read(node) if node in previous_nodes(self.data_dir) and self.replicas.size(node) else b""
-        if not self._merge(node, 0, blob) and self.replicas.settle(node, blob) != "replaced":
-            end = -1  # behind ours, or another history kept as a branch: looked at again when it grows
-        if mine and not blob.startswith(mine) and classify(blob, mine) != "behind":
-            self.replicas.add_branch(node, mine)
-        st.update(gen=gen, after=last, end=end)
+        with contextlib.ExitStack() as stack:
+            copy, last = stack.enter_context(got[0]), got[1]
+            end = copy.seek(0, os.SEEK_END)
+            # A node this install wrote as before (it moved to a new id: a fork, a lost shard, a copied data dir) may
+            # hold ops here the bucket lacks, and only this install's own shard and branches go up: those go up as a
+            # branch. A copy held that the generation covers (an older copy, or the shard before the owner compacted
+            # it) holds none: kept as a branch, it kept a purged note's text in every machine and the bucket (#32).
+            mine: IO[bytes] | None = None
+            if node in previous_nodes(self.data_dir) and (held := self.replicas.size(node)):
+                mine = stack.enter_context(self.replicas.spool())
+                with open(self.replicas.path(node), "rb") as source:
+                    for piece in pieces(source, held, strict=False):
+                        mine.write(piece)
+            try:
+                if not self._merge_copy(node, copy, end) and self.replicas.settle_copy(node, copy) != "replaced":
+                    end = -1  # behind ours, or another history kept as a branch: looked at again when it grows
+            except SyncRefused:  # damage in it: reported once, and looked at again when it grows (never re-read)
+                st.update(gen=gen, after=last, end=-1)
+                raise
+            if mine is not None:
+                size = mine.seek(0, os.SEEK_END)
+                starts = size <= copy.seek(0, os.SEEK_END) and same_bytes(copy, mine, size)
+                behind = classify_lines(lines_of(copy, None, strict=False), lines_of(mine, size, strict=False))
+                if not starts and behind != "behind":
+                    self.replicas.add_branch_copy(node, mine)
+            st.update(gen=gen, after=last, end=end)
+
+
+def _digest(fh: IO[bytes], end: int) -> str:
+    """SHA-256 (hex) of an open file's first `end` bytes, read a piece at a time."""
+    h = hashlib.sha256()
+    hash_range(h, fh, 0, end)
+    return str(h.hexdigest())
 
 
 async def run(services: Services) -> None:
