@@ -9,7 +9,9 @@ Every uvicorn server Hivenote runs (`hivenote serve`, the tray's, the tests') is
   `BODY_TIMEOUT_S`, an idle kept-alive connection closes after `KEEP_ALIVE_S`, and the soft limit on open files is
   raised to the hard one;
 - one credential cannot hold the server: each connection is charged to the credential its request showed, within
-  that credential's budgets (budgets.py: connections, streams and bodies at once; a share of the bound each).
+  that credential's budgets (budgets.py: connections, streams and bodies at once; a share of the bound each);
+- a request still being answered when a stop's graceful wait ends is cancelled with one warning line in the log, not
+  uvicorn's traceback of an application error (`_CancelledAtStop`).
 """
 
 from __future__ import annotations
@@ -395,11 +397,32 @@ def cork_turns(transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) ->
         transport.write = _Corked(transport, loop)  # type: ignore[method-assign]
 
 
+class _CancelledAtStop(logging.Filter):
+    """uvicorn logs a request its graceful shutdown had to cancel (still running `timeout_graceful_shutdown` seconds
+    after the server was asked to stop: a peer's listing on a loaded machine, a body still arriving) as "Exception in
+    ASGI application" with the cancellation's traceback, as if the app had failed. It is the stop doing what it says:
+    one warning line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, asyncio.CancelledError) and str(record.msg).startswith("Exception in ASGI application"):
+            record.msg, record.args, record.exc_info, record.exc_text = _CANCELLED_AT_STOP, (), None, None
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+        return True
+
+
+_CANCELLED_AT_STOP = "a request still being answered when the server stopped was cancelled (its client gets a 500)"
+_cancelled_at_stop = _CancelledAtStop()
+
+
 def uvicorn_config(app: Any, *, open_files: int | None = None) -> uvicorn.Config:
     """The one uvicorn configuration: no proxy headers, bounded connections, timeouts (see the module's doc)."""
     files = open_files if open_files is not None else OPEN_FILES_WANTED
     bound, slack = connection_bound(files), connection_slack(files)
     protocol = type("BoundedH11", (BoundedH11Protocol,), {"max_connections": bound, "slack": slack, "ledger": Ledger()})
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if _cancelled_at_stop not in uvicorn_log.filters:
+        uvicorn_log.addFilter(_cancelled_at_stop)
     return uvicorn.Config(
         app,
         http=protocol,
