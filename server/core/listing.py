@@ -56,7 +56,7 @@ class Filters:
         """These filters over `state`: a window's notes are found once, from the list's order (`in_window`)."""
         if self.window is None:
             return self
-        inside = window_set(state, self.window)
+        inside = window_test(state, self.window)
         if inside is None:  # the window holds every note: as without one (a search takes its quickest path)
             return replace(self, window=None, inside=None)
         return replace(self, inside=inside)
@@ -180,7 +180,7 @@ def in_window(state: State, window: Window) -> list[str]:
     return front + recent.ids[start:end] if front else recent.ids[start:end]
 
 
-def window_set(state: State, window: Window) -> LatestIn | None:
+def window_test(state: State, window: Window) -> LatestIn | None:
     """`in_window` as a test, for a search's candidates (None when the window holds every note)."""
     recent, front, start, end = _window_slice(state, window)
     if start == 0 and end == len(recent.ids) and not recent.stale:
