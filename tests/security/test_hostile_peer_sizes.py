@@ -28,6 +28,20 @@ EVIL = "evil-0009"
 
 
 @contextlib.contextmanager
+def answering(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A peer: `handler` answering on a free port of 127.0.0.1 from a thread, stopped at the end; its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@contextlib.contextmanager
 def flooding_peer(first: bytes, size: int) -> Iterator[tuple[str, list[str]]]:
     """A peer that lists one shard of `size` bytes and answers any range of it with all of them: `first`, then as
     many bytes of one endless line as it takes (written as they go, so this process holds none of it)."""
@@ -61,15 +75,8 @@ def flooding_peer(first: bytes, size: int) -> Iterator[tuple[str, list[str]]]:
                 self.send_header("X-Shard-Prefix", prefix)
             self.end_headers()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", served
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with answering(Handler) as url:
+        yield url, served
 
 
 def peer_error(port: int, token: str, url: str) -> str:
@@ -169,15 +176,8 @@ def compacting_peer(damage_at: int = 0) -> Iterator[tuple[str, list[str]]]:
                 for piece in pieces:
                     self.wfile.write(piece)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", served
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with answering(Handler) as url:
+        yield url, served
 
 
 def whole_ranges(served: list[str]) -> int:
