@@ -84,16 +84,12 @@ class LatestIn:
     state: State
     window: Window
     front: frozenset[str]
-    size: int  # how many notes are in it
 
     def __contains__(self, note_id: object) -> bool:
         if note_id in self.front:
             return True
         listed = self.state.listed(note_id) if isinstance(note_id, str) else None
         return listed is not None and self.window.contains(listed[0][0])
-
-    def __len__(self) -> int:
-        return self.size
 
     def intersection(self, keys: Iterable[str]) -> set[str]:
         return {key for key in keys if key in self}
@@ -185,7 +181,7 @@ def window_test(state: State, window: Window) -> LatestIn | None:
     recent, front, start, end = _window_slice(state, window)
     if start == 0 and end == len(recent.ids) and not recent.stale:
         return None
-    return LatestIn(state, window, frozenset(front), end - start + len(front))
+    return LatestIn(state, window, frozenset(front))
 
 
 def _window_slice(state: State, window: Window) -> tuple[Recent, list[str], int, int]:
