@@ -29,6 +29,7 @@ from tests.support.live_bucket import Bucket
 from tests.support.live_faults import Cluster, hivenote, run_checks
 from tests.support.live_folder import Folder
 from tests.support.live_peers import Peers
+from tests.support.peer_nodes import Node
 from tests.support.s3env import moto_sandbox
 
 TRANSPORTS = ("folder", "peers", "s3")
@@ -55,6 +56,14 @@ class Round:
             f"converged in {took}, "
             f"{len(self.violations)} violations ({faults})"
         )
+
+
+def log_end(server: Node) -> str:
+    """The last lines of a server's log ("(no log)" for one that never started)."""
+    try:
+        return server.log_tail()[-1500:]
+    except OSError:
+        return "(no log)"
 
 
 def tracebacks(cluster: Cluster) -> list[str]:
@@ -131,7 +140,10 @@ def fault_round(transport: str, root: Path, seed: int, steps: int) -> Round:
         except AssertionError as exc:
             result.violations.append(f"{exc}\n{cluster.explain()}")
         except Exception as exc:  # a server's 500, a refused call, the harness itself: the round says where it stopped
-            result.violations.append(f"the round stopped: {exc!r}\n{traceback.format_exc()}\n{cluster.explain()}")
+            logs = "\n".join(f"--- {i.name}'s log, its end:\n{log_end(i.server)}" for i in cluster.installs)
+            result.violations.append(
+                f"the round stopped: {exc!r}\n{traceback.format_exc()}\n{cluster.explain()}\n{logs}"
+            )
         finally:
             cluster.close()
             titles = sum(len(titles) for i in cluster.installs for titles in i.notes.values())
