@@ -38,7 +38,7 @@ class Filters:
     window: Window | None = None  # only notes created or changed in it (an edit, a trash, a restore)
     # The notes in the window, read from the state where a list or search starts (`reading`): a test (`LatestIn`), or
     # their ids (a filtered list's); not compared (a list keeps its last filtered order by its filters).
-    inside: frozenset[str] | set[str] | LatestIn | None = field(default=None, compare=False, repr=False)
+    inside: set[str] | LatestIn | None = field(default=None, compare=False, repr=False)
 
     def admit(self, note: Note | Facets) -> bool:
         return (

@@ -1096,11 +1096,10 @@ def _near_candidates(
     if isinstance(index, SubstringIndex):
         probes = _probed(index.candidate_numbers, terms)
         inside = filters.inside
-        windowed = isinstance(inside, LatestIn)
-        if windowed:  # a time window's notes alone: each probe's notes narrowed to them, not each one's record read
-            assert isinstance(inside, LatestIn)
+        # A time window's notes alone: each probe's notes narrowed to them, not each one's record read.
+        if isinstance(inside, LatestIn):
             probes = [(probe, _window_numbers(state, index, inside, notes)) for probe, notes in probes]
-        return _scored_levels(state, probes, filters, index.key_at, index.text_at, windowed)
+        return _scored_levels(state, probes, filters, index.key_at, index.text_at, isinstance(inside, LatestIn))
     return _scored_levels(state, _probed(index.candidates, terms), filters, _same, lambda key: index.text(key) or "")
 
 

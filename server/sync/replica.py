@@ -386,9 +386,7 @@ class Replicas:
                 held = lines_of(held_fh, held_fh.seek(0, os.SEEK_END), strict=False)
                 found = classify_lines(held, got, own=same_node(node, self.own_node))
         if found == "replaces":
-            if same_node(node, self.own_node):
-                raise SyncRefused(f"{node} is this machine's own shard: only its writer replaces it")
-            self._write_copy(node, copy)
+            self.replace_copy(node, copy)
             return "replaced"
         if found == "behind":
             return "behind"
@@ -479,11 +477,16 @@ class Replicas:
             return len(whole)
 
     def replace(self, node: str, data: bytes) -> None:
-        """Put a whole shard in place of the replica (the owner compacted it), atomically."""
+        """`replace_copy` for a copy in memory."""
+        with self._spooled(data) as copy:
+            self.replace_copy(node, copy)
+
+    def replace_copy(self, node: str, copy: IO[bytes]) -> None:
+        """Put a whole shard (an open file, read in pieces) in place of the replica (the owner compacted it),
+        atomically; never this machine's own shard."""
         if same_node(node, self.own_node):
             raise SyncRefused(f"{node} is this machine's own shard: only its writer replaces it")
-        with self._spooled(data) as copy:
-            self._write_copy(node, copy)
+        self._write_copy(node, copy)
 
     def _write_copy(self, node: str, copy: IO[bytes]) -> None:
         """Put the complete lines of `copy` in place of node's file, atomically, read and checked piece by piece."""
