@@ -99,10 +99,6 @@ def uninstall(*, data_home: Path | None = None) -> list[Path]:
     return removed
 
 
-def is_installed(*, data_home: Path | None = None) -> bool:
-    return where(data_home=data_home).is_file()
-
-
 def where(*, data_home: Path | None = None) -> Path:
     """The desktop entry's path: $XDG_DATA_HOME/applications/hivenote.desktop."""
     return _data_home(data_home) / "applications" / f"{APP_ID}.desktop"

@@ -118,7 +118,7 @@ def agents_online(tracker: AgentTracker, owner: str) -> tuple[AgentOnline, ...]:
 
 
 class Supervisor:
-    """Owns the store and the server thread. `start()`, `stop()`, `restart()` queue a command and return at once;
+    """Owns the store and the server thread. `start()`, `stop()` and the others queue a command and return at once;
     `on_change` is called (from the worker thread) after every state change."""
 
     def __init__(
@@ -170,9 +170,6 @@ class Supervisor:
     def use_free_port(self) -> threading.Event:
         """Save a free port in settings.json (the --port of this launch no longer applies) and start on it."""
         return self._queue("free-port")
-
-    def restart(self) -> threading.Event:
-        return self._queue("restart")
 
     def share_on_lan(self, on: bool) -> threading.Event:
         """Listen on every interface (tokens stay required) or on loopback only; restarts a running server."""
@@ -261,7 +258,7 @@ class Supervisor:
                     self._take_writes()
                 if command == "move-log":
                     self._move_log(arg)
-                if command in ("stop", "exit", "died", "restart", "lan-on", "lan-off"):
+                if command in ("stop", "exit", "died", "lan-on", "lan-off"):
                     error = self._server.error if command == "died" and self._server else None
                     self._stop()
                     if command == "died":
@@ -272,7 +269,7 @@ class Supervisor:
                     self._save_free_port()
                 if command == "retry" and self._state != "error":
                     continue  # started, or stopped by the user, meanwhile
-                if command in ("start", "restart", "lan-on", "lan-off", "free-port", "retry"):
+                if command in ("start", "lan-on", "lan-off", "free-port", "retry"):
                     self._start()
             except Exception as exc:  # never let the worker die: the tray must keep answering
                 log.exception("supervisor command %s failed", command)

@@ -344,7 +344,7 @@ def lexical_weight(weight: float | None, by_rarity: bool = False, power: float =
         lexical = search._near_scored(state, index, terms, filters, search.NEAR_POOL) if terms else {}
         if lexical and by_rarity:
             n = sum(1 for _ in state.iter_notes())
-            probes = search._probes(index, terms)
+            probes = search._probed(index.candidates, terms)
             weights = [math.log((n + 1) / (len(notes) + 1)) for _, notes in probes]
             total = max(len(terms) * math.log(n + 1), 1e-9)  # a word no note holds counts as the rarest
             lexical = {

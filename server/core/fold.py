@@ -743,9 +743,6 @@ class State:
             if self.rel_add.get(rkey) == stamp:
                 self.rel_add[rkey] = row
 
-    def apply_all(self, ops: Iterable[Op]) -> int:
-        return sum(1 for op in ops if self.apply(op))
-
     # -- notes --------------------------------------------------------------------------------------
 
     def note(self, note_id: str, *, keep: bool = True) -> Note | None:
@@ -809,11 +806,6 @@ class State:
             return self._refs.stamp(at)
         assert isinstance(at, Stamp)
         return at
-
-    def added_op(self, occ: OccKey) -> Op | None:
-        """The add that decides an entity occurrence, made from its journal row (None: in no journal yet)."""
-        add = self.ent_add.get(occ)
-        return None if add is None or type(add[0]) is not int else self._refs.op(add[0])
 
     def added(self, occ: OccKey) -> tuple[int, int, str, int, int]:
         """The stamp of the add that decides an entity occurrence (one that was added)."""

@@ -1066,14 +1066,9 @@ def inflection_stem(term: str) -> str:
     return term
 
 
-def _probes(index: _Texts, terms: list[str]) -> list[tuple[str, set[str]]]:
-    """Per term, its inflection stem or the stem's longest prefix of three letters or more that some note holds,
-    with those notes."""
-    return _probed(index.candidates, terms)
-
-
 def _probed(holding: Callable[[str], set[_Key]], terms: list[str]) -> list[tuple[str, set[_Key]]]:
-    """`_probes`, with the notes as `holding` gives them (ids, or the index's numbers)."""
+    """Per term, its inflection stem or the stem's longest prefix of three letters or more that some note holds,
+    with those notes as `holding` gives them (ids, or the index's numbers)."""
     probes: list[tuple[str, set[_Key]]] = []
     for term in terms:
         probe = inflection_stem(term)

@@ -306,12 +306,8 @@ class SubstringIndex(Generic[K]):
                 return total
         return count
 
-    def docs_with_token(self, token: str) -> builtins.set[K]:
-        """Exactly the keys whose text has `token` as a whole whitespace-separated token."""
-        return set(map(self._keys.__getitem__, self.numbers_with_tokens([token])))  # type: ignore[arg-type]
-
     def numbers_with_tokens(self, tokens: Iterable[str]) -> builtins.set[int]:
-        """The numbers of the documents holding any of these tokens whole (`docs_with_token`, as numbers)."""
+        """The numbers of the documents holding any of these tokens as a whole whitespace-separated token."""
         post = self._post
         numbers: builtins.set[int] = set()
         for token in tokens:
@@ -510,62 +506,3 @@ class SubstringIndex(Generic[K]):
                 del cache[next(iter(cache))]
             cache[term] = result
         return result
-
-    def _invariant_errors(self) -> list[str]:
-        """Internal consistency problems, empty when healthy; O(index size), for tests only."""
-        errors: list[str] = []
-        keys = self._keys
-        numbered = {n: k for n, k in enumerate(keys) if k is not _MISSING}
-        if {k: n for n, k in numbered.items()} != self._numbers or len(self._texts) != len(keys):
-            errors.append("keys, numbers and texts disagree")
-        if sorted(self._free) != [n for n, k in enumerate(keys) if k is _MISSING]:
-            errors.append("free numbers are not exactly the empty slots")
-        if any(self._texts[n] for n in self._free):
-            errors.append("a free number has a text")
-        expected: dict[str, set[int]] = {}
-        for number in numbered:
-            for tok in self._texts[number].split():
-                expected.setdefault(tok, set()).add(number)
-        vocab: list[str] = []
-        for blob in self._chunks:
-            if not blob.endswith("\n") or "\n\n" in blob or blob.startswith("\n"):
-                errors.append(f"malformed chunk {blob[:40]!r}")
-            vocab.extend(blob.split("\n")[:-1])
-        if self._chunks and self._last_chunk_len != self._chunks[-1].count("\n"):
-            errors.append("last chunk length is off")
-        if len(self._pending) >= self._pending_size:
-            errors.append("pending list was not frozen")
-        vocab.extend(self._pending)
-        if vocab != list(self._post):
-            errors.append("chunks and pending disagree with the postings' vocabulary order")
-        dead = 0
-        for tok, p in self._post.items():
-            live_numbers = expected.pop(tok, set())
-            if not isinstance(p, array):
-                if live_numbers != {self._numbers.get(p)} or tok in self._dirty:
-                    errors.append(f"bare postings of {tok!r} are wrong")
-                continue
-            if p is _DEAD:
-                dead += 1
-            elif p.typecode != "I" or len(p) < 2 or any(n >= len(keys) for n in p):
-                errors.append(f"postings of {tok!r} are not an array of numbers of two or more entries")
-            live = self._dirty.get(tok, len(p))
-            if live != len(live_numbers):
-                errors.append(f"live count of {tok!r} is {live}, expected {len(live_numbers)}")
-            if tok not in self._dirty and (len(set(p)) != len(p) or set(p) != live_numbers):
-                errors.append(f"clean postings of {tok!r} are not exact")
-            if not live_numbers <= set(p):
-                errors.append(f"postings of {tok!r} miss live documents")
-            if len(p) > 2 * len(live_numbers) + _COMPACT_SLACK:
-                errors.append(f"postings of {tok!r} were not compacted")
-        if _DEAD:
-            errors.append("the dead tokens' shared array was appended to")
-        if expected:
-            errors.append(f"tokens missing from the vocabulary: {sorted(expected)[:5]}")
-        if any(self._post.get(tok, _DEAD) is _DEAD for tok in self._dirty):
-            errors.append("a dead or unknown token is marked dirty")
-        if dead != self._dead:
-            errors.append(f"dead count is {self._dead}, expected {dead}")
-        if dead > max(self._chunk_size, len(self._post) - dead):
-            errors.append("vocabulary was not rebuilt")
-        return errors

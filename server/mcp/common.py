@@ -78,9 +78,6 @@ class SessionLimits:
         live: dict[str, Any] = self.manager._server_instances  # the SDK's table: ended sessions leave it
         return live
 
-    def open_sessions(self) -> int:
-        return len(self._live())
-
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)

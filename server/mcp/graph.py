@@ -350,8 +350,3 @@ class GraphMCP:
         except Exception:  # fan-out boundary: one broken subscriber must not fail the tool call or the others
             log.exception("could not notify a graph subscriber; forgetting it")
             self._subscribers.pop(key, None)
-
-    @property
-    def subscribers(self) -> int:
-        """How many connections are subscribed to the graph resource (status and tests)."""
-        return len(self._subscribers)

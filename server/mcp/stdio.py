@@ -73,14 +73,6 @@ LINE_ENDS_TO_SPACES = bytes.maketrans(b"\r\n", b"  ")
 TRANSPORT_ERRORS = (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, EOFError)
 
 
-def server_is_up(base_url: str) -> bool:
-    try:
-        response = httpx2.get(f"{base_url}/api/health", timeout=2)
-    except httpx2.HTTPError:
-        return False
-    return response.status_code == 200 and response.headers.get("content-type", "").startswith("application/json")
-
-
 def answers_as_ours(status: int, body: bytes, port: int, token: str, challenge: str) -> str:
     """ "ours" when a health answer proves it comes from the Hivenote of the data dir `token` is from, "hivenote" for
     another Hivenote, "other" for anything else."""
@@ -701,6 +693,8 @@ def run_bridge(url: str, token: str | None, data_dir: Path | None = None, handed
         with contextlib.suppress(OSError):
             os.set_blocking(sys.stdout.fileno(), True)
             os.set_blocking(sys.stdin.fileno(), True)
+        if handed.crashed:  # what it had read and not answered is lost: the client's own timeout applies to those
+            sys.stderr.write("hivenote: the server ended without handing the session back; the HTTP bridge serves it\n")
         if handed.unwritten:
             sys.stdout.buffer.write(handed.unwritten)
             sys.stdout.buffer.flush()

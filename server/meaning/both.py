@@ -126,9 +126,6 @@ class Meanings:
     def warm(self) -> bool:
         return self.static.warm
 
-    def wait_warm(self, timeout: float) -> bool:
-        return self.static.wait_warm(timeout)
-
     # -- building --------------------------------------------------------------------------------------
 
     def refresh(self, store: Store, budget: int | None = None) -> bool:

@@ -363,9 +363,6 @@ class MeaningIndex:
         """Every note embedded once since start (later writes catch up within a step)."""
         return self._warm.is_set()
 
-    def wait_warm(self, timeout: float) -> bool:
-        return self._warm.wait(timeout)
-
     @property
     def indexed(self) -> int:
         """Notes that have a vector."""

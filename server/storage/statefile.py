@@ -2,7 +2,7 @@
 server.json, the desktop's records), each written whole and read whole, by any number of processes.
 
 - `locked(path)` holds a cross-process lock (an OS file lock on `<name>.lock` beside the file) for a
-  read-modify-write; `update_json(path, ...)` is that read-modify-write.
+  read-modify-write.
 - `write_json` / `write_bytes` replace the file in one step: a temp file with a unique name, created exclusively
   (O_EXCL) in the same folder with the file's mode (0600 unless told), written, fsynced, renamed over the file, and
   the folder fsynced, so a crash or a power cut leaves the old file or the new one, never a mix or an empty file. A
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -121,23 +121,3 @@ def encode_json(value: Any, *, indent: int | None = 2, sort_keys: bool = False) 
 
 def write_json(path: Path, value: Any, *, mode: int = 0o600, sort_keys: bool = False) -> None:
     write_bytes(path, encode_json(value, sort_keys=sort_keys), mode=mode)
-
-
-@contextlib.contextmanager
-def update_json(
-    path: Path,
-    default: Callable[[], T],
-    fix: str = "fix or delete the file",
-    *,
-    expect: type = dict,
-    mode: int = 0o600,
-    sort_keys: bool = False,
-) -> Iterator[T]:
-    """Read, change and save `path` under its lock: yields its value (`default()` when it does not exist), which the
-    block changes in place; saved when the block ends without an exception. A damaged file raises before the block
-    runs, and is left as it is."""
-    with locked(path):
-        value = read_json(path, fix, expect=expect)
-        current: T = default() if value is None else value
-        yield current
-        write_json(path, current, mode=mode, sort_keys=sort_keys)

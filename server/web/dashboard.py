@@ -99,7 +99,8 @@ def _answer(request: Request, asset: Asset) -> Response:
 def web_routes(assets: dict[str, Asset] | None = None) -> list[BaseRoute]:
     """`/` and `/ui/{path}`; register them after every other route (they claim no path under /api, /mcp, /sync)."""
     table = load_assets() if assets is None else assets
-    table["js/agent-names.js"] = agent_names_module()  # GENERATED
+    (generated,) = GENERATED
+    table[generated] = agent_names_module()
     if "index.html" in table:  # the page names the version it sends in X-Hivenote-Client
         body = table["index.html"].body.replace(b"__HIVENOTE_VERSION__", __version__.encode())
         table["index.html"] = Asset(body, table["index.html"].media_type, table["index.html"].etag)

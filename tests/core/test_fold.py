@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hivenote.server.core.compaction import lines_to_keep
 from hivenote.server.core.fold import State
 from hivenote.server.core.model import Author, Journal, Op, decode_op
+from tests.support.internals import apply_all
 
 NODES = ("alpha-0001", "beta-0002", "gamma-0003")
 NOTE_IDS = ("N1", "N2", "N3")
@@ -110,7 +111,7 @@ def op_sets(draw: st.DrawFn, max_size: int = 40) -> list[Op]:
 
 def fold(ops: list[Op]) -> dict[str, Any]:
     state = State()
-    state.apply_all(ops)
+    apply_all(state, ops)
     return state.snapshot()
 
 
@@ -143,15 +144,16 @@ def test_relations_are_kept_across_writes_that_cannot_change_them() -> None:
     """Reading the whole graph after an entity or observation write reuses the relations (the encoded read_graph
     answer then reuses their bytes); a relation write or an entity delete builds them again."""
     state = State()
-    state.apply_all(
+    apply_all(
+        state,
         [
             op(0, 1, 10, "entity.add", name="Ann", type="person"),
             op(0, 2, 11, "rel.add", **{"from": "Ann", "to": "Bob", "type": "knows"}),
-        ]
+        ],
     )
     kept = state.graph()[1]
-    state.apply_all(
-        [op(0, 3, 12, "entity.add", name="Bob", type="person"), op(0, 4, 13, "obs.add", entity="Ann", text="x")]
+    apply_all(
+        state, [op(0, 3, 12, "entity.add", name="Bob", type="person"), op(0, 4, 13, "obs.add", entity="Ann", text="x")]
     )
     assert state.graph()[1][0] is kept[0]
     for n, (kind, data) in enumerate(
@@ -193,10 +195,10 @@ def test_the_kept_entity_order_places_late_renewed_and_dead_entities_as_a_fresh_
 def test_fold_is_associative_over_batches(ops: list[Op], rnd: random.Random) -> None:
     a, b, c = ([op for op in ops if rnd.random() < 0.5] for _ in range(3))
     left, right = State(), State()
-    left.apply_all(a + b)
-    left.apply_all(c)
-    right.apply_all(a)
-    right.apply_all(b + c)
+    apply_all(left, a + b)
+    apply_all(left, c)
+    apply_all(right, a)
+    apply_all(right, b + c)
     assert left.snapshot() == fold(a + b + c) == right.snapshot()
 
 
@@ -204,10 +206,10 @@ def test_fold_is_associative_over_batches(ops: list[Op], rnd: random.Random) -> 
 def test_duplicated_and_gapped_delivery_converges_once_refilled(ops: list[Op], rnd: random.Random) -> None:
     state = State()
     first_pass = [op for op in ops if rnd.random() < 0.6]  # gaps
-    state.apply_all(first_pass + first_pass[: len(first_pass) // 2])  # duplicates
+    apply_all(state, first_pass + first_pass[: len(first_pass) // 2])  # duplicates
     refill = ops[:]
     rnd.shuffle(refill)
-    state.apply_all(refill)
+    apply_all(state, refill)
     assert state.snapshot() == fold(ops)
 
 
@@ -221,7 +223,7 @@ def test_relay_through_a_middle_node_converges(ops: list[Op], rnd: random.Random
         if b.apply(op):
             relayed.append(op)
     c = State()
-    c.apply_all(reversed(relayed))
+    apply_all(c, reversed(relayed))
     assert fold(a_ops + relayed) == c.snapshot() == fold(ops)
 
 
@@ -283,7 +285,7 @@ def test_folding_journal_rows_as_the_op_cache_does_equals_folding_the_ops(ops: l
 def test_compaction_preserves_the_fold(ops: list[Op], rnd: random.Random) -> None:
     encoded = {id(op): op.encode()[:-1] for op in ops}  # as the store does: an op's digest is its line's
     state = State()
-    state.apply_all(ops)
+    apply_all(state, ops)
     own = NODES[0]
     lines = [encoded[id(op)] for op in ops if op.node == own]
     lines.insert(rnd.randint(0, len(lines)), b"{garbage")  # unreadable lines are kept, never judged
@@ -331,7 +333,7 @@ def test_purge_erases_the_note_until_a_later_set_recreates_it_fresh() -> None:
     ]
     assert fold(ops)["notes"] == {}
     state = State()
-    state.apply_all([*ops, op(1, 1, 4, "note.set", id="N", fields={"title": "again"})])
+    apply_all(state, [*ops, op(1, 1, 4, "note.set", id="N", fields={"title": "again"})])
     note = state.snapshot()["notes"]["N"]
     assert (note["title"], note["body"], note["trashed"], note["created"]) == ("again", "", False, 4)
     assert [v.action for v in state.history("N")] == ["set"]
@@ -369,12 +371,13 @@ def test_same_name_entities_from_one_batch_stay_apart_but_concurrent_adds_merge(
 
 def test_history_lists_every_version_in_order_with_its_author() -> None:
     state = State()
-    state.apply_all(
+    apply_all(
+        state,
         [
             op(1, 1, 20, "note.set", id="N", fields={"title": "second"}),
             op(0, 1, 10, "note.set", id="N", fields={"title": "first"}),
             op(0, 2, 30, "note.trash", id="N"),
-        ]
+        ],
     )
     versions = state.history("N")
     assert [(v.at, v.action, v.node, v.fields) for v in versions] == [

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hivenote.server.core.fold import State
 from hivenote.server.core.model import Author, Op, decode_op, line_digest
 from tests.core.test_fold import op_sets
+from tests.support.internals import apply_all
 
 
 class Lines:
@@ -56,7 +57,7 @@ def test_superseded_edits_let_go_of_their_text_and_read_it_back_for_the_history(
         lines,
     )
     state = State()
-    state.apply_all(ops)
+    apply_all(state, ops)
     first, second, third, trash = ops
     assert first.held  # it still decides `kind`
     assert first.cached_payload() == ("N", ("fact", ..., ...))  # but lets go of the title and body newer ops decide
@@ -82,7 +83,7 @@ def test_a_released_op_whose_line_is_gone_is_left_out_of_the_history() -> None:
         lines,
     )
     state = State()
-    state.apply_all(ops)
+    apply_all(state, ops)
     lines.lines.pop(ops[0].at)  # compaction dropped it
     assert [v.fields for v in state.history("N")] == [{"title": "new"}]
 
@@ -92,7 +93,7 @@ def test_an_op_nobody_can_read_again_keeps_its_payload() -> None:
         note_op(1, 100, "note.set", id="N", fields={"title": "old"}),
         note_op(2, 200, "note.set", id="N", fields={"title": "new"}),
     ]
-    State().apply_all(ops)
+    apply_all(State(), ops)
     assert all(op.held for op in ops)  # no `src`: a line that was never written (or a test's op) is kept
 
 
@@ -106,12 +107,12 @@ def test_releasing_payloads_changes_nothing_a_reader_sees(ops: list[Op], rnd: ra
     for op in ops:
         op.encode()  # as the store does: an op's digest is its line's
     kept = State()
-    kept.apply_all(ops)
+    apply_all(kept, ops)
     lines = Lines()
     shuffled = placed(ops, lines)
     rnd.shuffle(shuffled)
     released = State()
-    released.apply_all(shuffled)
+    apply_all(released, shuffled)
     assert snapshot_and_history(released) == snapshot_and_history(kept)
     holders = {id(op) for rec in released.notes.values() for op in rec.deciding().values()}
     for op in shuffled:
@@ -132,10 +133,10 @@ def test_ops_folded_again_without_the_ops_that_superseded_them_read_as_a_fresh_f
     lines = Lines()
     shuffled = placed(ops, lines)
     rnd.shuffle(shuffled)
-    State().apply_all(shuffled)  # payloads let go of as they are superseded
+    apply_all(State(), shuffled)  # payloads let go of as they are superseded
     rest = [op for op in shuffled if rnd.random() < 0.5]
     again = State()
-    again.apply_all(rest)
+    apply_all(again, rest)
     fresh = State()
-    fresh.apply_all(placed(rest, Lines()))
+    apply_all(fresh, placed(rest, Lines()))
     assert snapshot_and_history(again) == snapshot_and_history(fresh)

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hivenote.server.core.textindex import Dumped, SubstringIndex
+from tests.support.internals import docs_with_token, invariant_errors
 
 # Whitespace that str.split() honours, including the less obvious kinds (ideographic space, file separator,
 # no-break space), so the tokeniser and the whole-token check must agree with str.split() on all of them.
@@ -48,7 +49,7 @@ def interesting_terms(texts: Mapping[int, str]) -> list[str]:
 
 
 def assert_matches_model(index: SubstringIndex[int], model: Mapping[int, str], terms: list[str]) -> None:
-    assert index._invariant_errors() == []
+    assert invariant_errors(index) == []
     assert len(index) == len(model)
     assert set(index.keys()) == set(model)
     for key, text in model.items():
@@ -66,7 +67,7 @@ def assert_matches_model(index: SubstringIndex[int], model: Mapping[int, str], t
         assert index.numbers_among(term, some) == index.candidate_numbers(term) & some, term
         assert index.count_estimate(term) >= len(expected), term
         assert index.count_estimate(term) <= len(model), term
-        assert index.docs_with_token(term) == brute_docs_with_token(model, term), term
+        assert docs_with_token(index, term) == brute_docs_with_token(model, term), term
         tokens = index.tokens(term)
         if tokens is not None:  # every token holding the term, whole: the documents holding the term
             assert set(map(index.key_at, index.numbers_with_tokens(tokens))) == expected, term
@@ -155,7 +156,7 @@ def test_terms_do_not_match_across_chunk_joins_or_pending_tokens() -> None:
         assert index.candidates("de") == set()
         assert index.candidates("fg") == set()
         assert index.candidates("gh") == {3}
-        assert index._invariant_errors() == []
+        assert invariant_errors(index) == []
 
 
 def test_empty_or_whitespace_terms_are_rejected() -> None:
@@ -166,8 +167,8 @@ def test_empty_or_whitespace_terms_are_rejected() -> None:
             index.candidates(term)
         with pytest.raises(ValueError):
             index.count_estimate(term)
-    assert index.docs_with_token("") == set()
-    assert index.docs_with_token("a b") == set()
+    assert docs_with_token(index, "") == set()
+    assert docs_with_token(index, "a b") == set()
 
 
 def test_set_replaces_text_and_discard_forgets_the_document() -> None:
@@ -178,7 +179,7 @@ def test_set_replaces_text_and_discard_forgets_the_document() -> None:
     assert index.text(1) == "delta"
     assert index.candidates("alpha") == set()
     assert index.candidates("beta") == {2}
-    assert index.docs_with_token("delta") == {1}
+    assert docs_with_token(index, "delta") == {1}
     index.discard(2)
     index.discard(2)
     index.discard(99)
@@ -196,10 +197,10 @@ def test_docs_with_token_matches_whole_tokens_only() -> None:
     index.set(1, "cat concat")
     index.set(2, "concatenate cat,")
     index.set(3, "the\u3000cat\x1cnap")
-    assert index.docs_with_token("cat") == {1, 3}
-    assert index.docs_with_token("cat,") == {2}
-    assert index.docs_with_token("nap") == {3}
-    assert index.docs_with_token("ca") == set()
+    assert docs_with_token(index, "cat") == {1, 3}
+    assert docs_with_token(index, "cat,") == {2}
+    assert docs_with_token(index, "nap") == {3}
+    assert docs_with_token(index, "ca") == set()
     assert index.candidates("cat") == {1, 2, 3}
     assert index.candidates("thecat") == set()
 
@@ -212,11 +213,11 @@ def test_repeated_and_nested_tokens_are_counted_once_per_document() -> None:
     assert index.candidates("aa") == {1}
     assert index.count_estimate("aaa") == 1
     assert index.count_estimate("zzz") == 0
-    assert index.docs_with_token("aa") == {1}
+    assert docs_with_token(index, "aa") == {1}
     index.set(1, "b")
     assert index.candidates("a") == {2}
-    assert index.docs_with_token("aa") == set()
-    assert index._invariant_errors() == []
+    assert docs_with_token(index, "aa") == set()
+    assert invariant_errors(index) == []
 
 
 def test_a_token_that_dies_and_revives_is_found_and_counted_once() -> None:
@@ -228,8 +229,8 @@ def test_a_token_that_dies_and_revives_is_found_and_counted_once() -> None:
     index.set(2, "phoenix rises")
     assert index.candidates("hoeni") == {2}
     assert index.count_estimate("hoeni") == 1
-    assert index.docs_with_token("phoenix") == {2}
-    assert index._invariant_errors() == []
+    assert docs_with_token(index, "phoenix") == {2}
+    assert invariant_errors(index) == []
 
 
 def test_queries_see_tokens_added_after_an_earlier_identical_query() -> None:
@@ -250,11 +251,11 @@ def test_any_hashable_key_works_including_none_and_tuples() -> None:
     index.set(None, "solo")
     index.set(("a", 1), "solo duet")
     index.set(frozenset({1}), "trio")
-    assert index.docs_with_token("solo") == {None, ("a", 1)}
-    assert index.docs_with_token("trio") == {frozenset({1})}
+    assert docs_with_token(index, "solo") == {None, ("a", 1)}
+    assert docs_with_token(index, "trio") == {frozenset({1})}
     assert index.candidates("uet") == {("a", 1)}
     index.discard(None)
-    assert index.docs_with_token("solo") == {("a", 1)}
+    assert docs_with_token(index, "solo") == {("a", 1)}
 
 
 def test_hashable_array_keys_are_refused() -> None:
@@ -324,8 +325,8 @@ def test_index_matches_brute_force_with_default_sizes_on_a_larger_corpus() -> No
     terms = [*rng.sample(vocabulary, 30), "a", "e", "ka", "n1", "n299", "n2999", "nope"]
     for term in terms:
         assert index.candidates(term) == brute_candidates(model, term), term
-        assert index.docs_with_token(term) == brute_docs_with_token(model, term), term
-    assert index._invariant_errors() == []
+        assert docs_with_token(index, term) == brute_docs_with_token(model, term), term
+    assert invariant_errors(index) == []
 
 
 def test_terms_matching_many_tokens_are_exact_with_the_fallback_disabled() -> None:
@@ -338,7 +339,7 @@ def test_terms_matching_many_tokens_are_exact_with_the_fallback_disabled() -> No
     assert index.candidates("t69") == {69, *range(690, 700)}
     index.discard(690)
     assert index.candidates("t69") == {69, *range(691, 700)}
-    assert index.docs_with_token("common") == set(range(700)) - {690}
+    assert docs_with_token(index, "common") == set(range(700)) - {690}
 
 
 def test_a_discarded_documents_number_goes_to_the_next_new_one_and_never_answers_for_it() -> None:
@@ -355,12 +356,12 @@ def test_a_discarded_documents_number_goes_to_the_next_new_one_and_never_answers
     assert index.number(9) == number and index.numbered(number) == (9, "other own9")
     assert index.numbered(-1) is None and index.numbered(10**6) is None
     assert index.candidates("shared") == {0, 2, 3, 4, 5}
-    assert index.docs_with_token("shared") == {0, 2, 3, 4, 5}
+    assert docs_with_token(index, "shared") == {0, 2, 3, 4, 5}
     assert index.count_estimate("shared") == 5
     index.set(9, "shared again")  # now it does: the number is listed twice in the dirty list, counted once
     assert index.candidates("shared") == {0, 2, 3, 4, 5, 9}
     assert index.count_estimate("shared") == 6
-    assert index._invariant_errors() == []
+    assert invariant_errors(index) == []
     assert len(index._keys) == 6  # six documents at most at once: six numbers
 
 

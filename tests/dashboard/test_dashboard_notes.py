@@ -250,7 +250,7 @@ def test_a_note_that_replaces_another_is_written_and_shown_first(running: Runnin
     assert card_ids(page) == [new_id, old.id]
     expect(page.locator(f'.card[data-id="{old.id}"] .chip.replaced')).to_be_visible()
     index = running.notebook.meaning
-    assert isinstance(index, Meanings) and index.wait_warm(30)
+    assert isinstance(index, Meanings) and index.static._warm.wait(30)
     index.catch_up(running.store, most=10**6)
     search(page, "where do reports of the mobile client dying go")
     expect(page.locator(".card .chip.reason").first).to_have_text("similar meaning", timeout=WAIT_MS)

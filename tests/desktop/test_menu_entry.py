@@ -20,7 +20,6 @@ from hivenote.desktop.menu_entry import (
     MenuEntryFailed,
     MenuEntryUnsupported,
     install,
-    is_installed,
     uninstall,
     where,
 )
@@ -52,7 +51,7 @@ def test_install_writes_a_menu_entry_that_desktop_file_validate_accepts(data_hom
     written = install(["/opt/hivenote/bin/hivenote"], data_home=data_home, platform="linux")
     entry = data_home / "applications" / "hivenote.desktop"
     assert written[-1] == entry == where(data_home=data_home)
-    assert is_installed(data_home=data_home)
+    assert where(data_home=data_home).is_file()
     assert validate(entry).strip() == ""  # no error, warning or hint (one main category: listed once)
     assert desktop_keys(entry) == {
         "Type": "Application",
@@ -97,16 +96,16 @@ def test_xdg_data_home_is_honoured_when_absolute(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert install(["hivenote"], platform="linux")[-1] == tmp_path / "data" / "applications" / "hivenote.desktop"
-    assert is_installed() and where() == tmp_path / "data" / "applications" / "hivenote.desktop"
+    assert where().is_file() and where() == tmp_path / "data" / "applications" / "hivenote.desktop"
     monkeypatch.setenv("XDG_DATA_HOME", "relative/data")  # invalid per the Base Directory spec: ignored
     assert where() == tmp_path / "home" / ".local" / "share" / "applications" / "hivenote.desktop"
-    assert not is_installed()
+    assert not where().is_file()
 
 
 def test_uninstall_removes_what_install_wrote_and_is_idempotent(data_home: Path) -> None:
     written = install(["hivenote"], data_home=data_home, platform="linux")
     assert sorted(uninstall(data_home=data_home)) == sorted(written)
-    assert not is_installed(data_home=data_home)
+    assert not where(data_home=data_home).is_file()
     assert files_under(data_home) == ["applications/mimeinfo.cache"]  # update-desktop-database's, shared
     assert uninstall(data_home=data_home) == []
     assert uninstall(data_home=data_home / "never-installed") == []
@@ -210,7 +209,7 @@ def test_a_read_only_applications_folder_stops_uninstall_with_a_clear_error(data
         applications.chmod(0o755)
     assert error is not None and error.startswith(f"Could not remove {applications / 'hivenote.desktop'}: ")
     assert "Permission denied" in error and f"can write to {applications}" in error
-    assert is_installed(data_home=data_home)
+    assert where(data_home=data_home).is_file()
 
 
 def test_a_failed_install_removes_the_files_it_created_and_keeps_those_it_replaced(data_home: Path) -> None:

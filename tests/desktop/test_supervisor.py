@@ -74,10 +74,10 @@ def test_start_stop_start_on_the_same_port(supervised: tuple[Supervisor, Recorde
     assert supervisor.status().server == "stopped"
     assert health(port) is None
     assert lock_holder(supervisor.data_dir) is None  # the store is closed: `hivenote compact` may run now
-    run(supervisor.restart())
+    run(supervisor.share_on_lan(False))  # a restart on loopback, as the tray's toggle makes it
     assert supervisor.status().server == "running"
     assert health(port) == 200
-    run(supervisor.restart())
+    run(supervisor.share_on_lan(False))
     assert health(port) == 200
     assert recorder.states == [
         "starting",

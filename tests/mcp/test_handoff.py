@@ -167,8 +167,8 @@ def test_the_server_stopping_mid_session_hands_it_back_and_the_client_goes_on_wi
 class Lines:
     """A `hivenote stdio` process driven with raw JSON-RPC lines; its answers collected by a thread."""
 
-    def __init__(self, argv: list[str]) -> None:
-        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    def __init__(self, argv: list[str], stderr: IO[bytes] | None = None) -> None:
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin: IO[bytes] = self.process.stdin
         self.answers: list[dict[str, Any]] = []
@@ -300,11 +300,12 @@ def test_a_server_killed_mid_session_leaves_the_session_to_the_bridge_which_reop
     data_dir, port = tmp_path / "data", free_port()
     serve = [*CLI, "--data-dir", str(data_dir), "serve", "--port", str(port)]
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - closed at the end, after both servers
+    said = open(tmp_path / "stdio.err", "wb")  # noqa: SIM115 - the stdio process's stderr, closed at the end
     servers = [subprocess.Popen(serve, stdout=log, stderr=log, start_new_session=True)]
     lines: Lines | None = None
     try:
         wait_until(lambda: health(port) == 200 and (data_dir / "server.json").exists())
-        lines = Lines([*CLI, "--data-dir", str(data_dir), "stdio", "--graph", "--port", str(port)])
+        lines = Lines([*CLI, "--data-dir", str(data_dir), "stdio", "--graph", "--port", str(port)], stderr=said)
         lines.open()
         created = tool(
             2, "create_entities", {"entities": [{"name": "Survivor", "entityType": "t", "observations": []}]}
@@ -320,6 +321,8 @@ def test_a_server_killed_mid_session_leaves_the_session_to_the_bridge_which_reop
         opened = lines.answer(3)
         assert json.loads(opened["result"]["content"][0]["text"])["entities"][0]["name"] == "Survivor"
         assert lines.close() == 0
+        told = (tmp_path / "stdio.err").read_text(encoding="utf-8")
+        assert "the server ended without handing the session back" in told, told
     finally:
         for server in servers:
             if server.poll() is None:
@@ -328,6 +331,7 @@ def test_a_server_killed_mid_session_leaves_the_session_to_the_bridge_which_reop
         if lines is not None:
             lines.kill()
         log.close()
+        said.close()
 
 
 def test_the_peer_check_reads_this_user_from_the_kernel() -> None:

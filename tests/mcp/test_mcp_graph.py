@@ -45,6 +45,7 @@ from hivenote.server.mcp import graph as mcp_graph
 from hivenote.server.mcp.graph import GRAPH_URI, GraphMCP
 from hivenote.server.mcp.wire import graph_text, js_stringify, official_tools, schema_issues
 from hivenote.server.storage.store import Store
+from tests.support.internals import added_op
 from tests.support.live import Inbox, subscribe
 from tests.support.official import REFERENCE, SCHEMA_ERROR_PREFIX, compact, transcript_path
 from tests.support.system import SERVER, needs
@@ -657,7 +658,7 @@ async def test_a_mutation_from_another_http_session_notifies_a_subscriber(graph_
         http_client(url, "writer") as writer,
     ):
         await subscribe(watcher)
-        assert graph_mcp.subscribers == 1
+        assert len(graph_mcp._subscribers) == 1
         await until_stream_open(watcher, inbox, writer)
         await writer.call_tool("create_entities", {"entities": [{"name": "B", "entityType": "t", "observations": []}]})
         await inbox.until(1)
@@ -709,9 +710,9 @@ async def test_unsubscribe_stops_the_notifications(graph_mcp: GraphMCP) -> None:
         await subscribe(watcher, "memory://something-else")  # accepted, never fires
         await writer.call_tool("delete_entities", {"entityNames": []})
         await unsubscribe(watcher, "memory://something-else")
-        assert graph_mcp.subscribers == 1
+        assert len(graph_mcp._subscribers) == 1
         await unsubscribe(watcher)
-        assert graph_mcp.subscribers == 0
+        assert len(graph_mcp._subscribers) == 0
         await writer.call_tool("delete_entities", {"entityNames": []})
         await anyio.to_thread.run_sync(lambda: graph_mcp.graph.create_entities([Entity("Q", "t", ())]))
         await graph_mcp.publish_if_changed()
@@ -727,10 +728,10 @@ async def test_a_closed_session_is_forgotten_and_never_fails_a_tool_call(graph_m
         await until_stream_open(stays, inbox, writer)
         async with http_client(url, "leaves") as leaves:
             await subscribe(leaves)
-            assert graph_mcp.subscribers == 2
+            assert len(graph_mcp._subscribers) == 2
         # `leaves` ended its session (DELETE); the server tears the connection down right after answering.
         with anyio.fail_after(WAIT_S):
-            while graph_mcp.subscribers != 1:
+            while len(graph_mcp._subscribers) != 1:
                 await anyio.sleep(0.01)
         ok = await writer.call_tool(
             "create_entities", {"entities": [{"name": "Z", "entityType": "t", "observations": []}]}
@@ -745,9 +746,9 @@ async def test_an_ended_in_memory_connection_is_forgotten(graph_mcp: GraphMCP) -
         async with memory_client(graph_mcp, "watcher") as watcher:
             await subscribe(watcher)
             await subscribe(watcher)  # twice on one connection: still one subscriber
-            assert graph_mcp.subscribers == 1
+            assert len(graph_mcp._subscribers) == 1
         with anyio.fail_after(WAIT_S):
-            while graph_mcp.subscribers:
+            while len(graph_mcp._subscribers):
                 await anyio.sleep(0.01)
         assert not (await writer.call_tool("delete_entities", {"entityNames": []})).is_error
 
@@ -787,7 +788,7 @@ async def test_a_subscriber_that_stopped_reading_never_holds_up_a_tool_call(
             for _ in range(3):  # one is taken by the stuck reader, one waits in the stream's buffer, one cannot go
                 assert not (await writer.call_tool("delete_entities", {"entityNames": []})).is_error
     assert "did not take its notification" in caplog.text
-    assert graph_mcp.subscribers == 0  # that connection has ended since
+    assert len(graph_mcp._subscribers) == 0  # that connection has ended since
 
 
 @pytest.mark.anyio
@@ -821,7 +822,7 @@ async def test_the_author_identify_returns_is_recorded_on_the_ops(
         await client.call_tool("create_entities", {"entities": [{"name": "P", "entityType": "t", "observations": []}]})
         await client.call_tool("read_graph")
         await client.call_tool("nope")
-    added = store.state.added_op(("P", 0))
+    added = added_op(store.state, ("P", 0))
     assert added is not None
     assert added.by == Author(agent="http", client="cursor-vscode", person="tester")
     assert calls.seen == ["cursor-vscode"] * 3  # every call, even one the server refuses

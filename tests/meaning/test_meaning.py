@@ -25,6 +25,7 @@ from hivenote.server.meaning.index import MeaningIndex
 from hivenote.server.meaning.model import Embedder, StaticModel, load_default
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
+from tests.support.internals import apply_all
 from tests.support.live import serve
 from tests.support.models import Counting
 
@@ -446,7 +447,7 @@ def test_links_kept_between_searches_equal_links_worked_out_afresh(steps: list[t
         kept.apply(op)
         _replacements(kept)  # between writes, as searches would
     fresh = State()
-    fresh.apply_all(ops)
+    apply_all(fresh, ops)
     assert _replacements(kept) == _replacements(fresh)
 
 

@@ -60,7 +60,7 @@ def test_a_question_lists_each_word_s_notes_once_and_ranks_none(tmp_path: Path, 
         prefixes = [[w[:end] for end in range(len(w), 2, -1)] for w in (WORDS[10], WORDS[20], WORDS[30], "here")]
         probes = [probe for ps in prefixes if (probe := next((p for p in ps if index.candidates(p)), None))]
     names = [name for name, _ in calls]
-    assert "docs_with_token" not in names, "nothing holds every word: no note is ranked"
+    assert "numbers_with_tokens" not in names, "nothing holds every word: no note is ranked"
     assert names.count("count_estimate") == 1, "the exact pass stops at the word no note holds"
     assert "candidates" not in names, "the near pool counts the index's numbers of notes, not their ids"
     listed = sum(len(found) for name, found in calls if name == "candidate_numbers")

@@ -20,6 +20,7 @@ from hivenote.server.core.search import note_index, refresh_note_index, search_n
 from hivenote.server.graph import Graph
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import ReadOnlyStore, ShardLocked, Store, StoreError, lock_holder
+from tests.support.internals import apply_all
 from tests.support.wait import wait_until
 
 BY = Author(agent="cli")
@@ -365,7 +366,7 @@ def test_state_folded_from_disk_equals_the_state_built_while_writing(tmp_path: P
     for path in (tmp_path / "d" / "log").glob("*.jsonl"):
         from hivenote.server.core.model import decode_op
 
-        fresh.apply_all(decode_op(line) for line in path.read_bytes().split(b"\n") if line)
+        apply_all(fresh, (decode_op(line) for line in path.read_bytes().split(b"\n") if line))
     assert fresh.snapshot() == live
 
 

@@ -220,7 +220,7 @@ def test_search_answers_exactly_what_mcp_and_the_cli_get_from_the_same_store(
     params |= {"tag": filters.tag} if filters.tag else {}
     params |= {"limit": str(limit)} if limit else {}
     index = running.notebook.meaning  # the meaning indexes too are the same
-    assert isinstance(index, Meanings) and index.wait_warm(30) and index.sentence is not None
+    assert isinstance(index, Meanings) and index.static._warm.wait(30) and index.sentence is not None
     index.catch_up(running.store, most=10**6)  # the sentence index too, in this thread
     assert index.sentence.warm
     got = api("GET", "/api/notes", params=params, expect=200).body

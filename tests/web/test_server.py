@@ -19,6 +19,7 @@ from hivenote.server.graph import Graph
 from hivenote.server.mcp.wire import official_tools
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.serve import PortInUse, bind
+from tests.support.internals import added_op
 from tests.support.live import Inbox, Running, fetch, mcp_client, serve, subscribe
 from tests.support.notes import write_log
 from tests.support.wait import wait_until
@@ -265,7 +266,7 @@ def test_the_graph_endpoint_is_the_official_drop_in_and_tells_subscribers_of_cha
                 assert [e["name"] for e in read.structured_content["entities"]] == ["Ann", "Bob"]
 
     anyio.run(scenario)
-    ann = running.store.state.added_op(("Ann", 0))
+    ann = added_op(running.store.state, ("Ann", 0))
     assert ann is not None
     assert ann.by.agent == "claude-desktop"
 

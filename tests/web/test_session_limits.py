@@ -18,6 +18,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
+from tests.support.internals import open_sessions
 from tests.support.live import initialize, mcp_session
 from tests.support.wait import wait_until
 
@@ -90,5 +91,5 @@ def test_sessions_left_idle_are_forgotten(tmp_path: Path, monkeypatch: pytest.Mo
         for _ in range(5):
             _open(http, base + "/mcp", tokens.default())
         limits = app.state.session_limits["/mcp"]
-        assert limits.open_sessions() == 5
-        wait_until(lambda: limits.open_sessions() == 0, timeout=20)  # no request touches them meanwhile
+        assert open_sessions(limits) == 5
+        wait_until(lambda: open_sessions(limits) == 0, timeout=20)  # no request touches them meanwhile
