@@ -9,11 +9,13 @@ writes, violations and the convergence times after healing; exits 1 when any rou
 
     python bench/bench_faults.py --rounds 30 --seed 1000 --steps 26
     python bench/bench_faults.py --transport s3 --rounds 5
+    python bench/bench_faults.py --keep /tmp/kept    # a round that finds a violation leaves its folder there
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -31,6 +33,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1000, help="the first round's seed; round i uses seed + i")
     parser.add_argument("--steps", type=int, default=26, help="steps per round, about half of them faults")
     parser.add_argument("--transport", choices=TRANSPORTS, action="append", help="one transport (repeatable); all")
+    parser.add_argument(
+        "--keep", type=Path, help="copy the folder of a round that found a violation here (servers' logs, data dirs)"
+    )
     args = parser.parse_args()
     transports = args.transport or list(TRANSPORTS)
     acknowledged = dict.fromkeys(transports, 0)
@@ -55,6 +60,13 @@ def main() -> int:
         for transport in transports:
             with tempfile.TemporaryDirectory(prefix=f"hivenote-faults-{transport}-") as tmp:
                 found = fault_round(transport, Path(tmp), args.seed + i, args.steps)
+                if found.violations and args.keep is not None:
+                    kept = args.keep / f"{transport}-{args.seed + i}"
+                    try:
+                        shutil.copytree(tmp, kept, symlinks=True, dirs_exist_ok=True)
+                    except shutil.Error as exc:  # a socket or a file gone meanwhile: the rest is copied
+                        print(f"  (not copied: {len(exc.args[0])} files)", flush=True)
+                    print(f"  kept the round's folder: {kept}", flush=True)
             rounds[transport] += 1
             acknowledged[transport] += found.acknowledged
             violations[transport] += len(found.violations)

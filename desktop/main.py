@@ -22,6 +22,7 @@ from typing import Any
 
 from hivenote.server.cli import main as cli
 from hivenote.server.cli.context import AddCommand, Context
+from hivenote.server.settings import DEFAULT_PORT
 
 from . import parts
 
@@ -141,7 +142,7 @@ def doctor_desktop(ctx: Context) -> tuple[str, Any, list[str]]:
 
 def desktop_commands(add: AddCommand) -> None:
     p = add("tray", "start the tray app (what `hivenote` alone does)", cmd_tray)
-    p.add_argument("--port", type=int, help="port (default 7788, or settings.json)")
+    p.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT}, or settings.json)")
     add("quit", "quit the running tray app", cmd_quit)
     p = add("autostart", "start Hivenote when you log in: on, off, or status", cmd_autostart)
     p.add_argument("state", choices=("on", "off", "status"), nargs="?", default="status")

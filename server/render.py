@@ -98,3 +98,11 @@ def imported_text(by: Author, now_ms: int) -> str:
     importer = " · ".join(x for x in (agent_name(imported.agent), imported.person) if x)
     source = f" from {imported.file}" if imported.file else ""
     return f" (imported by {importer} {ago(imported.at, now_ms)}{source})"
+
+
+def size_words(size: int) -> str:
+    """1048576 -> "1 MiB", 65536 -> "64 KiB", anything else in bytes."""
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} bytes"

@@ -21,6 +21,7 @@ from .storage.identity import make_data_dir
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7788  # fixed, so connect snippets pasted into agents' configs stay valid
+DEFAULT_MAX_BODY_BYTES = 1 << 20  # a request body past this is refused (413), unless `max_body_bytes` says otherwise
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -84,7 +85,7 @@ class Settings:
     model_dir: str = ""  # "" = the sentence model from its package, or downloaded; else a folder holding its files
     model_download: bool = True  # fetch the sentence model from the Hugging Face Hub once when it is not here
     allowed_hosts: tuple[str, ...] = ()
-    max_body_bytes: int = 1 << 20
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_import_bytes: int = 64 << 20
     log_dir: str = ""  # "" = <data dir>/log; a synced folder (Syncthing, Dropbox, ...) to share it
     s3_bucket: str = ""  # "" = no bucket sync

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from hivenote.server.core.hlc import DEFAULT_MAX_OFFSET_MS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -56,3 +58,10 @@ def test_every_connect_client_is_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for client in CLIENTS:
         assert f"`hivenote connect {client}`" in readme, f"{client} has no row in the README's client table"
+
+
+def test_the_oplog_names_the_clock_s_skew_bound_as_the_code_has_it() -> None:
+    text = (ROOT / "docs" / "OPLOG.md").read_text(encoding="utf-8")
+    stated = re.search(r"more than (\d+) h ahead of this machine's clock: `hlc\.DEFAULT_MAX_OFFSET_MS`", text)
+    assert stated is not None, "docs/OPLOG.md no longer says how far ahead a remote stamp is taken for skew"
+    assert int(stated.group(1)) * 3_600_000 == DEFAULT_MAX_OFFSET_MS

@@ -17,6 +17,7 @@ from typing import TextIO
 from .. import __version__
 from ..core.errors import HivenoteError
 from ..core.model import NOTE_KINDS
+from ..settings import DEFAULT_PORT
 from . import data, notes, serving
 from .context import AddCommand, Context, DoctorCheck
 from .sync import cmd_sync
@@ -118,7 +119,7 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
 
     p = add("serve", "run the Hivenote server headless (MCP, REST)", serving.cmd_serve)
     p.add_argument("--host", help="address to listen on (default 127.0.0.1; beyond loopback needs a token)")
-    p.add_argument("--port", type=int, help="port (default 7788)")
+    p.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT})")
     p.add_argument("--no-auth", action="store_true", help="no token needed (loopback only)")
 
     p = add("connect", "print a ready config for an agent (Cursor, Claude, Codex, ...)", serving.cmd_connect)
@@ -136,7 +137,7 @@ def build_parser(extend: Callable[[AddCommand], None] | None = None) -> argparse
 
     p = add("stdio", "MCP over stdin/stdout for stdio-only clients (starts the server if needed)", serving.cmd_stdio)
     p.add_argument("--graph", action="store_true", help="the official memory tools (drop-in for server-memory)")
-    p.add_argument("--port", type=int, help="port of the local server (default 7788)")
+    p.add_argument("--port", type=int, help=f"port of the local server (default {DEFAULT_PORT})")
     p.add_argument(
         "--bridge", action="store_true", help="forward over HTTP instead of handing the session to the server"
     )

@@ -15,9 +15,10 @@ from .. import __version__
 from ..core.errors import HivenoteError
 from ..core.hlc import wall_ms
 from ..core.listing import Filters
-from ..core.model import Author, Note
-from ..notebook import UNSET, Notebook
-from ..render import ago, annotation, note_line, note_text, window_json, window_line
+from ..core.model import MAX_TEXT_BYTES, Author, Note
+from ..notebook import MAX_TAGS, MAX_TITLE, UNSET, Notebook
+from ..render import ago, annotation, note_line, note_text, size_words, window_json, window_line
+from ..settings import DEFAULT_MAX_BODY_BYTES
 
 Identify = Callable[[Any], Author]  # MCP request context -> who is calling (mcp.common.identify)
 
@@ -40,8 +41,9 @@ ProjectArg = Annotated[
     Field(description="The codebase's name, like 'shop-api' (never a file path). Same name on every machine."),
 ]
 BODY_HELP = (
-    "Why, details, and what to do. Markdown is fine. At most 64 KiB; a whole request past 1 MiB (the server's "
-    "default limit) is refused: split long text into several notes."
+    f"Why, details, and what to do. Markdown is fine. At most {size_words(MAX_TEXT_BYTES)}; a whole request past "
+    f"the server's limit ({size_words(DEFAULT_MAX_BODY_BYTES)} unless its max_body_bytes setting says otherwise) is "
+    "refused: split long text into several notes."
 )
 ReplacesArg = Annotated[
     str | None,
@@ -185,10 +187,12 @@ def build_notebook_server(notebook: Notebook, identify: Identify) -> MCPServer:
     def brain_remember(
         ctx: Context,
         kind: Annotated[Kind, Field(description="decision, fact, preference, or project (a note about a codebase).")],
-        title: Annotated[str, Field(description="One line, up to 200 characters: what was decided or learned.")],
+        title: Annotated[
+            str, Field(description=f"One line, up to {MAX_TITLE} characters: what was decided or learned.")
+        ],
         body: Annotated[str, Field(description=BODY_HELP)] = "",
         project: ProjectArg = None,
-        tags: Annotated[list[str] | None, Field(description="Up to 20 short labels.")] = None,
+        tags: Annotated[list[str] | None, Field(description=f"Up to {MAX_TAGS} short labels.")] = None,
         replaces: ReplacesArg = None,
     ) -> CallToolResult:
         by = identify(ctx)

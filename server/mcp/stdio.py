@@ -1,8 +1,12 @@
-"""`hivenote stdio`: an MCP endpoint on stdin/stdout for clients that only speak stdio (Claude Desktop, Junie,
-configs that ran `npx @modelcontextprotocol/server-memory`), forwarding every message to the running local
-server over Streamable HTTP with the stored token, and starting that server headless when none answers.
+"""The HTTP bridge of `hivenote stdio` (the MCP endpoint on stdin/stdout for clients that only speak stdio: Claude
+Desktop, Junie, configs that ran `npx @modelcontextprotocol/server-memory`), and the start of the local server it
+needs (`ensure_server`: started headless when none answers).
 
-The client's own `initialize` is forwarded unchanged, so provenance names the real client, not the bridge.
+The bridge is the fallback: first the server is handed the client's stdin and stdout (handover.py) and answers it
+itself. The bridge serves where that is not possible (not POSIX, `--bridge`, a server that does not take the
+session) and takes over a session the server handed back or left when it stopped: every message forwarded over
+Streamable HTTP with the stored token. The client's own `initialize` goes through unchanged either way, so
+provenance names the real client.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from starlette.requests import ClientDisconnect
 
 from ..core.errors import HivenoteError
+from ..render import size_words
 from ..settings import Settings
 from ..tokens import PEER_PREFIX, Tokens
 from .budgets import budget_for, connection_of, refuse
@@ -249,14 +250,6 @@ def request_limit(settings: Settings, path: str) -> int:
     if path.startswith(("/api/import", "/mcp/graph")):
         return settings.max_import_bytes
     return settings.max_body_bytes
-
-
-def size_words(size: int) -> str:
-    """1048576 -> "1 MiB", 65536 -> "64 KiB", anything else in bytes."""
-    for unit, shift in (("MiB", 20), ("KiB", 10)):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift} {unit}"
-    return f"{size} bytes"
 
 
 def too_large_text(path: str, limit: int) -> str:

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from hivenote.server.storage.identity import lock_holder
 from hivenote.server.storage.serverfile import running_server
 from tests.support.live import exchange, free_port, health, initialize
-from tests.support.wait import wait_until
+from tests.support.wait import wait_started, wait_until
 
 pytestmark = pytest.mark.system  # `hivenote serve` and `hivenote stdio` as processes
 
@@ -37,10 +36,7 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     argv = [sys.executable, "-m", "hivenote.server.cli", "--data-dir", str(data), "serve", "--port", str(port)]
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + WAIT_S
-        while health(port) != 200 or running_server(data) is None:
-            assert process.poll() is None and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
+        wait_started(process, lambda: health(port) == 200 and running_server(data) is not None, WAIT_S)
         yield data, port
     finally:
         process.terminate()

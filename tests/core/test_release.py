@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from hivenote.server.core.fold import State
 from hivenote.server.core.model import Author, Op, decode_op, line_digest
-from tests.core.test_fold import op_sets
 from tests.support.internals import apply_all
+from tests.support.strategies import op_sets
 
 
 class Lines:

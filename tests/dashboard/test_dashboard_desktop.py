@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from hivenote.desktop.supervisor import Supervisor
 from hivenote.server.settings import load_settings
 from hivenote.server.tokens import Tokens
 from tests.support.live import exchange, sign_in_code
+from tests.support.wait import wait_until
 
 WAIT_MS = 30_000
 
@@ -40,10 +40,7 @@ def supervised(tmp_path: Path) -> Iterator[tuple[Supervisor, str]]:
 
 
 def wait_running(supervisor: Supervisor) -> None:
-    deadline = time.monotonic() + WAIT_MS / 1000
-    while not supervisor.status().running:
-        assert time.monotonic() < deadline, supervisor.status()
-        time.sleep(0.02)
+    wait_until(lambda: supervisor.status().running, WAIT_MS / 1000, lambda: str(supervisor.status()))
 
 
 def notes(url: str, data_dir: Path) -> list[str]:

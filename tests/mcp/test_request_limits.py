@@ -13,6 +13,7 @@ import anyio
 import pytest
 from mcp import MCPError
 
+from hivenote.server.notebook import MAX_TAGS, MAX_TITLE
 from tests.support.live import INITIALIZED, initialize, mcp_session, serve
 
 HUGE = "x" * (1 << 20)  # the body alone is past the 1 MiB request limit
@@ -67,6 +68,10 @@ def test_the_notebook_tools_state_their_limits(tmp_path: Path) -> None:
         tools = anyio.run(scenario, running.url, running.token)
     for name in ("brain_remember", "brain_update"):
         assert "64 KiB" in tools[name] and "1 MiB" in tools[name], name
+    # The limits are said from the values the notebook enforces, not typed again beside them.
+    said = json.loads(tools["brain_remember"])["input_schema"]["properties"]
+    assert f"up to {MAX_TITLE} characters" in said["title"]["description"]
+    assert f"Up to {MAX_TAGS} short labels" in said["tags"]["description"]
 
 
 def test_the_graph_endpoint_takes_a_create_entities_as_big_as_the_official_server_does(tmp_path: Path) -> None:

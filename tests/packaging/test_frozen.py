@@ -32,6 +32,7 @@ from hivenote.server.tokens import Tokens
 from hivenote.server.web.dashboard import load_assets
 from tests.support.live import free_port
 from tests.support.system import needs
+from tests.support.wait import wait_started
 
 SPEC = Path(__file__).resolve().parents[2] / "packaging" / "hivenote.spec"
 BUILD_TIMEOUT_S = 600  # 55-100 s on 2 cores; the limit only stops a hung build
@@ -106,17 +107,15 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, byte
 
 
 def wait_for_health(url: str, server: subprocess.Popen[bytes], log: Path) -> object:
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        assert server.poll() is None, f"the frozen server exited ({server.returncode}):\n{log.read_text('utf-8')}"
-        try:
-            status, _, body = get(f"{url}/api/health")
-        except OSError:  # not listening yet
-            status, body = 0, b""
-        if status == 200:
-            return json.loads(body)
-        assert time.monotonic() < deadline, f"no answer from {url}/api/health in {WAIT_S} s (last status {status})"
-        time.sleep(0.05)
+    answers: list[bytes] = []
+
+    def healthy() -> bool:
+        status, _, body = get(f"{url}/api/health")
+        answers.append(body)
+        return status == 200
+
+    wait_started(server, healthy, WAIT_S, log)
+    return json.loads(answers[-1])
 
 
 async def use_mcp(url: str, token: str) -> tuple[set[str], bool, set[str]]:

@@ -22,6 +22,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from tests.support.live import free_port
 from tests.support.system import SERVE, needs
+from tests.support.wait import wait_started
 
 ROUNDS = 20
 WRITERS = 8
@@ -33,15 +34,13 @@ def start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir), "serve", "--port", str(port)]
     with log.open("ab") as sink:
         process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
-                return process
-        except OSError:
-            assert process.poll() is None, log.read_text(encoding="utf-8")
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
+
+    def answers() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
+            return True
+
+    wait_started(process, answers, WAIT_S, log)
+    return process
 
 
 def writer(port: int, token: str, name: str, acked: list[str], stop: threading.Event) -> None:

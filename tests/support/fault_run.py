@@ -31,6 +31,7 @@ from tests.support.live_folder import Folder
 from tests.support.live_peers import Peers
 from tests.support.peer_nodes import Node
 from tests.support.s3env import moto_sandbox
+from tests.support.wait import eventually
 
 TRANSPORTS = ("folder", "peers", "s3")
 PURGE_S = 90  # a compacted shard carried to every folder, every copy held of it replaced: well within this
@@ -183,18 +184,13 @@ def purge_everywhere(cluster: Cluster) -> list[str]:
     owner = cluster.pen.choice(installs)
     secret = f"SECRET-{cluster.seed}-{time.monotonic_ns()}"
     note = owner.server.call("POST", "/api/notes", {"kind": "fact", "title": secret, "body": "to purge"})["note"]
-    deadline = time.monotonic() + PURGE_S
-    while time.monotonic() < deadline and not all(secret in i.server.titles() for i in installs):
-        time.sleep(0.25)
-    if not all(secret in i.server.titles() for i in installs):
+    if not eventually(lambda: all(secret in i.server.titles() for i in installs), PURGE_S, interval=0.25):
         return [f"{secret} (on {owner.name}) did not reach every install within {PURGE_S} s"]
     purger = cluster.pen.choice(installs)
     purger.server.call("POST", f"/api/notes/{note['id']}/trash")
     purger.server.call("DELETE", f"/api/notes/{note['id']}")
     cluster.say(f"purge: {owner.name}'s note {note['id']} purged on {purger.name}")
-    deadline = time.monotonic() + PURGE_S
-    while time.monotonic() < deadline and any(secret in i.server.titles() for i in installs):
-        time.sleep(0.25)
+    eventually(lambda: not any(secret in i.server.titles() for i in installs), PURGE_S, interval=0.25)
     for install in installs:
         cluster.stop(install)
         done = hivenote("--data-dir", str(install.data_dir), "compact")
@@ -202,11 +198,14 @@ def purge_everywhere(cluster: Cluster) -> list[str]:
             return [f"compact on {install.name}: {done.stdout}{done.stderr}"]
     cluster.start(*installs)
     cluster.say("every install compacted its own shard")
-    deadline = time.monotonic() + PURGE_S
     left = everywhere_holding(cluster, secret.encode())
-    while left and time.monotonic() < deadline:
-        time.sleep(0.5)
+
+    def gone() -> bool:
+        nonlocal left
         left = everywhere_holding(cluster, secret.encode())
+        return not left
+
+    eventually(gone, PURGE_S, interval=0.5)
     for install in installs:
         cluster.stop(install)
     return [f"purged text {secret} still in {left} {PURGE_S} s after every install compacted"] if left else []

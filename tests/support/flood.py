@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tests.support.live import PROTOCOL_VERSION, free_port, health, initialize
 from tests.support.system import SERVE, needs
+from tests.support.wait import wait_started
 
 START_S = 60
 DRIP_S = 2.0  # a slow body sends one byte this often
@@ -75,11 +76,7 @@ def serving(data_dir: Path, log: Path, open_files: int | None = None) -> Iterato
     with log.open("ab") as sink:
         process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, preexec_fn=limit)
     try:
-        deadline = time.monotonic() + START_S
-        while health(port) != 200:
-            assert process.poll() is None, log.read_text(encoding="utf-8")
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
+        wait_started(process, lambda: health(port) == 200, START_S, log)
         yield process, port
     finally:
         process.terminate()

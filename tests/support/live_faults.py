@@ -28,7 +28,7 @@ from typing import Any
 from hivenote.server.storage.identity import read_node
 from tests.support.peer_nodes import Node
 from tests.support.skew import skewed
-from tests.support.wait import wait_until
+from tests.support.wait import eventually, wait_until
 
 HEAL_S = 150  # every install running and every transport up again: converged well within this
 POLL_S = 0.25
@@ -569,11 +569,14 @@ class Cluster:
 
     def wait_converged(self) -> tuple[float, list[str]]:
         """Seconds until every install serves what it must (or the deadline), and what still differs then."""
-        started = time.monotonic()
-        problems = self.differences()
-        while problems and time.monotonic() - started < HEAL_S:
-            time.sleep(POLL_S)
+        started, problems = time.monotonic(), self.differences()
+
+        def converged() -> bool:
+            nonlocal problems
             problems = self.differences()
+            return not problems
+
+        eventually(lambda: not problems or converged(), HEAL_S, interval=POLL_S)
         took = time.monotonic() - started
         return took, [f"not converged {HEAL_S} s after healing:", *problems] if problems else []
 

@@ -7,13 +7,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import httpx2
-import jsonschema
 import pytest
 from openapi_spec_validator import validate as validate_openapi
 from starlette.routing import Route
@@ -28,78 +25,16 @@ from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
-from hivenote.server.web.rest import ENDPOINTS
-from hivenote.server.web.rest_schema import openapi_document
 from tests.support.live import Running, serve
+from tests.support.rest_api import DASHBOARD, DOC, NO_BODY, Api, Reply
 from tests.support.wait import wait_until
 
-DOC = openapi_document(ENDPOINTS, __version__)
 OPERATIONS = {(method.upper(), path) for path, ops in DOC["paths"].items() for method in ops}
-DASHBOARD = "hivenote-dashboard/0.3.0"
-NO_BODY = object()
 MEMORY_JSONL = (
     '{"type":"entity","name":"Acme Corp","entityType":"organization","observations":["Pays late","Büro in Köln"]}\n'
     '{"type":"entity","name":"ana/dev","entityType":"person","observations":[]}\n'
     '{"type":"relation","from":"ana/dev","to":"Acme Corp","relationType":"works_at"}'
 )
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: httpx2.Headers
-    body: Any
-
-
-class Api:
-    """An HTTP client that checks every answer against the served OpenAPI document and remembers which
-    operations answered with a success."""
-
-    def __init__(self, running: Running, token: str | None = None, client: str | None = DASHBOARD) -> None:
-        headers = {"Authorization": f"Bearer {running.token if token is None else token}"} if token != "" else {}
-        if client:
-            headers["X-Hivenote-Client"] = client
-        self.http = httpx2.Client(base_url=running.url, headers=headers, timeout=30)
-        self.succeeded: set[tuple[str, str]] = set()
-
-    def close(self) -> None:
-        self.http.close()
-
-    def __call__(
-        self,
-        method: str,
-        template: str,
-        body: Any = NO_BODY,
-        *,
-        expect: int | None = None,
-        params: dict[str, str] | None = None,
-        content: bytes | None = None,
-        headers: dict[str, str] | None = None,
-        **path: str,
-    ) -> Reply:
-        url = template.format(**{k: quote(v, safe="") for k, v in path.items()})
-        if body is not NO_BODY:
-            content = json.dumps(body).encode()
-            headers = {"Content-Type": "application/json", **(headers or {})}
-        response = self.http.request(method, url, content=content, params=params, headers=headers)
-        media = response.headers.get("content-type", "").split(";")[0]
-        data = response.json() if media == "application/json" else response.text
-        reply = Reply(response.status_code, response.headers, data)
-        if expect is not None:
-            assert reply.status == expect, (reply.status, reply.body)
-        self.conforms(method, template, reply, media)
-        return reply
-
-    def conforms(self, method: str, template: str, reply: Reply, media: str) -> None:
-        documented = DOC["paths"][template][method.lower()]["responses"]
-        assert str(reply.status) in documented, f"{method} {template} answered {reply.status}, not documented"
-        answer = documented[str(reply.status)]
-        if "$ref" in answer:
-            answer = DOC["components"]["responses"][answer["$ref"].rsplit("/", 1)[1]]
-        schema = answer["content"][media]["schema"]
-        jsonschema.Draft202012Validator({**schema, "components": DOC["components"]}).validate(reply.body)
-        if reply.status < 300:
-            self.succeeded.add((method, template))
 
 
 Connect = Callable[..., Api]  # (server, token=None, client=DASHBOARD) -> Api, closed after the test

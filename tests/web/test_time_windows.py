@@ -17,7 +17,7 @@ from hivenote.server.cli.main import main
 from hivenote.server.core.hlc import wall_ms
 from tests.support.live import Running, mcp_client, serve
 from tests.support.notes import seed_times as seed
-from tests.web.test_rest import DOC, Api
+from tests.support.rest_api import DOC, Api
 
 
 @pytest.fixture
