@@ -7,6 +7,7 @@ A kill -9 leaves the page cache alone, so this proves "written before acknowledg
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import random
@@ -14,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
 from tests.support.live import free_port
 from tests.support.system import SERVE, needs
-from tests.support.wait import wait_started
+from tests.support.wait import wait_started, wait_until
 
 ROUNDS = 20
 WRITERS = 8
@@ -41,6 +41,10 @@ def start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
 
     wait_started(process, answers, WAIT_S, log)
     return process
+
+
+def reached(acked: list[str], target: int) -> bool:
+    return len(acked) >= target
 
 
 def writer(port: int, token: str, name: str, acked: list[str], stop: threading.Event) -> None:
@@ -75,10 +79,8 @@ def test_every_acknowledged_write_survives_kill_9(tmp_path: Path) -> None:
         for thread in threads:
             thread.start()
         target = before + rng.randrange(5, 80)
-        deadline = time.monotonic() + WAIT_S
-        while len(acked) < target:  # kill at a random point in the stream of acknowledged writes
-            assert time.monotonic() < deadline, "the writers stalled"
-            time.sleep(0.001)
+        # Killed at a random point in the stream of acknowledged writes.
+        wait_until(functools.partial(reached, acked, target), WAIT_S, "the writers stalled", interval=0.001)
         process.send_signal(signal.SIGKILL)
         process.wait()
         stop.set()

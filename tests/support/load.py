@@ -31,6 +31,7 @@ from tests.support.live import free_port, mcp_session
 from tests.support.notes import WORDS, note_fields, write_log
 from tests.support.proc import cpu_s, rss_mb, settle
 from tests.support.system import SERVE, needs
+from tests.support.wait import wait_started
 
 ROOT = Path(__file__).resolve().parents[2]  # the client processes import this module from the project root
 
@@ -153,16 +154,17 @@ def start_server(data_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], st
     with log.open("ab") as sink:
         process = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_S
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/health", timeout=2):
-                return process, url
-        except (urllib.error.URLError, OSError):
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"the server did not start:\n{log.read_text(encoding='utf-8')}") from None
-            time.sleep(0.05)
+
+    def answers() -> bool:
+        with urllib.request.urlopen(f"{url}/api/health", timeout=2):
+            return True
+
+    try:
+        wait_started(process, answers, START_S, log)
+    except AssertionError:
+        process.kill()
+        raise
+    return process, url
 
 
 @dataclass
