@@ -65,19 +65,34 @@ def folder_status(port: int, token: str) -> str:
     return json.dumps([t for t in transports if t.get("kind") == "folder"])
 
 
-@pytest.mark.parametrize("newlines", [True, False], ids=["lines-of-damage", "no-newline"])
-def test_a_huge_shard_in_the_synced_folder_is_held_a_piece_at_a_time(tmp_path: Path, newlines: bool) -> None:
+@pytest.mark.parametrize(
+    ("newlines", "sparse"), [(True, 0), (False, 0), (False, 8 << 30)], ids=["lines-of-damage", "no-newline", "8-gib"]
+)
+def test_a_huge_shard_in_the_synced_folder_is_held_a_piece_at_a_time(
+    tmp_path: Path, newlines: bool, sparse: int
+) -> None:
+    """`sparse`: the attack run's file, 8 GiB of zeros without a newline after the first line (a sparse file)."""
     with synced(tmp_path) as (folder, data_dir, pid, port, token):
         idle = rss_mb(pid)
         first = op_line(EVIL, 1, "the bait")
-        write_damage(folder / f"{EVIL}.jsonl", first, HUGE, newlines=newlines)
+        if sparse:
+            with (folder / f"{EVIL}.jsonl").open("wb") as fh:
+                fh.write(first)
+                fh.truncate(sparse)
+        else:
+            write_damage(folder / f"{EVIL}.jsonl", first, HUGE, newlines=newlines)
         held = data_dir / "sync" / "held" / f"{EVIL}.jsonl"
         wait_until(held.exists, 120, what=lambda: folder_status(port, token))  # written whole, renamed into place
         peak = peak_mb(pid)
-        print(f"held copy of a {HUGE >> 20} MB shard (newlines={newlines}): idle {idle:.0f} MB, peak {peak:.0f} MB")
+        size = sparse or HUGE
+        print(f"held copy of a {size >> 20} MB shard (newlines={newlines}): idle {idle:.0f} MB, peak {peak:.0f} MB")
         assert peak < 2 * idle, f"RSS went from {idle:.0f} MB to {peak:.0f} MB"
         assert health(port) == 200
         assert held.read_bytes() == first  # the damage is not held
+        if not newlines:  # left out of this machine's receipt, and said
+            wait_until(
+                lambda: "without a newline" in folder_status(port, token), 60, what=lambda: folder_status(port, token)
+            )
 
 
 def test_a_huge_conflict_copy_is_tidied_a_piece_at_a_time(tmp_path: Path) -> None:
