@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,15 +171,19 @@ class FolderWatch:
         except OSError:
             return []
         for path in paths:
-            with contextlib.suppress(OSError, ValueError, RecursionError), open(path, "rb") as fh:
-                data = fh.read(RECEIPT_MAX_BYTES + 1)  # never more, whatever the file's size
+            with contextlib.suppress(OSError, ValueError, RecursionError):
+                # Never waits on a pipe put there, and never reads more than a receipt can be, whatever the file.
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+                with os.fdopen(fd, "rb") as fh:
+                    st = os.fstat(fd)
+                    data = fh.read(RECEIPT_MAX_BYTES + 1) if stat.S_ISREG(st.st_mode) else b""
                 shown = f"{RECEIPTS}/{path.name}"
                 if len(data) > RECEIPT_MAX_BYTES:
-                    size = os.fstat(fh.fileno()).st_size
                     self._refuse(
                         shown,
-                        f"a receipt of {size} bytes, larger than any receipt can be ({RECEIPT_MAX_BYTES}): not read. "
-                        "Delete it; the machine it names writes its receipt again",
+                        f"a receipt of {st.st_size} bytes, larger than any receipt can be ({RECEIPT_MAX_BYTES}): "
+                        "not read. Delete it: Hivenote never writes one this big, and the machine it names leaves a "
+                        "new one when what it holds changes",
                     )
                     continue
                 self.refused.pop(shown, None)

@@ -6,6 +6,7 @@ were read. Real files in one shared folder stand in for what a sync tool deliver
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -278,6 +279,8 @@ def test_a_receipt_past_its_cap_is_refused_unread_and_named(tmp_path: Path) -> N
     (folder / "hivenote-receipts").mkdir(parents=True)
     big = folder / "hivenote-receipts" / "evil-0009.json"
     big.write_bytes(b'{"v": 1, "node": "evil-0009", "at": 1, "seen": {}, "pad": "' + b"y" * (2 << 20) + b'"}')
+    if hasattr(os, "mkfifo"):  # a pipe is never opened to wait for a writer (POSIX)
+        os.mkfifo(folder / "hivenote-receipts" / "pipe-0003.json")
     watch = FolderWatch(folder, lambda: "me-0001", now_ms=Clock())
     health = watch.step()
     assert health.detail["machines"] == {}
