@@ -18,22 +18,30 @@ Receipts live in a subfolder: the fold reads only `*.jsonl` files at the top of 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
+import logging
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.hlc import wall_ms
+from ..storage.files import write_whole
 from ..storage.shards import is_shard_file
-from ..storage.statefile import write_bytes, write_json
-from .replica import CONFLICT, classify, complete_size, writer_of
+from ..storage.statefile import write_json
+from .replica import CONFLICT, Copy, SyncRefused, classify_lines, complete_size, starts_with, writer_of
+
+log = logging.getLogger(__name__)
 
 RECEIPTS = "hivenote-receipts"
 QUIET_MS = 60_000
 ROUND_TRIP_MS = 30_000  # a write answered by a receipt within this measures the other machine's clock
+# A receipt holds a node name, a time and one size per shard file in the folder (about 60 bytes each): 1 MiB is some
+# 15,000 shards, more than any folder of machines makes. A bigger one is not a receipt Hivenote wrote: refused and
+# reported without being read, so a file anyone who can write the folder puts there costs no memory.
+RECEIPT_MAX_BYTES = 1 << 20
 DROPBOX = " ("  # "laptop-7f3a (Ann's conflicted copy 2026-12-01).jsonl"
 
 
@@ -69,13 +77,27 @@ class FolderWatch:
         # (`_measure`); the store's clock takes them as peers' and the bucket's HTTP Date.
         self.offsets: dict[str, int] = {}
         self._answered: dict[str, int] = {}  # node -> how much of our shard its receipt held when last read
+        self.refused: dict[str, str] = {}  # a receipt or a shard file not read now -> why (the status's detail)
 
     def _sizes(self) -> dict[str, int]:
         try:
             names = [e.name for e in os.scandir(self.log_dir) if e.is_file() and is_shard_file(e.name)]
         except FileNotFoundError:
             return {}
-        return {name: complete_size(self.log_dir / name) for name in sorted(names)}
+        sizes = {}
+        for name in sorted(names):
+            try:
+                sizes[name] = complete_size(self.log_dir / name)
+            except SyncRefused as exc:  # an unfinished line longer than any op at its end: damage, never scanned
+                self._refuse(name, f"{exc}; this machine's receipt leaves it out until it ends in a newline")
+            else:
+                self.refused.pop(name, None)
+        return sizes
+
+    def _refuse(self, name: str, why: str) -> None:
+        if self.refused.get(name) != why:
+            log.warning("%s in the synced folder %s: %s", name, self.log_dir, why)
+        self.refused[name] = why
 
     def step(self) -> Health:
         now, node = self.now_ms(), self.node()
@@ -92,6 +114,8 @@ class FolderWatch:
             "machines": {r["node"]: r["at"] for r in others},
             "tidied": list(self.tidied),
         }
+        if self.refused:
+            detail["refused"] = [f"{name}: {why}" for name, why in sorted(self.refused.items())]
         held = sizes.get(own, 0)
         self._measure(others, own, held, now)
         confirmed = [r["node"] for r in others if int(r["seen"].get(own, 0)) >= held]
@@ -147,8 +171,23 @@ class FolderWatch:
         except OSError:
             return []
         for path in paths:
-            with contextlib.suppress(OSError, ValueError):
-                raw = json.loads(path.read_bytes())
+            with contextlib.suppress(OSError, ValueError, RecursionError):
+                # Never waits on a pipe put there, and never reads more than a receipt can be, whatever the file.
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+                with os.fdopen(fd, "rb") as fh:
+                    st = os.fstat(fd)
+                    data = fh.read(RECEIPT_MAX_BYTES + 1) if stat.S_ISREG(st.st_mode) else b""
+                shown = f"{RECEIPTS}/{path.name}"
+                if len(data) > RECEIPT_MAX_BYTES:
+                    self._refuse(
+                        shown,
+                        f"a receipt of {st.st_size} bytes, larger than any receipt can be ({RECEIPT_MAX_BYTES}): "
+                        "not read. Delete it: Hivenote never writes one this big, and the machine it names leaves a "
+                        "new one when what it holds changes",
+                    )
+                    continue
+                self.refused.pop(shown, None)
+                raw = json.loads(data)
                 if (
                     isinstance(raw, dict)
                     and isinstance(raw.get("node"), str)
@@ -175,31 +214,41 @@ class FolderWatch:
                 self._tidy_one(name, base, names)
 
     def _tidy_one(self, name: str, base: str, names: list[str]) -> None:
+        """Every file is read a piece at a time (`replica.Copy`), never whole: a conflict copy of any size costs a
+        piece of memory; a line longer than any op in it is damage, skipped (and not kept in a branch)."""
         path = self.log_dir / name
-        data = path.read_bytes()
-        data = data[: data.rfind(b"\n") + 1]
-        holders = [f"{base}.jsonl"] + [n for n in names if n.startswith(f"{base}~")]
-        ahead = False
-        for holder in holders:
-            try:
-                held = (self.log_dir / holder).read_bytes()
-            except FileNotFoundError:
-                held = b""  # the shard itself has not reached this folder yet
-            except OSError:
-                continue
-            found = classify(held[: held.rfind(b"\n") + 1], data)
-            if held.startswith(data) or found == "behind":
-                path.unlink()  # every op of it is there (an older copy, or the shard before a compaction)
-                self.tidied.append(f"{name}: already in {holder}, deleted")
+        with contextlib.ExitStack() as stack:
+            data = opened(stack, path)
+            holders = [f"{base}.jsonl"] + [n for n in names if n.startswith(f"{base}~")]
+            ahead = False
+            for holder in holders:
+                try:
+                    held = opened(stack, self.log_dir / holder)
+                except FileNotFoundError:
+                    held = Copy(None, 0)  # the shard itself has not reached this folder yet
+                except OSError:
+                    continue
+                found = (
+                    "behind" if starts_with(held.pieces(), data.pieces()) else classify_lines(held.lines, data.lines)
+                )
+                if found == "behind":
+                    path.unlink()  # every op of it is there (an older copy, or the shard before a compaction)
+                    self.tidied.append(f"{name}: already in {holder}, deleted")
+                    return
+                ahead = ahead or (holder == holders[0] and found == "replaces")
+            if ahead:
+                # The same history as the node's shard, further along (a continuation or a compaction of one): the
+                # sync tool brought the copy before the shard's own lines. Read like any shard, deleted once the shard
+                # holds all of it; never another history (issue 32: it became a branch on every machine).
                 return
-            ahead = ahead or (holder == holders[0] and found == "replaces")
-        if ahead:
-            # The same history as the node's shard, further along (a continuation or a compaction of one): the sync
-            # tool brought the copy before the shard's own lines. Read like any shard, deleted once the shard holds
-            # all of it; never another history (issue 32: it became a branch on every machine).
-            return
-        branch = self.log_dir / f"{base}~{hashlib.sha256(data).hexdigest()[:12]}.jsonl"
-        if not branch.exists():
-            write_bytes(branch, data)
+            branch = self.log_dir / f"{base}~{data.digest()[:12]}.jsonl"
+            if not branch.exists():
+                write_whole(branch, data.pieces())
         path.unlink()
         self.tidied.append(f"{name}: another history of {base}, kept as {branch.name}")
+
+
+def opened(stack: contextlib.ExitStack[Any], path: Path) -> Copy:
+    """`path` opened for reading until `stack` closes, as a Copy up to its size now."""
+    fh = stack.enter_context(open(path, "rb"))  # noqa: SIM115 (closed by the stack)
+    return Copy(fh, os.fstat(fh.fileno()).st_size)

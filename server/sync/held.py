@@ -19,26 +19,24 @@ copied here. Conflict copies are FolderWatch's to tidy (into a branch or away) a
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import itertools
 import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from ..storage.files import private_dir, write_whole
 from ..storage.shards import is_shard_file
 from .folderwatch import conflict_of
-from .replica import classify, writer_of
+from .replica import Copy, SyncRefused, classify_lines, complete_size, same_bytes, writer_of
 
 log = logging.getLogger(__name__)
 
 HELD = "held"  # under <data dir>/sync/
 PUT_BACK_AFTER_S = 3.0  # how long a shard stays missing or behind before this machine puts it back
-
-
-def _whole(data: bytes) -> bytes:
-    return data[: data.rfind(b"\n") + 1]
 
 
 class HeldCopies:
@@ -89,7 +87,7 @@ class HeldCopies:
         for name in sorted(names | self._held_names()):
             try:
                 what = self._one(name, name in names, name == own)
-            except OSError as exc:  # a file that went away or cannot be read now: the next step looks again
+            except (OSError, SyncRefused) as exc:  # a file that went away or cannot be read now: looked at again
                 log.info("could not compare %s with the copy held: %s", name, exc)
                 continue
             if what:
@@ -105,30 +103,38 @@ class HeldCopies:
         return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _one(self, name: str, present: bool, own: bool) -> str:
+        """Both files are read a piece at a time (`replica.pieces`, compared by `same_bytes` and `classify_lines`),
+        never whole: a shard of any size another machine puts in the folder costs a piece of memory. A line longer
+        than any op in it is damage, skipped (the fold skips and reports it too): never held."""
         path, mine = self.folder / name, self.dir / name
         seen = self._stat(path) if present else None
         if seen is not None and seen == self._seen.get(name):
             self._since.pop(name, None)
             return ""  # unchanged since it last matched the copy held
-        held = _whole(mine.read_bytes()) if mine.exists() else b""
-        if seen is None:
-            if not held or own:
-                return ""
-            return self._lost(name, held, "was deleted")
-        theirs = _whole(path.read_bytes())
-        if theirs.startswith(held):
-            if len(theirs) > len(held):
-                self._hold(name, theirs, len(held))
-            return self._matched(name, seen)
-        found = classify(held, theirs)
-        if found == "replaces":  # compacted by its owner (or a copy held that was behind it)
-            write_whole(mine, [theirs])
-            return self._matched(name, seen)
-        if own:
-            return ""  # the store's: it puts it back from its open file, or moves to a new node id
-        if found == "behind":
-            return self._lost(name, held, f"holds only {len(theirs)} of the {len(held)} bytes held here")
-        return self._forked(name, held, theirs, seen)
+        with contextlib.ExitStack() as stack:
+            held_fh: IO[bytes] | None = None
+            with contextlib.suppress(FileNotFoundError):
+                held_fh = stack.enter_context(open(mine, "rb"))
+            held_end = complete_size(mine) if held_fh is not None else 0
+            held = Copy(held_fh, held_end)
+            if seen is None:
+                if not held_end or own:
+                    return ""
+                return self._lost(name, held, "was deleted")
+            theirs_fh = stack.enter_context(open(path, "rb"))
+            theirs = Copy(theirs_fh, os.fstat(theirs_fh.fileno()).st_size)
+            if held_fh is None or same_bytes(held_fh, theirs_fh, held_end):  # it continues ours (byte for byte)
+                self._hold(name, theirs, held_end)
+                return self._matched(name, seen)
+            found = classify_lines(held.lines, theirs.lines)
+            if found == "replaces":  # compacted by its owner (or a copy held that was behind it)
+                write_whole(mine, theirs.pieces())
+                return self._matched(name, seen)
+            if own:
+                return ""  # the store's: it puts it back from its open file, or moves to a new node id
+            if found == "behind":
+                return self._lost(name, held, f"holds only {theirs.size()} of the {held_end} bytes held here")
+            return self._forked(name, held, theirs, seen)
 
     def _matched(self, name: str, seen: tuple[int, int, int, int] | None) -> str:
         if seen is not None:
@@ -136,44 +142,49 @@ class HeldCopies:
         self._since.pop(name, None)
         return ""
 
-    def _hold(self, name: str, theirs: bytes, start: int) -> None:
-        """The folder's copy continues ours: the copy held takes its new lines (appended, fsynced)."""
-        mine = self.dir / name
+    def _hold(self, name: str, theirs: Copy, start: int) -> None:
+        """The folder's copy continues ours: the copy held takes its new complete lines (appended, fsynced)."""
+        mine, more = self.dir / name, theirs.pieces(start)
+        first = next(more, b"")
+        if not first:
+            return  # nothing new
         if start == 0:
-            write_whole(mine, [theirs])
+            write_whole(mine, itertools.chain([first], more))
             return
         fd = os.open(mine, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, "ab") as fh:
             if fh.tell() != start:
                 fh.truncate(start)
-            fh.write(theirs[start:])
+            fh.write(first)
+            for piece in more:
+                fh.write(piece)
             fh.flush()
             os.fsync(fh.fileno())
 
-    def _lost(self, name: str, held: bytes, how: str) -> str:
+    def _lost(self, name: str, held: Copy, how: str) -> str:
         """Missing or behind in the folder: put back from the copy held once it stayed so for a while."""
         now = self.clock()
         since = self._since.setdefault(name, now)
         if now - since < self.put_back_after_s:
             return ""
-        write_whole(self.folder / name, [held])
+        write_whole(self.folder / name, held.pieces())
         self._since.pop(name, None)
         self._seen[name] = self._stat(self.folder / name) or (0, 0, 0, 0)
         log.warning(
-            "%s in the synced folder %s: put back from the copy this machine holds (%d bytes)", name, how, len(held)
+            "%s in the synced folder %s: put back from the copy this machine holds (%d bytes)", name, how, held.end
         )
-        return f"{name} {how}: put back ({len(held)} bytes)"
+        return f"{name} {how}: put back ({held.end} bytes)"
 
-    def _forked(self, name: str, held: bytes, theirs: bytes, seen: tuple[int, int, int, int]) -> str:
+    def _forked(self, name: str, held: Copy, theirs: Copy, seen: tuple[int, int, int, int]) -> str:
         """Another history in place of the copy held: ours is kept beside it as a branch, and held follows theirs."""
         now = self.clock()
         since = self._since.setdefault(name, now)
         if now - since < self.put_back_after_s:
             return ""
-        branch = f"{writer_of(name.removesuffix('.jsonl'))}~{hashlib.sha256(held).hexdigest()[:12]}.jsonl"
+        branch = f"{writer_of(name.removesuffix('.jsonl'))}~{held.digest()[:12]}.jsonl"
         if not (self.folder / branch).exists():
-            write_whole(self.folder / branch, [held])  # held here too from the next step, like any new shard
-        write_whole(self.dir / name, [theirs])
+            write_whole(self.folder / branch, held.pieces())  # held here too from the next step, like any new shard
+        write_whole(self.dir / name, theirs.pieces())
         self._matched(name, seen)
         log.warning("%s in the synced folder is another history than the copy held here: ours kept as %s", name, branch)
         return f"{name} is another history: the copy held here kept as {branch}"

@@ -326,6 +326,58 @@ def same_bytes(a: IO[bytes], b: IO[bytes], size: int) -> bool:
     return True
 
 
+def spool_in(folder: Path | None) -> IO[bytes]:
+    """An anonymous temp file (see `Replicas.spool`) in `folder` (made 0700 when missing; None: the system's temp
+    folder)."""
+    if folder is not None:
+        folder.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    return tempfile.TemporaryFile(dir=folder, prefix=".", suffix=".tmp")
+
+
+def starts_with(whole: Iterable[bytes], prefix: Iterable[bytes]) -> bool:
+    """Whether the bytes `prefix` yields (pieces of any size) are the first bytes of those `whole` yields, both walked
+    once, side by side, a piece at a time: neither is ever held whole."""
+    wholes, ahead = iter(whole), memoryview(b"")
+    for piece in prefix:
+        want = memoryview(piece)
+        while want:
+            if not ahead:
+                ahead = memoryview(next(wholes, b""))
+                if not ahead:
+                    return False
+            n = min(len(ahead), len(want))
+            if ahead[:n] != want[:n]:
+                return False
+            ahead, want = ahead[n:], want[n:]
+    return True
+
+
+class Copy:
+    """One open shard file up to byte `end`, read a piece at a time: its complete lines, a line longer than any op
+    (damage) skipped; or no file at all (nothing held yet). For files another machine or a sync tool writes (the
+    synced folder), compared and copied without ever holding one whole."""
+
+    def __init__(self, fh: IO[bytes] | None, end: int) -> None:
+        self.fh, self.end = fh, end
+
+    def pieces(self, start: int = 0) -> Iterator[bytes]:
+        if self.fh is not None:
+            yield from pieces(self.fh, self.end, strict=False, start=start)
+
+    def lines(self) -> Iterator[bytes]:
+        for piece in self.pieces():
+            yield from piece.splitlines()
+
+    def size(self) -> int:
+        return sum(len(piece) for piece in self.pieces())
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for piece in self.pieces():
+            h.update(piece)
+        return h.hexdigest()
+
+
 def lines_of(fh: IO[bytes], end: int | None, *, strict: bool) -> Lines:
     def walk() -> Iterator[bytes]:
         for piece in pieces(fh, end, strict=strict):
@@ -335,8 +387,10 @@ def lines_of(fh: IO[bytes], end: int | None, *, strict: bool) -> Lines:
 
 
 class Replicas:
-    def __init__(self, log_dir: Path, own_node: str | Callable[[], str]) -> None:
-        self.log_dir = log_dir
+    def __init__(self, log_dir: Path, own_node: str | Callable[[], str], spool_dir: Path | None = None) -> None:
+        """`spool_dir`: where `spool` makes its anonymous files, never the log folder (a sync tool watches that): the
+        data dir's own `cache` folder for a server or a command; None is the system's temp folder (tools, tests)."""
+        self.log_dir, self.spool_dir = log_dir, spool_dir
         self._own = own_node  # a callable follows the store: it moves to a new node id when its own is forked
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -352,10 +406,11 @@ class Replicas:
             return self.digests.hexdigest(fh, offset)
 
     def spool(self) -> IO[bytes]:
-        """An anonymous file in the log folder (hidden, 0600, gone when closed) that a whole copy of a shard is
-        written to as it arrives, so no transport holds one in memory (`settle_copy` takes it from there)."""
-        self.log_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-        return tempfile.TemporaryFile(dir=self.log_dir, prefix=".", suffix=".tmp")
+        """A file a whole copy of a shard is written to as it arrives, so no transport holds one in memory
+        (`settle_copy` takes it from there): in `spool_dir`, outside the log folder, so no sync tool ever sees it;
+        without a name where the OS allows (Linux's O_TMPFILE; elsewhere a hidden 0600 file unlinked at once, or on
+        Windows one deleted when closed), gone when closed."""
+        return spool_in(self.spool_dir)
 
     def _spooled(self, data: bytes) -> IO[bytes]:
         copy = self.spool()

@@ -659,7 +659,9 @@ def after_compaction(settings: Settings, store: Store) -> str:
     """Publish the just-compacted own shard as a new generation (for `hivenote compact`, which runs while no server
     does; a running server notices a rewritten shard by itself). Raises BucketError, or BucketConflict when another
     writer claims this node; either way the compacted shard stays here and goes up with the next sync."""
-    with contextlib.closing(BucketSync.open(settings, Replicas(store.log_dir, store.node))) as sync:
+    with contextlib.closing(
+        BucketSync.open(settings, Replicas(store.log_dir, store.node, store.data_dir / "cache"))
+    ) as sync:
         sync.upload()
         own = sync.state["own"]
     return f"The bucket now holds generation {own['gen']} of {store.node} ({own['sent']} bytes)."

@@ -44,4 +44,6 @@ class Services:
     def replicas(self) -> Replicas:
         """The writer of other nodes' shard files (transports put what they fetch there); one per server, so
         every transport shares its per-shard locks."""
-        return Replicas(self.store.log_dir, lambda: self.store.node)  # follows the store to a new node id
+        return Replicas(  # follows the store to a new node id; spools in the data dir's cache, never the log folder
+            self.store.log_dir, lambda: self.store.node, self.store.data_dir / "cache"
+        )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -265,3 +266,31 @@ def test_a_whole_generation_in_the_bucket_streams_to_disk_within_memory(
             print(f"idle RSS {idle:.0f} MB, peak {peak:.0f} MB while a {WHOLE >> 20} MB generation came down")
             assert peak < 2 * idle, f"RSS went from {idle:.0f} MB to {peak:.0f} MB"
             assert answered >= 1
+
+
+def spools(pid: int) -> list[str]:
+    """The files `pid` holds open that have no name any more (a spool: O_TMPFILE, or unlinked)."""
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.endswith(" (deleted)"):
+                found.append(target)
+    return found
+
+
+def test_a_whole_copy_is_spooled_in_the_cache_folder_never_in_the_log_folder(tmp_path: Path) -> None:
+    """A sync tool watches the log folder: on Windows the spool has a name while open, so it never goes there."""
+    data_dir = tmp_path / "data"
+    (data_dir / "log").mkdir(parents=True)
+    (data_dir / "log" / f"{EVIL}.jsonl").write_bytes(op_line(EVIL, 1, "the copy held here"))
+    with compacting_peer() as (url, _), serving(data_dir) as (process, _, _):
+        add_peer(data_dir, url, new_token())
+        seen: list[str] = []
+
+        def spooling() -> bool:
+            seen.extend(spools(process.pid))
+            return bool(seen)
+
+        wait_until(spooling, 300, what="a spool open while the copy arrives")
+        assert all(s.startswith(f"{data_dir / 'cache'}{os.sep}") for s in seen), seen

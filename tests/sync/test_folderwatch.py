@@ -6,6 +6,7 @@ were read. Real files in one shared folder stand in for what a sync tool deliver
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -245,3 +246,46 @@ def test_no_two_copies_of_one_history_make_a_branch_whichever_is_the_conflict_co
         watch.step()
         assert not list(folder.glob("*~*.jsonl")), watch.tidied
         assert conflict.exists() == (here < there and versions[here] != versions[there])
+
+
+def test_a_shard_ending_without_a_newline_past_a_line_and_a_deep_receipt_are_reported_not_fatal(
+    tmp_path: Path,
+) -> None:
+    """A shard whose end is more than any op's length without a newline (issue 33 finding 6) is damage: left out of
+    this machine's receipt and named in the status, never scanned back whole; a receipt nested past Python's
+    recursion limit is not a receipt. Neither stops the watch."""
+    folder = tmp_path / "Sync"
+    folder.mkdir()
+    (folder / "other-0001.jsonl").write_bytes(
+        Op("other-0001", 1, 1, 0, "note.set", {"id": "N1", "fields": {"title": "t"}}, ME).encode()
+    )
+    with (folder / "evil-0009.jsonl").open("wb") as fh:
+        fh.truncate(256 << 20)  # sparse: 256 MB of zeros and no newline
+    (folder / "hivenote-receipts").mkdir()
+    (folder / "hivenote-receipts" / "deep-0002.json").write_bytes(b"[" * 200_000 + b"]" * 200_000)
+    watch = FolderWatch(folder, lambda: "me-0001", now_ms=Clock())
+    health = watch.step()
+    assert not health.failing
+    [said] = health.detail["refused"]
+    assert said.startswith("evil-0009.jsonl: ") and "without a newline" in said, said
+    receipt = (folder / "hivenote-receipts" / "me-0001.json").read_text(encoding="utf-8")
+    assert "other-0001.jsonl" in receipt and "evil-0009" not in receipt
+    (folder / "evil-0009.jsonl").write_bytes(b"")  # put right: no longer named
+    assert "refused" not in watch.step().detail
+
+
+def test_a_receipt_past_its_cap_is_refused_unread_and_named(tmp_path: Path) -> None:
+    folder = tmp_path / "Sync"
+    (folder / "hivenote-receipts").mkdir(parents=True)
+    big = folder / "hivenote-receipts" / "evil-0009.json"
+    big.write_bytes(b'{"v": 1, "node": "evil-0009", "at": 1, "seen": {}, "pad": "' + b"y" * (2 << 20) + b'"}')
+    if hasattr(os, "mkfifo"):  # a pipe is never opened to wait for a writer (POSIX)
+        os.mkfifo(folder / "hivenote-receipts" / "pipe-0003.json")
+    watch = FolderWatch(folder, lambda: "me-0001", now_ms=Clock())
+    health = watch.step()
+    assert health.detail["machines"] == {}
+    [said] = health.detail["refused"]
+    assert said.startswith("hivenote-receipts/evil-0009.json: a receipt of") and "Delete it" in said, said
+    big.write_bytes(b'{"v": 1, "node": "evil-0009", "at": 1, "seen": {}}')  # an honest one again: read
+    health = watch.step()
+    assert health.detail["machines"] == {"evil-0009": 1} and "refused" not in health.detail

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hivenote.server.core.model import PLACEHOLDER, Author, Op
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hivenote.server.core.model import MAX_LINE_BYTES, PLACEHOLDER, Author, Op
 from hivenote.server.sync.held import PUT_BACK_AFTER_S, HeldCopies
+from hivenote.server.sync.replica import starts_with
 
 
 def line(node: str, seq: int, title: str, kind: str = "note.set") -> bytes:
@@ -71,3 +75,32 @@ def test_a_compaction_replaces_the_copy_held_and_another_history_is_kept_as_a_br
     assert shard.read_bytes() == other and (m.copies / shard.name).read_bytes() == other
     m.step(PUT_BACK_AFTER_S)
     assert (m.copies / branches[0].name).read_bytes() == compacted  # held like any shard from then on
+
+
+def test_lines_longer_than_any_op_are_never_held_and_a_conflict_copy_of_them_is_tidied(tmp_path: Path) -> None:
+    """Damage in a shard of the folder (a line past MAX_LINE_BYTES) is skipped a piece at a time: the copy held keeps
+    the lines around it, and keeps growing with the shard past it."""
+    m = Machine(tmp_path)
+    shard = m.folder / "other-0001.jsonl"
+    one, two, three = (line("other-0001", n, t) for n, t in ((1, "one"), (2, "two"), (3, "three")))
+    damage = b"x" * (MAX_LINE_BYTES + 10) + b"\n"
+    shard.write_bytes(one + damage + two)
+    m.step()
+    assert (m.copies / shard.name).read_bytes() == one + two
+    shard.write_bytes(one + damage + two + three + b"x" * (3 * MAX_LINE_BYTES))  # grew; an endless unfinished tail
+    m.step()
+    assert (m.copies / shard.name).read_bytes() == one + two + three
+    assert shard.read_bytes().startswith(one + damage + two + three)  # nothing put back over it: nothing lost
+
+
+@given(st.binary(max_size=300), st.binary(max_size=300), st.lists(st.integers(1, 50), max_size=6))
+def test_starts_with_is_bytes_startswith_whatever_the_pieces(whole: bytes, prefix: bytes, cuts: list[int]) -> None:
+    def cut(data: bytes) -> list[bytes]:
+        out, at = [], 0
+        for n in cuts:
+            out.append(data[at : at + n])
+            at += n
+        return [*out, data[at:]]
+
+    assert starts_with(cut(whole), cut(prefix)) == whole.startswith(prefix)
+    assert starts_with(cut(prefix + whole), [prefix]) and starts_with([prefix + whole], cut(prefix))
