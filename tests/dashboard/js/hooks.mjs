@@ -4,7 +4,7 @@
 // against that table.
 const GENERATED = new URL("../../../server/dashboard/js/agent-names.js", import.meta.url).href;
 
-export const AGENT_NAMES = { "claude-code": "Claude Code", cursor: "Cursor", "gemini-cli": "Gemini CLI" };
+export const AGENT_NAMES = {"claude-code": "Claude Code", "cursor": "Cursor", "gemini-cli": "Gemini CLI"};
 
 export async function resolve(specifier, context, next) {
   if (context.parentURL?.startsWith("file:") && new URL(specifier, context.parentURL).href === GENERATED) {
