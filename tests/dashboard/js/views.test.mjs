@@ -1,5 +1,6 @@
 // The logic inside the views that needs no page: a note's history and edits (note.js), where a snippet goes
-// (connect.js), and the sharing and sync lines of the settings (settings.js).
+// (connect.js), the sharing and sync lines of the settings (settings.js), the agents by person (agents.js) and the
+// import's summary and retry (transfer.js).
 import assert from "node:assert/strict";
 import test from "node:test";
 import { dashboard } from "./browser.mjs";
@@ -86,4 +87,44 @@ test("another machine's lag reads 'up to date' within a second, else in words", 
 test("a transport's traffic is counted in KiB, a unit with no plural", () => {
   assert.equal(settings.movedText({ bytes_in: 0, bytes_out: 1024 }), "0 KiB in · 1 KiB out");
   assert.equal(settings.movedText({ bytes_in: 5 * 1024 + 600, bytes_out: 2048 }), "6 KiB in · 2 KiB out");
+});
+
+const agents = await dashboard("agents.js");
+const transfer = await dashboard("transfer.js");
+
+test("agents are grouped by person, the owner's ('') as one group, in the order first seen", () => {
+  const seen = [
+    { agent: "cursor", person: "ana" },
+    { agent: "codex" },
+    { agent: "zed", person: "ana" },
+    { agent: "cline", person: "" },
+  ];
+  assert.deepEqual(
+    agents.byPerson(seen).map(([person, rows]) => [person, rows.map((a) => a.agent)]),
+    [
+      ["ana", ["cursor", "zed"]],
+      ["", ["codex", "cline"]],
+    ],
+  );
+  assert.deepEqual(agents.byPerson([]), []);
+});
+
+test("the host line names the machine once when its node id agrees, else both", () => {
+  assert.equal(agents.hostName({ host: "laptop", node: "laptop-7f3a" }), "laptop");
+  assert.equal(agents.hostName({ host: "laptop", node: "old-name-7f3a" }), "laptop (old-name)");
+});
+
+test("only an import refused for a named line offers to keep the good lines", () => {
+  assert.equal(transfer.canSkipBad({ status: 400, message: "Line 12: not JSON." }), true);
+  assert.equal(transfer.canSkipBad({ status: 400, message: "The file is empty." }), false);
+  assert.equal(transfer.canSkipBad({ status: 413, message: "line 3 is too long" }), false);
+  assert.equal(transfer.canSkipBad(null), false);
+});
+
+test("an import summary shows only counts above zero", () => {
+  assert.deepEqual(transfer.shownCounts({ notes: 3, entities: 0, relations: 1 }), [
+    ["notes", 3],
+    ["relations", 1],
+  ]);
+  assert.deepEqual(transfer.shownCounts(undefined), []);
 });
