@@ -9,6 +9,7 @@ import { KINDS, WHEN, agentName, ago, isoTime, machine, plural, preview, who, wh
 
 export const PAGE = FIRST_PAGE;
 const SEARCH_WINDOW = 200; // the server ranks a search's best 200 matches; pages stay inside that window
+const LARGEST_PAGE = 200; // the most one page of /api/notes holds (the server's MAX_LIMIT)
 const TYPING_MS = 120;
 const FILTERS = ["kind", "project", "agent", "person", "node", "when"];
 
@@ -30,10 +31,17 @@ export function canLoadMore(shown, total, query) {
   return shown < total && (!query || shown < SEARCH_WINDOW);
 }
 
-/** The first page asked again after a change, followed by what was loaded beyond it that the page does not hold. */
-export function refreshed(old, body) {
+/** How many the refresh after a change asks for: every note loaded (up to the largest page), so that one pushed
+ * down by a new note is not left out between the refreshed page and the rest. */
+export function refreshLimit(loaded) {
+  return Math.min(Math.max(PAGE, loaded), LARGEST_PAGE);
+}
+
+/** The page asked again after a change (`asked` notes from the top), followed by what was loaded beyond it that
+ * the page does not hold. */
+export function refreshed(old, body, asked = PAGE) {
   const ids = new Set(body.results.map((n) => n.id));
-  const rest = old.results.slice(PAGE).filter((n) => !ids.has(n.id));
+  const rest = old.results.slice(asked).filter((n) => !ids.has(n.id));
   return { ...body, results: [...body.results, ...rest], loaded: true, query: old.query };
 }
 
@@ -148,7 +156,7 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
     return () => controller.abort();
   }, [query, JSON.stringify(filters)]);
 
-  // The notebook changed (a poll saw new ops): refresh the first page and keep what was loaded beyond it.
+  // The notebook changed (a poll saw new ops): ask again for what is loaded (up to the largest page), keeping the rest.
   const lastRevision = useRef(revision);
   useEffect(() => {
     const before = lastRevision.current;
@@ -157,9 +165,10 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
     // machine's shard) would otherwise wait for the next change to show.
     if (revision === null || revision === before || !page.loaded) return;
     const controller = new AbortController();
-    api("/api/notes", { query: params(0, PAGE), signal: controller.signal })
+    const asked = refreshLimit(page.results.length);
+    api("/api/notes", { query: params(0, asked), signal: controller.signal })
       .then((body) => {
-        setPage((old) => refreshed(old, body));
+        setPage((old) => refreshed(old, body, asked));
       })
       .catch(() => {}); // the next poll tries again
     return () => controller.abort();

@@ -60,6 +60,23 @@ test("a refreshed first page keeps what was loaded beyond it, each note once", (
   assert.equal(page.total, 53);
 });
 
+test("after a change the refresh asks for every note loaded, so none pushed down by a new one goes missing", () => {
+  assert.equal(notes.refreshLimit(0), notes.PAGE);
+  assert.equal(notes.refreshLimit(notes.PAGE + 3), notes.PAGE + 3);
+  assert.equal(notes.refreshLimit(5000), 200); // the server's largest page
+  const order = range(0, 120); // the list as the server orders it
+  for (const loaded of [notes.PAGE, notes.PAGE + 3, 100]) {
+    const old = { results: order.slice(0, loaded), total: order.length, loaded: true };
+    const now = [note("new"), ...order]; // a note written on top pushes every other one down by one
+    const asked = notes.refreshLimit(loaded);
+    const page = notes.refreshed(old, { results: now.slice(0, asked), total: now.length }, asked);
+    assert.deepEqual(ids(page), ids({ results: now.slice(0, asked) }), `${loaded} loaded`); // no gap
+    // "Load more" goes on from there without skipping a note.
+    const next = notes.appended(page, { results: now.slice(ids(page).length, ids(page).length + notes.PAGE) });
+    assert.deepEqual(ids(next), ids({ results: now.slice(0, ids(next).length) }));
+  }
+});
+
 test("the next page adds only notes not shown yet", () => {
   const old = { results: range(0, 3), total: 6, loaded: true };
   const page = notes.appended(old, { results: [note("n2"), ...range(3, 6)], total: 6 });
