@@ -1,8 +1,8 @@
 """The `system` marker: the tests that need what a newcomer's laptop lacks (root, a private X display and D-Bus
-session, Chromium, Syncthing, Node.js, PyInstaller, libfaketime, tools from distribution packages) or run Hivenote
-as a whole system: a real server on a socket, Hivenote processes, clusters of them for minutes (sync, crashes,
-floods, load), fuzzing against a server. `pytest -m "not system"` (the README's fast lane) leaves them out; CI runs
-everything.
+session, Chromium, Syncthing, the npm tools in tests/tools, PyInstaller, libfaketime, tools from distribution
+packages) or run Hivenote as a whole system: a real server on a socket, Hivenote processes, clusters of them for
+minutes (sync, crashes, floods, load), fuzzing against a server. `pytest -m "not system"` (the README's fast lane)
+leaves them out; CI runs everything.
 
 Tests are hardly ever marked by hand (only a module whose every test runs Hivenote processes says so with
 `pytestmark`). A support helper that needs such a thing says so with `@needs("...")`; at collection,
@@ -28,7 +28,7 @@ import pytest
 F = TypeVar("F", bound=Callable[..., Any])
 
 MARK = "system"
-HELP = f"{MARK}: needs what a newcomer's laptop lacks (root, a desktop session, Chromium, Syncthing, Node.js, ...)"
+HELP = f"{MARK}: needs what a newcomer's laptop lacks (root, a desktop session, Chromium, Syncthing, npm tools, ...)"
 SERVER = "a running Hivenote: a real server on a socket, or Hivenote processes (seconds each)"
 SERVE = "real `hivenote serve` processes working for minutes (a sync cluster, crashes, floods, load)"
 FOLDERS = {"fuzz": "long randomized runs against a real server (schemathesis, Hypothesis)"}  # tests/<folder>/: all

@@ -8,6 +8,23 @@ import { agentName, ago, machine, when } from "./util.js";
 
 const EVERY_MS = 3000;
 
+/** Agents grouped by the person whose token they use ("" for the owner), in the order first seen. */
+export function byPerson(list) {
+  const groups = new Map();
+  for (const a of list) {
+    const key = a.person || "";
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(a);
+  }
+  return [...groups.entries()];
+}
+
+/** The machine this Hivenote runs on: its host name, with its node id's machine part when the two differ. */
+export function hostName(where) {
+  const node = machine(where.node);
+  return node === where.host ? node : `${where.host} (${node})`;
+}
+
 function describeTool(tool) {
   return tool || "—";
 }
@@ -42,18 +59,7 @@ export function AgentsView({ onConnect, onAgents }) {
   const agents = data?.agents || [];
   const online = agents.filter((a) => a.online);
   const earlier = agents.filter((a) => !a.online);
-  const byPerson = (list) => {
-    const groups = new Map();
-    for (const a of list) {
-      const key = a.person || "";
-      if (!groups.has(key)) groups.set(key, []);
-      groups.get(key).push(a);
-    }
-    return [...groups.entries()];
-  };
-  // The machine this Hivenote runs on (its node id too when the two names differ).
-  const node = data ? machine(data.machine.node) : "";
-  const host = data ? (node === data.machine.host ? node : `${data.machine.host} (${node})`) : "";
+  const host = data ? hostName(data.machine) : "";
 
   const section = (title, list, id) => html`<section class="panel" aria-label=${title} id=${id}>
     <h2>${title} <span class="badge">${list.length}</span></h2>

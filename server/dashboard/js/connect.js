@@ -12,10 +12,15 @@ import { thisOs } from "./util.js";
 const OS_NAMES = { linux: "Linux", macos: "macOS", windows: "Windows" };
 
 // Client ids from /api/connect map onto the agent ids the icons know.
-function iconFor(client) {
+export function iconFor(client) {
   if (client.startsWith("claude-desktop")) return "claude-desktop";
   if (client.startsWith("claude-code")) return "claude-code";
   return client;
+}
+
+/** Where a snippet goes on this OS: its own entry, else the first one there is. */
+export function whereFor(where, os) {
+  return where[os] || Object.values(where)[0] || "";
 }
 
 function Presence({ agent }) {
@@ -117,7 +122,7 @@ export function ConnectDialog({ onClose, initial = null }) {
     toast(ok ? "Copied to the clipboard." : "Could not copy: select the text and copy it by hand.", ok ? "ok" : "warn");
   };
   const presence = Object.fromEntries((agents || []).map((a) => [a.id, a]));
-  const where = snippet ? snippet.where[os] || Object.values(snippet.where)[0] || "" : "";
+  const where = snippet ? whereFor(snippet.where, os) : "";
 
   return html`<${Dialog} title="Connect an agent" onClose=${onClose} wide>
     <p class="muted">Pick the agent.${agents ? " Hivenote connects it for you, showing the change first." : ""} Its snippet has this Hivenote's address and token filled in.</p>

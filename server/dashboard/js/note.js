@@ -10,7 +10,8 @@ import { KINDS, WHEN, agentName, ago, when, whenName, whenQuery, who } from "./u
 
 const FIELDS = ["kind", "title", "project", "tags", "body", "replaces"];
 
-function tagsOf(text) {
+/** Tags as typed ("db, #perf"): each trimmed, without its "#", empty ones left out. */
+export function tagsOf(text) {
   return text
     .split(",")
     .map((t) => t.trim().replace(/^#/, ""))
@@ -96,7 +97,23 @@ export function NewNoteDialog({ onClose, onCreated }) {
 
 const ACTIONS = { trash: "Moved to the trash", restore: "Restored", purge: "Purged" };
 
-function show(field, value) {
+/** A version's heading: the first "set" created the note, a later one edited it; other actions by name. */
+export function versionLabel(version) {
+  if (version.action === "set") return version.index === 0 ? "Created" : "Edited";
+  return ACTIONS[version.action] || version.action;
+}
+
+/** The fields an edit changed, as the PATCH sends them (a field the note lacks counts as null). */
+export function changedFields(fields, note) {
+  const patch = {};
+  for (const f of FIELDS) {
+    if (JSON.stringify(fields[f]) !== JSON.stringify(note[f] ?? null)) patch[f] = fields[f];
+  }
+  return patch;
+}
+
+/** A field's value as the history shows it. */
+export function show(field, value) {
   if (field === "tags") return (value || []).map((t) => `#${t}`).join(" ") || "(none)";
   if (value === null || value === undefined || value === "") return "(none)";
   return String(value);
@@ -113,7 +130,7 @@ function BodyDiff({ before, after }) {
 }
 
 /** Each version with the state before it, newest first. */
-function withBefore(versions) {
+export function withBefore(versions) {
   const state = {};
   const out = versions.map((v, index) => {
     const before = { ...state };
@@ -156,7 +173,7 @@ function History({ id, revision }) {
   return html`${filter}<ol class="history" aria-label="History">
     ${versions.map((v) => {
       const first = v.index === 0;
-      const label = v.action === "set" ? (first ? "Created" : "Edited") : ACTIONS[v.action] || v.action;
+      const label = versionLabel(v);
       const changed = FIELDS.filter((f) => v.action === "set" && f in v.fields);
       return html`<li class="version" key=${`${v.node}-${v.seq}`} data-action=${v.action}>
         <div class="version-head">
@@ -211,10 +228,7 @@ export function NoteDialog({ id, onClose, onChanged, revision }) {
     }
   };
   const save = async (fields) => {
-    const patch = {};
-    for (const f of FIELDS) {
-      if (JSON.stringify(fields[f]) !== JSON.stringify(note[f] ?? null)) patch[f] = fields[f];
-    }
+    const patch = changedFields(fields, note);
     if (Object.keys(patch).length) {
       changed(await api(`/api/notes/${encodeURIComponent(id)}`, { method: "PATCH", body: patch }), "Saved.");
     }

@@ -9,10 +9,67 @@ import { KINDS, WHEN, agentName, ago, isoTime, machine, plural, preview, who, wh
 
 export const PAGE = FIRST_PAGE;
 const SEARCH_WINDOW = 200; // the server ranks a search's best 200 matches; pages stay inside that window
+const LARGEST_PAGE = 200; // the most one page of /api/notes holds (the server's MAX_LIMIT)
 const TYPING_MS = 120;
 const FILTERS = ["kind", "project", "agent", "person", "node", "when"];
 
 let painted = false; // the first-paint mark is set once per page load
+
+/** The query of one page of the list: the filters ("when" sent as the since/until it stands for), the words. */
+export function notesQuery(filters, query, offset, limit) {
+  const { when, ...rest } = filters;
+  return { ...rest, ...whenQuery(when), q: query || undefined, limit, offset: offset || undefined };
+}
+
+/** How many to ask for after `offset` notes: a search's pages stay inside the window of its best matches. */
+export function nextLimit(query, offset) {
+  return query ? Math.min(PAGE, SEARCH_WINDOW - offset) : PAGE;
+}
+
+/** Whether "Load more" has more to load: notes not shown yet, inside a search's window. */
+export function canLoadMore(shown, total, query) {
+  return shown < total && (!query || shown < SEARCH_WINDOW);
+}
+
+/** How many the refresh after a change asks for: every note loaded (up to the largest page), so that one pushed
+ * down by a new note is not left out between the refreshed page and the rest. */
+export function refreshLimit(loaded) {
+  return Math.min(Math.max(PAGE, loaded), LARGEST_PAGE);
+}
+
+/** The page asked again after a change (`asked` notes from the top), followed by what was loaded beyond it that
+ * the page does not hold. */
+export function refreshed(old, body, asked = PAGE) {
+  const ids = new Set(body.results.map((n) => n.id));
+  const rest = old.results.slice(asked).filter((n) => !ids.has(n.id));
+  return { ...body, results: [...body.results, ...rest], loaded: true, query: old.query };
+}
+
+/** The next page after what is shown, without a note twice (a change may have moved one into it). */
+export function appended(old, body) {
+  const ids = new Set(old.results.map((n) => n.id));
+  return { ...old, results: [...old.results, ...body.results.filter((n) => !ids.has(n.id))] };
+}
+
+/** The count beside the filters: matches for a search, notes otherwise. */
+export function countText(total, query) {
+  return query ? plural(total, "match", "matches") : plural(total, "note");
+}
+
+/** Add the values these notes and the status name to `seen` (a Set per filter); each filter's values, sorted. */
+export function collectSeen(seen, notes, status) {
+  for (const n of notes) {
+    if (n.project) seen.project.add(n.project);
+    for (const by of [n.created_by, n.updated_by]) {
+      seen.agent.add(by.agent);
+      if (by.person) seen.person.add(by.person);
+      seen.node.add(by.node);
+    }
+  }
+  for (const node of Object.keys(status?.nodes || {})) seen.node.add(node);
+  const sorted = (set) => [...set].filter(Boolean).sort((a, b) => a.localeCompare(b));
+  return { project: sorted(seen.project), agent: sorted(seen.agent), person: sorted(seen.person), node: sorted(seen.node) };
+}
 /** One note as a card; every field is a text node (titles, tags and names are never parsed as HTML). */
 export function NoteCard({ note, onOpen, onFilter, reason, replacedBy, children }) {
   const by = { ...note.updated_by };
@@ -65,22 +122,7 @@ function FilterSelect({ label, name, value, options, onChange, show = (v) => v }
 /** Values seen so far for the filters that have no list endpoint (projects, agents, people). */
 function useSeen(notes, status) {
   const seen = useRef({ project: new Set(), agent: new Set(), person: new Set(), node: new Set() });
-  for (const n of notes) {
-    if (n.project) seen.current.project.add(n.project);
-    for (const by of [n.created_by, n.updated_by]) {
-      seen.current.agent.add(by.agent);
-      if (by.person) seen.current.person.add(by.person);
-      seen.current.node.add(by.node);
-    }
-  }
-  for (const node of Object.keys(status?.nodes || {})) seen.current.node.add(node);
-  const sorted = (set) => [...set].filter(Boolean).sort((a, b) => a.localeCompare(b));
-  return {
-    project: sorted(seen.current.project),
-    agent: sorted(seen.current.agent),
-    person: sorted(seen.current.person),
-    node: sorted(seen.current.node),
-  };
+  return collectSeen(seen.current, notes, status);
 }
 
 export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainted, searchRef }) {
@@ -93,10 +135,7 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
   const inflight = useRef(null);
   const seen = useSeen(page.results, status);
 
-  const params = (offset, limit) => {
-    const { when, ...rest } = filters; // "when" is the time filter's choice: sent as the since/until it stands for
-    return { ...rest, ...whenQuery(when), q: query || undefined, limit, offset: offset || undefined };
-  };
+  const params = (offset, limit) => notesQuery(filters, query, offset, limit);
 
   // A new query or filter: cancel whatever is still on its way (its answer would be stale) and ask again.
   // (A layout effect: it runs right after the render, not after the next frame, so the request leaves at once.)
@@ -117,7 +156,7 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
     return () => controller.abort();
   }, [query, JSON.stringify(filters)]);
 
-  // The notebook changed (a poll saw new ops): refresh the first page and keep what was loaded beyond it.
+  // The notebook changed (a poll saw new ops): ask again for what is loaded (up to the largest page), keeping the rest.
   const lastRevision = useRef(revision);
   useEffect(() => {
     const before = lastRevision.current;
@@ -126,13 +165,10 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
     // machine's shard) would otherwise wait for the next change to show.
     if (revision === null || revision === before || !page.loaded) return;
     const controller = new AbortController();
-    api("/api/notes", { query: params(0, PAGE), signal: controller.signal })
+    const asked = refreshLimit(page.results.length);
+    api("/api/notes", { query: params(0, asked), signal: controller.signal })
       .then((body) => {
-        setPage((old) => {
-          const ids = new Set(body.results.map((n) => n.id));
-          const rest = old.results.slice(PAGE).filter((n) => !ids.has(n.id));
-          return { ...body, results: [...body.results, ...rest], loaded: true, query: old.query };
-        });
+        setPage((old) => refreshed(old, body, asked));
       })
       .catch(() => {}); // the next poll tries again
     return () => controller.abort();
@@ -151,12 +187,8 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
     setLoadingMore(true);
     try {
       const offset = page.results.length;
-      const limit = query ? Math.min(PAGE, SEARCH_WINDOW - offset) : PAGE;
-      const body = await api("/api/notes", { query: params(offset, limit) });
-      setPage((old) => {
-        const ids = new Set(old.results.map((n) => n.id));
-        return { ...old, results: [...old.results, ...body.results.filter((n) => !ids.has(n.id))] };
-      });
+      const body = await api("/api/notes", { query: params(offset, nextLimit(query, offset)) });
+      setPage((old) => appended(old, body));
     } catch (e) {
       setError(e);
     } finally {
@@ -172,7 +204,7 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
   const active = FILTERS.filter((f) => filters[f]);
   const searching = Boolean(query) || active.length > 0;
   const shown = page.results.length;
-  const canMore = shown < page.total && (!query || shown < SEARCH_WINDOW);
+  const canMore = canLoadMore(shown, page.total, query);
   const pending = text.trim() !== query;
 
   return html`<section class="view notes-view" aria-label="Notes">
@@ -195,7 +227,7 @@ export function NotesView({ revision, status, onOpen, onNew, onConnect, onPainte
       <${FilterSelect} label="Any time" name="when" value=${filters.when || ""} options=${Object.keys(WHEN)} onChange=${setFilter} show=${whenName} />
       ${active.length > 0 && html`<button type="button" class="link" onClick=${() => setFilters({})}>Clear filters</button>`}
       <span class=${pending ? "count pending" : "count"} aria-live="polite">
-        ${page.loaded && (query ? `${plural(page.total, "match")}` : plural(page.total, "note"))}
+        ${page.loaded && countText(page.total, query)}
         ${page.loaded && page.window && html` <span class="window" title="Created or changed in this time (the server's local time)">${page.window.text}</span>`}
       </span>
     </div>

@@ -78,10 +78,28 @@ function Tokens() {
 
 const LOOPBACK = /^(127\.|localhost$|\[?::1\]?$)/;
 
+/** The addresses teammates open: the server's own list, else this page's host, never a loopback one (a teammate
+ * cannot open 127.0.0.1). */
+export function shareUrls(listen, host) {
+  return listen.urls.length ? listen.urls : LOOPBACK.test(host) ? [] : [`http://${host}:${listen.port}/`];
+}
+
+/** How far behind another machine is: "up to date" within a second, else its lag in words. */
+export function lagText(ms) {
+  if (ms < 1000) return "up to date";
+  if (ms < 60_000) return `${plural(Math.floor(ms / 1000), "second")} behind`;
+  return `${ago(0, ms).replace(" ago", "")} behind`;
+}
+
+/** A transport's traffic in KiB (a unit: no plural s). */
+export function movedText(transport) {
+  const kib = (bytes) => `${Math.round(bytes / 1024).toLocaleString()} KiB`;
+  return `${kib(transport.bytes_in)} in · ${kib(transport.bytes_out)} out`;
+}
+
 function Sharing({ status, host }) {
   const listen = status.listen;
-  // Never this page's own address when it is a loopback one: a teammate cannot open 127.0.0.1.
-  const urls = listen.urls.length ? listen.urls : LOOPBACK.test(host) ? [] : [`http://${host}:${listen.port}/`];
+  const urls = shareUrls(listen, host);
   return listen.shared
     ? html`<div><p><span class="pill good">Shared on the network</span></p>
         ${urls.length
@@ -108,7 +126,7 @@ function Sync({ status }) {
           <td><strong>${machine(node)}</strong> <span class="muted small">${node}${node === status.node ? " (this one)" : ""}</span></td>
           <td>${n.ops.toLocaleString()}</td>
           <td title=${when(n.last_op)}>${ago(n.last_op)}</td>
-          <td>${node === status.node ? "—" : n.lag_ms < 1000 ? "up to date" : `${ago(0, n.lag_ms).replace(" ago", "")} behind`}</td>
+          <td>${node === status.node ? "—" : lagText(n.lag_ms)}</td>
         </tr>`)}
       </tbody>
     </table>
@@ -193,7 +211,7 @@ function Transports({ sync, desktop }) {
             <td><strong>${KINDS[t.kind] || t.kind}</strong> <span class="muted small">${t.target}</span></td>
             <td title=${t.last_ok ? when(t.last_ok) : ""}>${t.last_ok ? ago(t.last_ok) : "never"}</td>
             <td>${t.failing ? html`<span class="pill warn">${t.error}</span>` : html`<span class="pill good">OK</span>`}</td>
-            <td>${plural(Math.round(t.bytes_in / 1024), "KiB")} in · ${plural(Math.round(t.bytes_out / 1024), "KiB")} out</td>
+            <td>${movedText(t)}</td>
           </tr>`)}</tbody>
         </table>`}
   </div>`;

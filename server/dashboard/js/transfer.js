@@ -7,8 +7,18 @@ import { toast } from "./ui.js";
 
 const LABELS = { notes: "notes", entities: "entities", relations: "relations", observations: "observations" };
 
+/** A refused import that names a bad line can be sent again keeping the good lines (skip_bad). */
+export function canSkipBad(error) {
+  return error?.status === 400 && /line \d+/i.test(error.message);
+}
+
+/** The counts worth showing: those above zero. */
+export function shownCounts(counts) {
+  return Object.entries(counts || {}).filter(([, n]) => n > 0);
+}
+
 function Counts({ title, counts, tone }) {
-  const entries = Object.entries(counts || {}).filter(([, n]) => n > 0);
+  const entries = shownCounts(counts);
   return html`<div class=${`tally ${tone}`}>
     <div class="tally-label">${title}</div>
     ${entries.length === 0 && html`<div class="tally-line muted">nothing</div>`}
@@ -103,7 +113,7 @@ export function TransferView({ onChanged }) {
       ${error &&
       html`<div class="import-error" role="alert">
         <strong>Nothing was imported.</strong> ${error.message}
-        ${error.status === 400 && /line \d+/i.test(error.message) &&
+        ${canSkipBad(error) &&
         html`<div><button type="button" class="button" onClick=${() => send(file, true)}>Import the good lines and list the bad ones</button></div>`}
       </div>`}
       ${summary && html`<${Summary} summary=${summary} />`}

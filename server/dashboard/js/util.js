@@ -97,8 +97,9 @@ export function preview(body, length = 240) {
   return text.length > length ? `${text.slice(0, length).trimEnd()}…` : text;
 }
 
-export function plural(count, word) {
-  return `${count.toLocaleString()} ${word}${count === 1 ? "" : "s"}`;
+/** "1 note", "3 notes"; a word whose plural is not word + "s" names it: plural(n, "match", "matches"). */
+export function plural(count, word, many = `${word}s`) {
+  return `${count.toLocaleString()} ${count === 1 ? word : many}`;
 }
 
 /** Which key of a snippet's `where` map fits the OS this browser runs on. */
