@@ -254,8 +254,10 @@ class Puller:
         own = same_node(node, self.replicas.own_node)
         held = await anyio.to_thread.run_sync(self.replicas.size, node)
         try:
-            if theirs.size < held or own:
-                # Behind us (or this install's own shard): the peer's copy must be a prefix of ours.
+            if theirs.size <= held or own:
+                # Behind us, level with us (the same size is no proof of the same bytes: two writers as one node
+                # each wrote an op as long as the other's) or this install's own shard: the peer's copy must be a
+                # prefix of ours.
                 await self._range(peer, node, min(theirs.size, held), limit=1)
                 if theirs.size <= held:
                     return 0, 0

@@ -407,6 +407,33 @@ def test_another_history_of_a_node_is_kept_beside_the_copy_never_spliced_into_it
         assert reader.state.forks[node].positions == 3
 
 
+def test_another_history_exactly_as_long_as_the_copy_held_is_kept_as_a_branch_too(tmp_path: Path) -> None:
+    """Two machines writing as one node (a cloned VM) each wrote one op at the same position, as long as the other's:
+    the shards are the same size. Taken for the copy held (nothing past its end to fetch), the other history was
+    never seen: its acknowledged note reached no other machine (the fault run, peers seeds 3000 and 3007)."""
+    puller = Harness(tmp_path / "puller")
+    with served(tmp_path / "peer") as peer:
+        add_peer(puller.data_dir, peer.url, peer.token)
+        for title in ("one", "two", "six"):
+            peer.remember(title)
+        assert puller.exchange(peer.url)
+        held, node, shard_path = peer.shard(), peer.store.node, peer.store.shard_path
+    assert shard_path is not None
+    *first, last = held.splitlines(keepends=True)
+    other = b"".join(first) + last.replace(b'"title":"six"', b'"title":"ten"').replace(b'"id":"01', b'"id":"02')
+    assert other != held and len(other) == len(held)  # another note, made at the same position
+    shard_path.write_bytes(other)
+    with served(tmp_path / "peer") as peer:
+        add_peer(puller.data_dir, peer.url, peer.token)
+        assert puller.exchange(peer.url), puller.state(peer.url)["error"]
+        assert puller.copy(node) == held
+        branches = list((puller.data_dir / "log").glob(f"{node}~*.jsonl"))
+        assert [p.read_bytes() for p in branches] == [other]
+    with Store(puller.data_dir, readonly=True) as reader:
+        assert {"one", "two", "six", "ten"} == {n.title for n in reader.state.iter_notes()}
+        assert reader.state.forks[node].positions == 1
+
+
 def test_the_puller_refuses_impersonation_skips_bad_names_and_keeps_only_complete_lines(tmp_path: Path) -> None:
     puller = Harness(tmp_path / "puller")
     good = b"".join(json.dumps({"node": "hostile-0001", "seq": n, "op": "x"}).encode() + b"\n" for n in (1, 2, 3))
