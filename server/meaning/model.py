@@ -165,7 +165,7 @@ class StaticModel:
         size = np.dtype(self._id_type).itemsize
         ids = np.frombuffer(b"".join(packed), dtype=self._id_type)
         ends = np.cumsum([len(p) // size for p in packed]).tolist()
-        block = min(SUM_ROWS, len(ids))
+        block = max(1, min(SUM_ROWS, len(ids)))  # texts without a word (empty titles) are zero vectors
         gathered = np.empty((block, self.dim), dtype=np.float32)  # reused: a fresh array per block is page faults
         text = 0
         for start in range(0, len(ids), block):
