@@ -197,3 +197,23 @@ def test_every_package_folder_is_in_the_distribution() -> None:
             name = ".".join([package, *rel.parts[1:]])
             assert name in setup["packages"], f"{rel}/ is not in pyproject's packages: add {name!r}"
             assert setup["package-dir"].get(name) == rel.as_posix(), f"{name} needs package-dir = {rel.as_posix()!r}"
+
+
+def test_no_test_module_imports_another_every_shared_helper_is_in_tests_support() -> None:
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if "tools" in path.relative_to(ROOT / "tests").parts[:1] or path.parts[-2] == "support":
+            continue
+        module = "tests." + ".".join(path.relative_to(ROOT / "tests").with_suffix("").parts)
+        for line, target in runtime_imports(path, module):
+            parts = target.split(".")
+            if (
+                parts[0] == "tests"
+                and len(parts) > 1
+                and parts[1] != "support"
+                and any(p.startswith("test_") or p == "conftest" for p in parts[1:])
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not found, "test modules importing other test modules (move the helper to tests/support):\n" + "\n".join(
+        found
+    )

@@ -137,7 +137,7 @@ class Shards:
     def names(self) -> list[str]:
         try:
             return sorted(e.name for e in os.scandir(self.log_dir) if e.is_file() and is_shard_file(e.name))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
             return []
 
     def forget_missing(self, names: list[str]) -> None:

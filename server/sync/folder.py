@@ -264,7 +264,7 @@ def _remove_originals(source: Path, target: Path, steps: list[_Step]) -> list[st
 def _shard_names(folder: Path) -> list[str]:
     try:
         return sorted(e.name for e in os.scandir(folder) if e.is_file() and is_shard_file(e.name))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
         return []
 
 

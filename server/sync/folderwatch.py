@@ -82,7 +82,7 @@ class FolderWatch:
     def _sizes(self) -> dict[str, int]:
         try:
             names = [e.name for e in os.scandir(self.log_dir) if e.is_file() and is_shard_file(e.name)]
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
             return {}
         sizes = {}
         for name in sorted(names):
@@ -204,7 +204,7 @@ class FolderWatch:
     def _tidy(self) -> None:
         try:
             names = sorted(e.name for e in os.scandir(self.log_dir) if e.is_file() and is_shard_file(e.name))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
             return
         for name in names:
             base = conflict_of(name)

@@ -64,13 +64,13 @@ class HeldCopies:
                 for e in os.scandir(self.folder)
                 if e.is_file(follow_symlinks=False) and is_shard_file(e.name) and conflict_of(e.name) is None
             }
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
             return None  # the folder itself is gone (unmounted): nothing is put back into nowhere
 
     def _held_names(self) -> set[str]:
         try:
             return {e.name for e in os.scandir(self.dir) if e.is_file() and is_shard_file(e.name)}
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
             return set()
 
     def step(self) -> list[str]:

@@ -275,9 +275,14 @@ Lines = Callable[[], Iterable[bytes]]  # each call walks a copy's complete lines
 
 
 def classify_lines(held: Lines, got: Lines, *, own: bool = False) -> str:
-    """`classify` for copies walked line by line (files read in pieces): a few walks, never a copy held whole. Seqs
-    that go down somewhere (no shard Hivenote writes has them) are compared in memory up to SORTLESS_BYTES; a bigger
-    such copy is another history."""
+    """What a whole copy `got` of a shard is to the copy `held` here (both complete lines, each walked line by line
+    from a file read in pieces: a few walks, never a copy held whole): "replaces" (it continues ours, or is a
+    compaction of it or of a continuation: every op it keeps up to our last seq is the very op we hold there, and it
+    goes at least as far), "behind" (an older copy: a prefix of ours, or the shard before a compaction ours comes
+    from: every op we hold up to its last seq is the very op it holds there) or "other" (another history of the node:
+    two different ops at one position). `own`: this install writes the node, so nothing but itself replaces it (a
+    copy that would is another history). Seqs that go down somewhere (no shard Hivenote writes has them) are compared
+    in memory up to SORTLESS_BYTES; a bigger such copy is another history."""
     ours_count, last, ours_ordered, ours_size = _survey(held())
     theirs_count, theirs_last, theirs_ordered, theirs_size = _survey(got())
     if not ours_count:
@@ -301,16 +306,6 @@ def classify_lines(held: Lines, got: Lines, *, own: bool = False) -> str:
     if not own and theirs_last >= last and covered(got, held, last):
         return "replaces"
     return "other"
-
-
-def classify(held: bytes, got: bytes, *, own: bool = False) -> str:
-    """What a whole copy `got` of a shard is to the copy `held` here (both complete lines): "replaces" (it
-    continues ours, or is a compaction of it or of a continuation: every op it keeps up to our last seq is the very
-    op we hold there, and it goes at least as far), "behind" (an older copy: a prefix of ours, or the shard before a
-    compaction ours comes from: every op we hold up to its last seq is the very op it holds there) or "other"
-    (another history of the node: two different ops at one position). `own`: this install writes the node, so
-    nothing but itself replaces it (a copy that would is another history)."""
-    return classify_lines(held.splitlines, got.splitlines, own=own)
 
 
 def same_bytes(a: IO[bytes], b: IO[bytes], size: int) -> bool:
@@ -412,16 +407,6 @@ class Replicas:
         Windows one deleted when closed), gone when closed."""
         return spool_in(self.spool_dir)
 
-    def _spooled(self, data: bytes) -> IO[bytes]:
-        copy = self.spool()
-        copy.write(data[: data.rfind(b"\n") + 1])
-        return copy
-
-    def settle(self, node: str, data: bytes) -> str:
-        """`settle_copy` for a copy in memory."""
-        with self._spooled(data) as copy:
-            return self.settle_copy(node, copy)
-
     def settle_copy(self, node: str, copy: IO[bytes]) -> str:
         """A whole copy of a shard that does not continue the one held (`classify`): a compaction of ours replaces it
         (every op it keeps up to our last seq is the very op we hold, a `seq.keep` stand-in being the op it stands
@@ -448,11 +433,6 @@ class Replicas:
         name = self.add_branch_copy(node, copy)
         log.warning("a copy of %s's shard is another history of it: kept as %s.jsonl", node, name)
         return name
-
-    def add_branch(self, node: str, data: bytes) -> str:
-        """`add_branch_copy` for a copy in memory."""
-        with self._spooled(data) as copy:
-            return self.add_branch_copy(node, copy)
 
     def add_branch_copy(self, node: str, copy: IO[bytes]) -> str:
         """Keep another history of a shard beside the one held (`<node>~<12 hex>.jsonl`, named by its bytes, so
@@ -530,11 +510,6 @@ class Replicas:
                 fh.flush()
                 os.fsync(fh.fileno())
             return len(whole)
-
-    def replace(self, node: str, data: bytes) -> None:
-        """`replace_copy` for a copy in memory."""
-        with self._spooled(data) as copy:
-            self.replace_copy(node, copy)
 
     def replace_copy(self, node: str, copy: IO[bytes]) -> None:
         """Put a whole shard (an open file, read in pieces) in place of the replica (the owner compacted it),

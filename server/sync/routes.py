@@ -31,7 +31,6 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
@@ -143,15 +142,6 @@ def complete_bytes(fh: IO[bytes]) -> int:
     return 0
 
 
-def summarize(path: Path) -> Summary:
-    """The summary of a shard file (an empty one when it is missing)."""
-    try:
-        with open(path, "rb") as fh:
-            return summarize_open(fh, complete_bytes(fh))
-    except (FileNotFoundError, Damaged):
-        return Summary(0, "", None)
-
-
 def read_lines(fh: IO[bytes], offset: int, end: int, limit: int) -> bytes:
     """Complete lines from `offset` (< end) up to about `limit` bytes, at least one line (one longer than `limit` is
     sent whole up to MAX_LINE_BYTES; a longer one is damage: Damaged)."""
@@ -198,7 +188,7 @@ class ShardServer:
             names = sorted(
                 e.name for e in os.scandir(log_dir) if e.is_file(follow_symlinks=False) and is_shard_file(e.name)
             )
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
             names = []
         for name in names:
             node = name.removesuffix(".jsonl")

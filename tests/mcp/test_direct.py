@@ -28,7 +28,7 @@ from hivenote.server.mcp.wire import official_tools
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
 from hivenote.server.web.app import create_app
-from tests.fuzz.test_mcp_args import JSON, KEY, WRONG, broken, shaped
+from tests.support.hostile_args import JSON, KEY, WRONG, broken, shaped
 from tests.support.wait import wait_until
 
 PATH = "/mcp/graph"

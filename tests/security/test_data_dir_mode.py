@@ -23,6 +23,7 @@ from hivenote.server.sync.peerbook import editing
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.tokens import Tokens
 from tests.support.disks import vanish
+from tests.support.internals import add_branch, replace
 
 ME = Author("cli", "hivenote-cli", "")
 
@@ -140,8 +141,8 @@ def test_every_file_the_store_and_the_replica_writer_make_is_private(tmp_path: P
         replicas = Replicas(store.log_dir, store.node)
         line = b'{"v":1,"node":"peer-0001","seq":1,"hlc":[1,0],"op":"note.trash","id":"x"}\n'
         replicas.append("peer-0001", line, 0)
-        replicas.replace("peer-0002", line.replace(b"peer-0001", b"peer-0002"))
-        replicas.add_branch("peer-0003", line.replace(b"peer-0001", b"peer-0003"))
+        replace(replicas, "peer-0002", line.replace(b"peer-0001", b"peer-0002"))
+        add_branch(replicas, "peer-0003", line.replace(b"peer-0001", b"peer-0003"))
         assert store.shard_path is not None
         store.shard_path.unlink()
         store.reincarnate("a test moves it on")  # keeps the vanished shard's bytes as a branch

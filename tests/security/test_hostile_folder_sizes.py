@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.test_log_folder_files import get, op_line, serving
 from tests.support.live import health
 from tests.support.proc import rss_mb, settle
+from tests.support.serving import get, op_line, serving
 from tests.support.wait import wait_until
 
 HUGE = 400 << 20  # far more than the server holds idle

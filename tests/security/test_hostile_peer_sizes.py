@@ -19,9 +19,9 @@ import pytest
 
 from hivenote.server.sync.peerbook import add_peer
 from hivenote.server.tokens import new_token
-from tests.security.test_log_folder_files import get, notes, op_line, serving
 from tests.support.proc import rss_mb, settle
 from tests.support.s3env import moto_sandbox
+from tests.support.serving import get, notes, op_line, serving
 from tests.support.wait import wait_until
 
 FLOOD = 600 << 20  # the range answer of the attack run

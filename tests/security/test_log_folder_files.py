@@ -4,65 +4,15 @@ read, offered to peers and counted, and the server keeps answering, within its m
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from hivenote.server.tokens import Tokens
-from tests.support.live import exchange, free_port, health
 from tests.support.privileges import without_root_powers
 from tests.support.proc import rss_mb
-from tests.support.system import SERVE, needs
+from tests.support.serving import get, notes, op_line, serving
 from tests.support.wait import eventually, wait_until
-
-START_S = 30
-
-
-def op_line(node: str, seq: int, title: str) -> bytes:
-    op = {"v": 1, "node": node, "seq": seq, "hlc": [1_764_495_000_000 + seq, 0], "op": "note.set"}
-    op |= {"id": f"01JDX{node[:3].upper()}{seq:017d}", "fields": {"kind": "fact", "title": title}}
-    return json.dumps(op).encode() + b"\n"
-
-
-@needs(SERVE)
-@contextlib.contextmanager
-def serving(data_dir: Path, prefix: list[str] | None = None) -> Iterator[tuple[subprocess.Popen[bytes], int, str]]:
-    """A real `hivenote serve` on 127.0.0.1 (its log beside the data dir), the owner's token."""
-    token = Tokens(data_dir / "tokens.json").default()
-    port = free_port()
-    argv = [*(prefix or []), sys.executable, "-m", "hivenote.desktop", "--data-dir", str(data_dir)]
-    log = data_dir.parent / "serve.log"
-    with log.open("ab") as sink:
-        process = subprocess.Popen([*argv, "serve", "--port", str(port)], stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + START_S
-        while health(port) != 200:
-            assert process.poll() is None, log.read_text(encoding="utf-8")
-            assert time.monotonic() < deadline, "the server did not answer /api/health within 30 s of its start"
-            time.sleep(0.05)
-        yield process, port, token
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(30)
-
-
-def get(port: int, token: str, path: str, timeout: float = 10) -> tuple[int, Any]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"Bearer {token}"})
-    status, _, body = exchange(request, timeout=timeout)
-    return status, json.loads(body) if body.startswith(b"{") else body
-
-
-def notes(port: int, token: str) -> int:
-    return int(get(port, token, "/api/status")[1]["counts"]["notes"])
 
 
 def test_an_unreadable_file_in_the_log_folder_is_skipped_and_reported_and_stops_no_other_shard(tmp_path: Path) -> None:

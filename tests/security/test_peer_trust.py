@@ -20,6 +20,7 @@ from hivenote.server.sync.pull import Puller
 from hivenote.server.sync.replica import Replicas, SyncRefused, check_node_name
 from hivenote.server.sync.status import SyncStatus
 from hivenote.server.tokens import new_token
+from tests.support.internals import replace
 from tests.support.live import Running, fetch, serve
 from tests.support.peer_inprocess import Hostile, hostile_peer
 
@@ -106,7 +107,7 @@ def test_a_peer_cannot_reach_our_own_shard_by_changing_the_case_of_its_name(tmp_
     with pytest.raises(SyncRefused, match="this machine's own shard"):
         replicas.append(variant, lines(variant), 0)
     with pytest.raises(SyncRefused, match="this machine's own shard"):
-        replicas.replace(variant, lines(variant))
+        replace(replicas, variant, lines(variant))
 
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)

@@ -24,6 +24,7 @@ from hivenote.server.storage.store import Store
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import BucketSync
 from tests.support.disks import fill, tmpfs, vanish
+from tests.support.internals import replace
 
 if TYPE_CHECKING:
     from tests.support.s3env import Moto
@@ -110,7 +111,7 @@ def test_a_replaced_replica_is_not_written_through_a_link_at_its_temp_name(tmp_p
     name = "peer-0001.jsonl"
     plant(log / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp", victim)
     line = b'{"v":1,"node":"peer-0001","seq":1,"hlc":[1,0],"op":"note.trash","id":"x"}\n'
-    replicas.replace("peer-0001", line)
+    replace(replicas, "peer-0001", line)
     assert victim.read_bytes() == PRECIOUS
     assert (log / name).read_bytes() == line and temps(log) == []
 

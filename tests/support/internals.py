@@ -11,6 +11,7 @@ from hivenote.server.core.fold import OccKey, State
 from hivenote.server.core.model import Op
 from hivenote.server.core.textindex import _COMPACT_SLACK, _DEAD, _MISSING, SubstringIndex
 from hivenote.server.mcp.common import SessionLimits
+from hivenote.server.sync.replica import Replicas, classify_lines
 
 
 def apply_all(state: State, ops: Iterable[Op]) -> int:
@@ -92,3 +93,29 @@ def invariant_errors(index: SubstringIndex[Any]) -> list[str]:
     if dead > max(index._chunk_size, len(index._post) - dead):
         errors.append("vocabulary was not rebuilt")
     return errors
+
+
+def classify(held: bytes, got: bytes, *, own: bool = False) -> str:
+    """`classify_lines` for two copies in memory."""
+    return classify_lines(held.splitlines, got.splitlines, own=own)
+
+
+def settle(replicas: Replicas, node: str, data: bytes) -> str:
+    """`Replicas.settle_copy` for a copy in memory."""
+    with replicas.spool() as copy:
+        copy.write(data[: data.rfind(b"\n") + 1])
+        return replicas.settle_copy(node, copy)
+
+
+def add_branch(replicas: Replicas, node: str, data: bytes) -> str:
+    """`Replicas.add_branch_copy` for a copy in memory."""
+    with replicas.spool() as copy:
+        copy.write(data[: data.rfind(b"\n") + 1])
+        return replicas.add_branch_copy(node, copy)
+
+
+def replace(replicas: Replicas, node: str, data: bytes) -> None:
+    """`Replicas.replace_copy` for a copy in memory."""
+    with replicas.spool() as copy:
+        copy.write(data[: data.rfind(b"\n") + 1])
+        replicas.replace_copy(node, copy)

@@ -15,8 +15,9 @@ import pytest
 from hivenote.server.core.model import Author
 from hivenote.server.notebook import Notebook
 from hivenote.server.storage.store import Store
-from hivenote.server.sync.replica import Replicas, classify
+from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import BucketSync
+from tests.support.internals import add_branch, classify
 from tests.support.s3env import Moto, moto_sandbox, objects, read, s3_settings
 
 BY = Author(agent="cli")
@@ -32,7 +33,7 @@ def test_compaction_drops_a_purged_notes_text_from_the_branches_held_here(tmp_pa
         before = store.shard_path.read_bytes()  # type: ignore[union-attr]
         # Another history of a node (a copy that forked from it) holding the note's text, as a transport keeps it.
         forked = before.replace(b'"stays"', b'"stays elsewhere"')
-        branch = replicas.add_branch("vm-0ther", forked.replace(store.node.encode(), b"vm-0ther"))
+        branch = add_branch(replicas, "vm-0ther", forked.replace(store.node.encode(), b"vm-0ther"))
         store.refresh()
         notebook.forget(secret)
         notebook.purge(secret)
@@ -76,7 +77,7 @@ def test_a_branch_scrubbed_of_a_purged_note_replaces_the_one_in_the_bucket_and_o
         notebook = Notebook(a, author=BY)
         secret = notebook.remember(kind="fact", title="SECRET title", body="SECRET body").note.id
         own = a.shard_path.read_bytes()  # type: ignore[union-attr]
-        branch = Replicas(a.log_dir, a.node).add_branch("vm-0ther", own.replace(a.node.encode(), b"vm-0ther"))
+        branch = add_branch(Replicas(a.log_dir, a.node), "vm-0ther", own.replace(a.node.encode(), b"vm-0ther"))
         for store in (a, b, a):
             sync_bucket(store, moto, bucket)
         assert (b.log_dir / f"{branch}.jsonl").exists()

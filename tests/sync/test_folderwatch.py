@@ -25,7 +25,7 @@ from hivenote.server.sync.folderwatch import FolderWatch
 from hivenote.server.tokens import Tokens
 from hivenote.server.web.app import create_app
 from hivenote.server.web.serve import ServerThread, bind
-from tests.sync.test_replica import NODE, compacted, histories, purges, shard
+from tests.support.shard_lines import NODE, compacted, histories, purges, shard
 
 ME = Author("cli")
 

@@ -14,37 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hivenote.server.core.model import MAX_LINE_BYTES, PLACEHOLDER, Author, Op
-from hivenote.server.sync.replica import PIECE_BYTES, Replicas, SyncRefused, classify, pieces
-
-NODE = "w-0001"
-
-
-def shard(keys: list[int], node: str = NODE, title: str = "t") -> list[bytes]:
-    """One line per op (`keys[i]` is the element op i sets: a note's title), seq 1.., each a complete line."""
-    return [
-        Op(node, seq, 1000 + seq, 0, "note.set", {"id": f"N{key}", "fields": {"title": f"{title}{seq}"}}).encode()
-        for seq, key in enumerate(keys, 1)
-    ]
-
-
-def kept(keys: list[int], purged: frozenset[int]) -> list[int]:
-    """The seqs OPLOG.md's compaction keeps: the latest op of each element not purged since."""
-    return sorted({key: seq for seq, key in enumerate(keys, 1) if key not in purged}.values())
-
-
-def compacted(keys: list[int], lines: list[bytes], purged: frozenset[int] = frozenset()) -> list[bytes]:
-    """OPLOG.md's compaction of these lines, the notes `purged` being purged (by another node): the latest op of each
-    element, and the last line (a `seq.keep` stand-in, with its position and stamp, when it decides nothing)."""
-    keep = kept(keys, purged)
-    out = [lines[seq - 1] for seq in keep]
-    if not keep or keep[-1] != len(lines):
-        stand_in = Op(NODE, len(lines), 1000 + len(lines), 0, PLACEHOLDER, {}, Author("", "", ""))
-        out.append(stand_in.encode())
-    return out
-
-
-histories = st.lists(st.integers(0, 5), min_size=1, max_size=25)
-purges = st.frozensets(st.integers(0, 5), max_size=3)
+from hivenote.server.sync.replica import PIECE_BYTES, Replicas, SyncRefused, pieces
+from tests.support.internals import classify, settle
+from tests.support.shard_lines import NODE, compacted, histories, kept, purges, shard
 
 
 @given(histories, purges, st.data())
@@ -97,14 +69,14 @@ def test_settle_writes_only_a_copy_that_replaces_and_branches_only_another_histo
     lines = shard(keys)
     replicas = Replicas(tmp_path, "me-0001")
     replicas.append(NODE, b"".join(lines), 0)
-    assert replicas.settle(NODE, b"".join(lines[:2])) == "behind"
+    assert settle(replicas, NODE, b"".join(lines[:2])) == "behind"
     after = b"".join(compacted(keys, lines, frozenset({3})))
     assert b'"op":"seq.keep"' in after
-    assert replicas.settle(NODE, after) == "replaced" and replicas.read(NODE) == after
-    assert replicas.settle(NODE, b"".join(lines)) == "behind" and replicas.read(NODE) == after
+    assert settle(replicas, NODE, after) == "replaced" and replicas.read(NODE) == after
+    assert settle(replicas, NODE, b"".join(lines)) == "behind" and replicas.read(NODE) == after
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{NODE}.jsonl"]
     other = b"".join(shard(keys, title="x"))
-    branch = replicas.settle(NODE, other)
+    branch = settle(replicas, NODE, other)
     assert branch.startswith(f"{NODE}~") and replicas.read(branch) == other
 
 
