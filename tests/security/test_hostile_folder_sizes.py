@@ -14,24 +14,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.live import health
-from tests.support.proc import rss_mb, settle
+from tests.support.proc import peak_mb, reset_peak, rss_mb, settle
 from tests.support.serving import get, op_line, serving
 from tests.support.wait import wait_until
 
 HUGE = 400 << 20  # far more than the server holds idle
 EVIL = "evil-0009"
-
-
-def peak_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM")
-
-
-def reset_peak(pid: int) -> None:
-    """From now on VmHWM is the peak since this moment (Linux: 5 to clear_refs)."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5", encoding="utf-8")
 
 
 def write_damage(path: Path, head: bytes, size: int, *, newlines: bool) -> None:

@@ -10,11 +10,26 @@ from pathlib import Path
 CLK = os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb(pid: int) -> float:
+def status_mb(pid: int, key: str) -> float:
+    """A size the process's /proc status gives in kB (VmRSS, VmHWM, ...), in MB."""
     for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{key}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+    raise RuntimeError(f"no {key}")
+
+
+def rss_mb(pid: int) -> float:
+    return status_mb(pid, "VmRSS")
+
+
+def peak_mb(pid: int) -> float:
+    """The most the process held resident (VmHWM) since it started or since `reset_peak`."""
+    return status_mb(pid, "VmHWM")
+
+
+def reset_peak(pid: int) -> None:
+    """From now on VmHWM is the peak since this moment (Linux: 5 to clear_refs)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5", encoding="utf-8")
 
 
 def cpu_s(pid: int) -> float:

@@ -14,7 +14,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -380,37 +380,34 @@ def test_a_peer_that_is_this_server_itself_is_no_clock_measured_elsewhere(tmp_pa
         assert list(puller.clock.offsets) == [f"peer {peer.url}"]
 
 
-def test_another_history_of_a_node_is_kept_beside_the_copy_never_spliced_into_it(tmp_path: Path) -> None:
+def longer(held: bytes) -> bytes:
+    """Every op another, and one more: a resume by offset would splice it onto ours."""
+    other = held.replace(b'"title":"', b'"title":"other ').replace(b'"id":"', b'"id":"X')
+    return other + held.splitlines(keepends=True)[-1].replace(b'"seq":3', b'"seq":4').replace(b'"id":"', b'"id":"Y')
+
+
+def as_long(held: bytes) -> bytes:
+    """Another note made at the last position, its line as long as ours: the same size, not the same bytes (two
+    machines writing as one node each wrote one op; the fault run, peers seeds 3000, 3007, 3011 and 3017, where it
+    was taken for the copy held and its acknowledged note reached no other machine)."""
+    *first, last = held.splitlines(keepends=True)
+    other = b"".join(first) + last.replace(b'"title":"six"', b'"title":"ten"').replace(b'"id":"01', b'"id":"02')
+    assert other != held and len(other) == len(held)
+    return other
+
+
+@pytest.mark.parametrize(
+    ("forge", "titles", "positions"),
+    [
+        (longer, {"one", "two", "six", "other one", "other two", "other six"}, 3),
+        (as_long, {"one", "two", "six", "ten"}, 1),
+    ],
+)
+def test_another_history_of_a_node_is_kept_beside_the_copy_never_spliced_into_it(
+    tmp_path: Path, forge: Callable[[bytes], bytes], titles: set[str], positions: int
+) -> None:
     """A peer serving a different shard under a node name this puller holds (a clone wrote as that node): not a
     continuation, not a compaction, so it is kept whole as `<node>~<hex>.jsonl` and both are folded."""
-    puller = Harness(tmp_path / "puller")
-    with served(tmp_path / "peer") as peer:
-        add_peer(puller.data_dir, peer.url, peer.token)
-        for title in ("one", "two", "three"):
-            peer.remember(title)
-        assert puller.exchange(peer.url)
-        held, node, shard_path = peer.shard(), peer.store.node, peer.store.shard_path
-    assert shard_path is not None
-    other = held.replace(b'"title":"', b'"title":"other ').replace(b'"id":"', b'"id":"X')
-    other += held.splitlines(keepends=True)[-1].replace(b'"seq":3', b'"seq":4').replace(b'"id":"', b'"id":"Y')
-    shard_path.write_bytes(other)  # the same size or more, another history: a resume by offset would splice
-    with served(tmp_path / "peer") as peer:
-        add_peer(puller.data_dir, peer.url, peer.token)
-        for _ in range(2):
-            assert puller.exchange(peer.url), puller.state(peer.url)["error"]
-            assert puller.copy(node) == held
-        branches = list((puller.data_dir / "log").glob(f"{node}~*.jsonl"))
-        assert [p.read_bytes() for p in branches] == [other]
-    with Store(puller.data_dir, readonly=True) as reader:
-        found = {n.title for n in reader.state.iter_notes()}
-        assert {"one", "two", "three", "other one", "other two", "other three"} <= found
-        assert reader.state.forks[node].positions == 3
-
-
-def test_another_history_exactly_as_long_as_the_copy_held_is_kept_as_a_branch_too(tmp_path: Path) -> None:
-    """Two machines writing as one node (a cloned VM) each wrote one op at the same position, as long as the other's:
-    the shards are the same size. Taken for the copy held (nothing past its end to fetch), the other history was
-    never seen: its acknowledged note reached no other machine (the fault run, peers seeds 3000 and 3007)."""
     puller = Harness(tmp_path / "puller")
     with served(tmp_path / "peer") as peer:
         add_peer(puller.data_dir, peer.url, peer.token)
@@ -419,19 +416,18 @@ def test_another_history_exactly_as_long_as_the_copy_held_is_kept_as_a_branch_to
         assert puller.exchange(peer.url)
         held, node, shard_path = peer.shard(), peer.store.node, peer.store.shard_path
     assert shard_path is not None
-    *first, last = held.splitlines(keepends=True)
-    other = b"".join(first) + last.replace(b'"title":"six"', b'"title":"ten"').replace(b'"id":"01', b'"id":"02')
-    assert other != held and len(other) == len(held)  # another note, made at the same position
+    other = forge(held)
     shard_path.write_bytes(other)
     with served(tmp_path / "peer") as peer:
         add_peer(puller.data_dir, peer.url, peer.token)
-        assert puller.exchange(peer.url), puller.state(peer.url)["error"]
-        assert puller.copy(node) == held
+        for _ in range(2):
+            assert puller.exchange(peer.url), puller.state(peer.url)["error"]
+            assert puller.copy(node) == held
         branches = list((puller.data_dir / "log").glob(f"{node}~*.jsonl"))
         assert [p.read_bytes() for p in branches] == [other]
     with Store(puller.data_dir, readonly=True) as reader:
-        assert {"one", "two", "six", "ten"} == {n.title for n in reader.state.iter_notes()}
-        assert reader.state.forks[node].positions == 1
+        assert titles == {n.title for n in reader.state.iter_notes()}
+        assert reader.state.forks[node].positions == positions
 
 
 def test_the_puller_refuses_impersonation_skips_bad_names_and_keeps_only_complete_lines(tmp_path: Path) -> None:
