@@ -6,7 +6,7 @@ the folder (`hivenote-receipts/<node>.json`: how much of every shard it holds, a
   is not running, or the other machines sync another folder, or there are none yet.
 - A sync tool's conflict copies (`<node>.sync-conflict-....jsonl`, `<node> (... conflicted copy ...).jsonl`) are
   read like any shard; then tidied: one that the node's shard (or a branch of it) already holds is deleted (an older
-  copy, or the shard as it was before a compaction: `replica.classify`); one ahead of the node's shard here (a
+  copy, or the shard as it was before a compaction: `replica.classify_lines`); one ahead of the node's shard here (a
   continuation or a compaction of it, delivered before the shard's own lines, or the shard not here yet) is the same
   history and stays until the shard holds all of it; another history (two different ops at one position) becomes
   `<node>~<12 hex of its bytes>.jsonl` (named by its bytes, so every machine tidies it alike).

@@ -4,9 +4,9 @@ a private copy of the complete lines of every shard it has seen in the folder (O
 A sync tool carries a deletion, a truncation or an older copy put in place to every machine as faithfully as a new
 line: without a copy of its own, one `rm` of a stopped machine's shard deleted that machine's history everywhere. So
 the rule every machine keeps is: **as long as one machine holds an acknowledged op, nothing done to a file in the
-folder loses it.** Each step compares every shard in the folder with the copy held here (`replica.classify`):
+folder loses it.** Each step compares every shard in the folder with the copy held here (`replica.classify_lines`):
 - new or grown (a continuation of the copy held): the copy held takes the new complete lines;
-- compacted by its owner (`classify` says it replaces ours): the copy held is replaced, so a purged text does not
+- compacted by its owner (`classify_lines` says it replaces ours): the copy held is replaced, so a purged text does not
   outlive the compaction here either;
 - missing, or behind the copy held (truncated, an older copy or a backup put in its place): put back from the copy
   held, once it has stayed so for `PUT_BACK_AFTER_S` (a running owner puts its own shard back from its open file

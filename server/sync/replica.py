@@ -408,8 +408,8 @@ class Replicas:
         return spool_in(self.spool_dir)
 
     def settle_copy(self, node: str, copy: IO[bytes]) -> str:
-        """A whole copy of a shard that does not continue the one held (`classify`): a compaction of ours replaces it
-        (every op it keeps up to our last seq is the very op we hold, a `seq.keep` stand-in being the op it stands
+        """A whole copy of a shard that does not continue the one held (`classify_lines`): a compaction of ours replaces
+        it (every op it keeps up to our last seq is the very op we hold, a `seq.keep` stand-in being the op it stands
         for, and it goes at least as far); an older copy than ours (a prefix, or the shard before a compaction ours
         comes from) is a peer or bucket being behind, for this install's own node too; anything else is another
         history of the node, kept beside ours as a branch, so both are folded and nothing held here or there is lost.

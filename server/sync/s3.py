@@ -415,8 +415,9 @@ class BucketSync:
 
     def _older_copy(self, gen: str, size: int) -> bool:
         """Whether generation `gen` of this node holds only an older copy of the own shard's first `size` bytes (a
-        prefix, or the shard before a compaction ours comes from: `replica.classify`), never ops of another writer.
-        The very same bytes are not older: a clone that compacted the same shard publishes them (told as a clone)."""
+        prefix, or the shard before a compaction ours comes from: `replica.classify_lines`), never ops of another
+        writer. The very same bytes are not older: a clone that compacted the same shard publishes them (told as a
+        clone)."""
         got = self._generation(self.node, gen)
         if got is None:
             return False

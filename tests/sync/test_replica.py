@@ -1,4 +1,4 @@
-"""What a whole copy of a shard is to the copy held (`replica.classify`, used by every transport that is handed
+"""What a whole copy of a shard is to the copy held (`replica.classify_lines`, used by every transport that is handed
 whole copies: peers, the bucket, the synced folder's held copies): a continuation or a compaction replaces the copy
 held, an older copy is behind, and only two different ops at one position are another history (issue 32, finding 3:
 every compaction whose last line became a `seq.keep` stand-in was kept as a branch, purged text and all)."""
