@@ -37,11 +37,17 @@ def why(enabled: bool) -> tuple[bool, str]:
 
 
 def open_index(data_dir: Path, enabled: bool, model: ModelSettings | None = None) -> Meanings | None:
-    """The indexes to warm in the background, or None when meaning search is off here. Loads nothing yet: the
+    """The indexes to warm in the background, or None when meaning search is off here. Loads no model yet: the
     static model is read on the first `refresh`, the sentence model by its worker (`Meanings.start`), both off the
-    start-up path."""
+    start-up path; only numpy is imported now (below)."""
     if not why(enabled)[0]:
         return None
+    # numpy is imported here, before the server's threads start, not first by the warm-up's worker thread: its import
+    # sets and unsets environment variables and starts OpenBLAS's threads, and a `hivenote serve` whose worker did it
+    # while the event loop ran died of a segmentation fault (faulthandler: the loop's thread faulted while a worker
+    # was inside `numpy._core`'s import; the fault run's folder seed 32). ~0.1 s of the start, once.
+    import numpy  # noqa: F401  (hivenote[meaning])
+
     from .both import Meanings, ModelSettings, sentence_index
     from .index import MeaningIndex
     from .model import load_default

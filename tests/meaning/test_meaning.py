@@ -4,6 +4,8 @@ background index and its cache file; the fusion rules, the `replaces` link on th
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,17 @@ def warmed(store: Store, model: Embedder, cache: Path | None = None) -> MeaningI
     while not index.refresh(store, budget=3):
         pass
     return index
+
+
+def test_numpy_is_imported_when_the_indexes_are_opened_before_any_worker_thread_runs(tmp_path: Path) -> None:
+    """Not first by the warm-up's thread while the event loop runs: a server died of a segmentation fault that way."""
+    probe = (
+        "import sys, threading; from pathlib import Path; from hivenote.server.meaning import open_index; "
+        f"assert 'numpy' not in sys.modules; open_index(Path({str(tmp_path)!r}), True); "
+        "print('numpy' in sys.modules, threading.active_count())"
+    )
+    said = subprocess.run([sys.executable, "-c", probe], capture_output=True, encoding="utf-8", check=True).stdout
+    assert said.split() == ["True", "1"], said
 
 
 def test_texts_without_a_word_embed_as_zero_vectors(model: StaticModel) -> None:
