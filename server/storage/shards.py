@@ -97,6 +97,11 @@ class Cursor:
         self.source = ShardFile(self.path)
 
 
+# What scanning a folder of shards raises when there is none: it is gone, or a file took its place (a synced folder
+# unmounted, or replaced). Either reads as a folder holding no shard.
+NO_FOLDER = (FileNotFoundError, NotADirectoryError)
+
+
 def is_shard_file(name: str) -> bool:
     """Files in log/ that hold ops: `<node>.jsonl` and sync-conflict copies; never temp or hidden files."""
     return name.endswith(".jsonl") and not name.startswith(".") and ".tmp" not in name
@@ -137,7 +142,7 @@ class Shards:
     def names(self) -> list[str]:
         try:
             return sorted(e.name for e in os.scandir(self.log_dir) if e.is_file() and is_shard_file(e.name))
-        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
+        except NO_FOLDER:
             return []
 
     def forget_missing(self, names: list[str]) -> None:

@@ -22,7 +22,7 @@ from ..core.hlc import wall_ms
 from ..settings import load_settings, save_setting
 from ..storage.files import private_dir, temp_beside
 from ..storage.identity import ShardClaim, claim_node, host_fingerprint, make_data_dir, record_shard
-from ..storage.shards import is_shard_file
+from ..storage.shards import NO_FOLDER, is_shard_file
 from ..storage.store import fsync_dir, lock_holder
 
 CHUNK = 1 << 20
@@ -264,7 +264,7 @@ def _remove_originals(source: Path, target: Path, steps: list[_Step]) -> list[st
 def _shard_names(folder: Path) -> list[str]:
     try:
         return sorted(e.name for e in os.scandir(folder) if e.is_file() and is_shard_file(e.name))
-    except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
+    except NO_FOLDER:
         return []
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..core.hlc import wall_ms
 from ..storage.files import write_whole
-from ..storage.shards import is_shard_file
+from ..storage.shards import NO_FOLDER, is_shard_file
 from ..storage.statefile import write_json
 from .replica import CONFLICT, Copy, SyncRefused, classify_lines, complete_size, starts_with, writer_of
 
@@ -82,7 +82,7 @@ class FolderWatch:
     def _sizes(self) -> dict[str, int]:
         try:
             names = [e.name for e in os.scandir(self.log_dir) if e.is_file() and is_shard_file(e.name)]
-        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
+        except NO_FOLDER:
             return {}
         sizes = {}
         for name in sorted(names):
@@ -204,7 +204,7 @@ class FolderWatch:
     def _tidy(self) -> None:
         try:
             names = sorted(e.name for e in os.scandir(self.log_dir) if e.is_file() and is_shard_file(e.name))
-        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
+        except NO_FOLDER:
             return
         for name in names:
             base = conflict_of(name)

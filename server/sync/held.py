@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import IO
 
 from ..storage.files import private_dir, write_whole
-from ..storage.shards import is_shard_file
+from ..storage.shards import NO_FOLDER, is_shard_file
 from .folderwatch import conflict_of
-from .replica import Copy, SyncRefused, classify_lines, complete_size, same_bytes, writer_of
+from .replica import Copy, SyncRefused, branch_name, classify_lines, complete_size, same_bytes
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +64,13 @@ class HeldCopies:
                 for e in os.scandir(self.folder)
                 if e.is_file(follow_symlinks=False) and is_shard_file(e.name) and conflict_of(e.name) is None
             }
-        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
+        except NO_FOLDER:
             return None  # the folder itself is gone (unmounted): nothing is put back into nowhere
 
     def _held_names(self) -> set[str]:
         try:
             return {e.name for e in os.scandir(self.dir) if e.is_file() and is_shard_file(e.name)}
-        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
+        except NO_FOLDER:
             return set()
 
     def step(self) -> list[str]:
@@ -181,7 +181,7 @@ class HeldCopies:
         since = self._since.setdefault(name, now)
         if now - since < self.put_back_after_s:
             return ""
-        branch = f"{writer_of(name.removesuffix('.jsonl'))}~{held.digest()[:12]}.jsonl"
+        branch = f"{branch_name(name.removesuffix('.jsonl'), held.digest())}.jsonl"
         if not (self.folder / branch).exists():
             write_whole(self.folder / branch, held.pieces())  # held here too from the next step, like any new shard
         write_whole(self.dir / name, theirs.pieces())

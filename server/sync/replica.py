@@ -329,6 +329,12 @@ def spool_in(folder: Path | None) -> IO[bytes]:
     return tempfile.TemporaryFile(dir=folder, prefix=".", suffix=".tmp")
 
 
+def branch_name(node: str, sha256_hex: str) -> str:
+    """The shard name of another history of `node`, named by the SHA-256 of its bytes: every machine that keeps the
+    same bytes names them alike, in the log folder or a synced one."""
+    return f"{writer_of(node)}~{sha256_hex[:12]}"
+
+
 def starts_with(whole: Iterable[bytes], prefix: Iterable[bytes]) -> bool:
     """Whether the bytes `prefix` yields (pieces of any size) are the first bytes of those `whole` yields, both walked
     once, side by side, a piece at a time: neither is ever held whole."""
@@ -440,7 +446,7 @@ class Replicas:
         end, named = copy.seek(0, os.SEEK_END), hashlib.sha256()
         for piece in pieces(copy, end):
             named.update(piece)
-        name = f"{writer_of(node)}~{named.hexdigest()[:12]}"
+        name = branch_name(node, named.hexdigest())
         if self.size(name) == 0:
             self._write_copy(name, copy)
         return name

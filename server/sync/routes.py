@@ -39,7 +39,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..core.model import MAX_LINE_BYTES
-from ..storage.shards import is_shard_file
+from ..storage.shards import NO_FOLDER, is_shard_file
 from .peerbook import announced_peers
 from .replica import NO_FOLLOW, NODE_NAME, SHARD_NAME, writer_of
 
@@ -188,7 +188,7 @@ class ShardServer:
             names = sorted(
                 e.name for e in os.scandir(log_dir) if e.is_file(follow_symlinks=False) and is_shard_file(e.name)
             )
-        except (FileNotFoundError, NotADirectoryError):  # gone, or a file in its place: nothing there
+        except NO_FOLDER:
             names = []
         for name in names:
             node = name.removesuffix(".jsonl")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 
 from hivenote.server.core.fold import OccKey, State
 from hivenote.server.core.model import Op
@@ -100,22 +100,26 @@ def classify(held: bytes, got: bytes, *, own: bool = False) -> str:
     return classify_lines(held.splitlines, got.splitlines, own=own)
 
 
+def spooled(replicas: Replicas, data: bytes) -> IO[bytes]:
+    """A spool file (`Replicas.spool`) holding the complete lines of `data`, a copy in memory, as transports hand it."""
+    copy = replicas.spool()
+    copy.write(data[: data.rfind(b"\n") + 1])
+    return copy
+
+
 def settle(replicas: Replicas, node: str, data: bytes) -> str:
     """`Replicas.settle_copy` for a copy in memory."""
-    with replicas.spool() as copy:
-        copy.write(data[: data.rfind(b"\n") + 1])
+    with spooled(replicas, data) as copy:
         return replicas.settle_copy(node, copy)
 
 
 def add_branch(replicas: Replicas, node: str, data: bytes) -> str:
     """`Replicas.add_branch_copy` for a copy in memory."""
-    with replicas.spool() as copy:
-        copy.write(data[: data.rfind(b"\n") + 1])
+    with spooled(replicas, data) as copy:
         return replicas.add_branch_copy(node, copy)
 
 
 def replace(replicas: Replicas, node: str, data: bytes) -> None:
     """`Replicas.replace_copy` for a copy in memory."""
-    with replicas.spool() as copy:
-        copy.write(data[: data.rfind(b"\n") + 1])
+    with spooled(replicas, data) as copy:
         replicas.replace_copy(node, copy)
