@@ -8,13 +8,13 @@ from playwright.sync_api import Dialog, Page, Route, expect
 
 from hivenote.server.core.hlc import wall_ms
 from hivenote.server.core.model import Op
-from hivenote.server.core.search import note_index
 from hivenote.server.meaning.both import Meanings
 from hivenote.server.notebook import Notebook
 from tests.support.browser import Pages
 from tests.support.dashboard import CURSOR, api, card_ids, screenshot, seed, write_log
-from tests.support.live import Running, dashboard_url, serve
+from tests.support.live import Running, dashboard_url, serve, sign_in_code
 from tests.support.notes import seed_times
+from tests.support.serving import get, serving
 from tests.support.wait import wait_until
 
 WAIT_MS = 10_000
@@ -158,15 +158,20 @@ def _first_cards_ms(page: Page) -> float:
 
 
 def test_the_notes_view_paints_its_first_cards_within_300_ms_at_10k_notes(tmp_path: Path, pages: Pages) -> None:
-    """Navigation start to the first 50 cards in the document, on a warm server. Measured on a return visit (the
-    browser already running, its renderer warm); a brand-new browser context adds its own start-up, printed too."""
+    """Navigation start to the first 50 cards in the document, on a warm `hivenote serve` of its own (the product as
+    people run it: the in-process servers of the other tests run under this suite's coverage tracing, which doubled
+    the server's share). Warm: the word index built and the static meaning index loaded; the sentence model may still
+    be indexing, as it is for minutes after a first start. Measured on a return visit (the browser already running, its
+    renderer warm); a brand-new browser context adds its own start-up, printed too."""
     write_log(tmp_path / "data", 10_000)
-    with serve(tmp_path / "data") as running:
-        wait_until(lambda: not note_index(running.store.state).pending, 60)  # the search index is warm
+    with serving(tmp_path / "data") as (_, port, token):
+        url = f"http://127.0.0.1:{port}"
+        assert get(port, token, "/api/notes?q=warm&limit=1")[0] == 200  # a search builds the word index
+        wait_until(lambda: get(port, token, "/api/status")[1]["meaning"]["static"]["warm"], 60)
         cold = []
         for _ in range(2):
             page = pages()  # a fresh context: a new renderer, no cache, no storage
-            page.goto(dashboard_url(running, "/"))
+            page.goto(f"{url}/?code={sign_in_code(url, token)}")
             cold.append(_first_cards_ms(page))
         warm = []
         for _ in range(12):  # the best of many return visits: a 2-core CI box is noisy, the bound is not relaxed
@@ -179,7 +184,7 @@ def test_the_notes_view_paints_its_first_cards_within_300_ms_at_10k_notes(tmp_pa
         assert min(warm) < 300, (warm, cold)
         page.get_by_role("button", name="Load more").click()
         expect(page.locator(".card")).to_have_count(100, timeout=WAIT_MS)
-        assert card_ids(page)[50] == api(running, "/api/notes?limit=1&offset=50")["results"][0]["id"]
+        assert card_ids(page)[50] == get(port, token, "/api/notes?limit=1&offset=50")[1]["results"][0]["id"]
 
 
 def test_a_note_written_before_the_first_status_poll_still_shows(running: Running, page: Page) -> None:

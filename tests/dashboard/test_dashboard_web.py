@@ -18,7 +18,7 @@ from playwright.sync_api import Page, expect
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
 from hivenote.server.web.app import create_app
-from hivenote.server.web.dashboard import CSP, GENERATED
+from hivenote.server.web.dashboard import CSP, GENERATED, Asset, built, load_assets
 from tests.support.dashboard import CLIENT, api, seed
 from tests.support.live import Running, dashboard_url, exchange, fetch, serve, sign_in_code, signed_in
 from tests.support.privileges import as_nobody
@@ -74,11 +74,46 @@ def test_the_page_names_its_version_and_has_no_inline_script_or_style(running: R
     _, _, body = _get(running.url + "/")
     page = body.decode()
     assert '<meta name="hivenote-version" content="0.' in page
-    assert re.findall(r"<script\b[^>]*>", page) == [
-        '<script type="module" async src="/ui/js/boot.js">',
-        '<script type="module" src="/ui/js/main.js">',
-    ]
+    assert re.sub(r"/ui/@\w+/", "/ui/", " ".join(re.findall(r"<script\b[^>]*>", page))) == (
+        '<script type="module" async src="/ui/js/boot.js"> <script type="module" src="/ui/js/main.js">'
+    )
     assert "<style" not in page and " style=" not in page and not re.search(r"\son\w+=", page)
+
+
+def test_the_page_names_its_files_by_build_and_they_are_cached_for_good(running: Running) -> None:
+    """A return visit costs the page and its data, not a revalidation of every module (twelve round trips before the
+    first cards): the page's files are addressed by a digest of every file, so a new version is a new address."""
+    _, page_headers, body = _get(running.url + "/")
+    assert page_headers["cache-control"] == "no-cache"
+    named = re.findall(r'"(/ui/[^"]+)"', body.decode())
+    build = {re.sub(r"^/ui/(@\w+)/.*", r"\1", path) for path in named}
+    assert len(named) >= 10 and len(build) == 1 and next(iter(build)).startswith("@"), named
+    for path in named:
+        status, headers, data = _get(running.url + path)
+        assert status == 200 and headers["cache-control"] == "max-age=31536000, immutable", path
+        assert {k: headers[k] for k in STRICT} == STRICT
+        plain = _get(running.url + path.replace(f"/ui/{next(iter(build))}/", "/ui/"))
+        assert plain[0] == 200 and plain[1]["cache-control"] == "no-cache" and plain[2] == data, path
+    status, headers, answer = _get(running.url + "/ui/@0123456789abcdef/js/main.js")
+    assert status == 404 and json.loads(answer)["error"]["message"] == (
+        "This dashboard file is from another version of Hivenote: reload the page."
+    )
+    assert headers["content-security-policy"] == CSP
+
+
+def test_a_changed_file_is_a_new_build_and_a_new_page() -> None:
+    """One changed byte anywhere changes every address the page names, and the page's own ETag (of the bytes sent,
+    so a browser holding the page of an older version is never told it is current)."""
+    first, build = built(load_assets())
+    assert built(load_assets())[0]["index.html"] == first["index.html"]
+    changed = load_assets()
+    changed["js/notes.js"] = Asset(changed["js/notes.js"].body + b"\n", "text/javascript", '"changed"')
+    second, other = built(changed)
+    assert other != build
+    assert second["index.html"].etag != first["index.html"].etag
+    page, again = first["index.html"].body.decode(), second["index.html"].body.decode()
+    assert page.count(f"/ui/@{build}/") == again.count(f"/ui/@{other}/") >= 10
+    assert again == page.replace(build, other)
 
 
 def _trade(running: Running, code: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:

@@ -157,7 +157,7 @@ def test_the_frozen_server_serves_the_dashboard_and_mcp_and_stops_on_sigterm(bui
 
         status, media_type, page = get(f"{url}/")
         assert (status, media_type) == (200, "text/html; charset=utf-8")
-        assert b'<script type="module" src="/ui/js/main.js"></script>' in page
+        assert re.search(rb'<script type="module" src="/ui/@\w+/js/main.js"></script>', page)
         assert f'<meta name="hivenote-version" content="{__version__}">'.encode() in page
         # Every dashboard file, byte for byte as this install ships it: dashboard/** is package data.
         shipped = load_assets()
@@ -165,7 +165,7 @@ def test_the_frozen_server_serves_the_dashboard_and_mcp_and_stops_on_sigterm(bui
         for name, asset in shipped.items():
             if name != "index.html":  # served with the version filled in, checked above
                 assert get(f"{url}/ui/{name}")[::2] == (200, asset.body), name
-        assert set(re.findall(rb'="/ui/([^"]+)"', page)) <= {name.encode() for name in shipped}
+        assert set(re.findall(rb'="/ui/@\w+/([^"]+)"', page)) <= {name.encode() for name in shipped}
 
         token = Tokens(data / "tokens.json").default()  # the server wrote it at start
         notebook, failed, graph = anyio.run(use_mcp, url, token)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -89,7 +90,7 @@ def serve_and_use(launcher: Sequence[str], env: dict[str, str], log: Path) -> No
         assert json.loads(body)["counts"]["notes"] == 0
         status, headers, page = exchange(f"{url}/")
         assert (status, headers["content-type"]) == (200, "text/html; charset=utf-8")
-        assert b'<script type="module" src="/ui/js/main.js"></script>' in page
+        assert re.search(rb'<script type="module" src="/ui/@\w+/js/main.js"></script>', page)
 
         found = anyio.run(_remember_and_search, launcher, env, port)
         assert "Headless works" in found
