@@ -73,6 +73,23 @@ def _on_gui_thread(func: Callable[[], None], platform: str = sys.platform) -> No
         func()
 
 
+PYSTRAY_INTERNALS = ("_update_menu", "_create_menu")  # of its appindicator Icon, beside `_appindicator` itself
+
+
+def pystray_missing(icon_class: type) -> list[str]:
+    """What the tray reads of pystray's appindicator backend (the module of `icon_class`) beyond its interface that
+    this pystray lacks."""
+    gone = [f"Icon.{name}" for name in PYSTRAY_INTERNALS if not hasattr(icon_class, name)]
+    if not hasattr(_indicator_class(icon_class), "IndicatorStatus"):
+        gone.append(f"{icon_class.__module__}.AppIndicator.IndicatorStatus")
+    return gone
+
+
+def _indicator_class(icon_class: type) -> Any:
+    """libayatana's (or the original) AppIndicator class, as pystray's backend module loaded it."""
+    return getattr(sys.modules.get(icon_class.__module__), "AppIndicator", None)
+
+
 class Tray:
     """One pystray icon. `show(status, items)` may be called from any thread (pystray marshals on GTK/Win32)."""
 
@@ -89,8 +106,16 @@ class Tray:
             title=plain(self._title, TITLE_MAX),
             menu=pystray.Menu(self._menu_items),
         )
-        # libayatana's AppIndicator (pystray's appindicator backend) can do more than pystray asks of it.
+        # libayatana's AppIndicator (pystray's appindicator backend) can do more than pystray asks of it, through
+        # pystray's internals (0.19.5, pinned): all of them here, checked now.
         self._indicator: Any = getattr(self.icon, "_appindicator", None)
+        if self._indicator is not None and (gone := pystray_missing(type(self.icon))):
+            log.warning(
+                "this pystray lacks %s: the tray's menu, description and attention state are pystray's own "
+                "(install pystray 0.19.5 for them)",
+                ", ".join(gone),
+            )
+            self._indicator = None
         self._status = status
         self._tooltip: Any = None  # the ToolTip property libayatana does not export (desktop/tooltip.py)
         if self._indicator is not None:
@@ -154,9 +179,8 @@ class Tray:
     def _indicator_update(self, status: Status, menu_changed: bool) -> None:
         """On GTK's loop, after pystray's own updates (queued before this): the menu changed in place, the spoken
         description, NeedsAttention in error, and the middle click."""
-        from pystray._appindicator import AppIndicator  # Ayatana's or the original, as pystray loaded it
-
         indicator, icon = self._indicator, self.icon
+        status_kind = _indicator_class(type(icon)).IndicatorStatus
         if menu_changed:
             self._replace_menu_items()
         path = getattr(icon, "_icon_path", None)
@@ -167,9 +191,9 @@ class Tray:
         if status.server == "error" or status.storage_problem:  # notes cannot be saved: as loud as an error
             attention = str(icons.assets_dir() / "hivenote-error.png")
             indicator.set_attention_icon_full(attention, plain(status.title, TITLE_MAX))
-            indicator.set_status(AppIndicator.IndicatorStatus.ATTENTION)
+            indicator.set_status(status_kind.ATTENTION)
         else:
-            indicator.set_status(AppIndicator.IndicatorStatus.ACTIVE)
+            indicator.set_status(status_kind.ACTIVE)
 
     def _update_menu(self) -> None:
         if getattr(self.icon, "_menu_handle", None) is None:

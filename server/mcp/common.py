@@ -12,6 +12,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from ..agents import AgentTracker, author_for
 from ..core.model import Author
+from . import sdk
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,7 @@ class SessionLimits:
         self.opening: Counter[str] = Counter()  # sessions being opened now, per person
 
     def _live(self) -> dict[str, Any]:
-        live: dict[str, Any] = self.manager._server_instances  # the SDK's table: ended sessions leave it
-        return live
+        return sdk.live_sessions(self.manager)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -128,7 +128,7 @@ class SessionLimits:
         transport = self._live().get(session)
         if transport is not None:
             log.info("ending the least recently used MCP session of %r to open a new one", person or "the owner")
-            await self.manager._discard_session(session, transport)
+            await sdk.end_session(self.manager, session, transport)
 
 
 def limit_sessions(app: Any, path: str, manager: Any) -> SessionLimits | None:

@@ -13,7 +13,6 @@ milliseconds), where the SDK would answer it with a "Request cancelled" error if
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -36,6 +35,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import sdk as sdk_internals
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,8 @@ class Connections:
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Server middleware: remembers the connection of every request that came over HTTP with a session."""
-        connection = getattr(ctx.session, "_connection", None)
-        if isinstance(connection, Connection) and connection.session_id and not connection.state.get(_REMEMBERED):
+        connection = sdk_internals.connection_of(ctx.session)
+        if connection is not None and connection.session_id and not connection.state.get(_REMEMBERED):
             connection.state[_REMEMBERED] = True
             self._by_session[connection.session_id] = connection
             connection.exit_stack.callback(self._by_session.pop, connection.session_id, None)
@@ -140,13 +141,12 @@ class DirectCalls:
         sdk: ASGIApp,
     ) -> None:
         assert manager.json_response, "answered directly means one JSON body, as the SDK's JSON-response mode"
+        sdk_internals.check(manager)
         self.server = server
         self.manager = manager
         self.connections = connections
         self.sdk = sdk
-        # Off: every request goes the SDK's way (the equivalence tests compare the two; and an SDK release whose
-        # internals differ from those used here turns it off, see `_fits`).
-        self.on = _fits(manager)
+        self.on = True  # off: every request goes the SDK's way (the equivalence tests compare the two)
         self.answered = 0  # tools/call requests answered directly (tests, benchmarks)
 
     def _session(self, scope: Scope) -> tuple[StreamableHTTPServerTransport, Connection] | None:
@@ -157,25 +157,18 @@ class DirectCalls:
         if raw is None or (protocol is not None and protocol.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS):
             return None
         session_id = raw.decode("latin-1")
-        try:
-            transport = self.manager._server_instances.get(session_id)
-            connection = self.connections.get(session_id)
-            if (
-                transport is None
-                or connection is None
-                or self.manager._task_group is None
-                or "user" in scope  # the SDK's per-credential session owners: not used here, so not answered here
-                or self.manager._session_owners.get(session_id) is not None
-                or transport.is_terminated
-                or (transport.idle_scope is not None and transport.idle_scope.cancel_called)
-                or not connection.initialize_accepted
-            ):
-                return None
-            if missing := _TRANSPORT_STATE - vars(transport).keys():
-                raise AttributeError(f"StreamableHTTPServerTransport has no {', '.join(sorted(missing))}")
-        except AttributeError as exc:  # another SDK release: nothing read or answered yet, the SDK answers
-            self.on = False
-            log.warning("tool calls on /mcp/graph go the MCP SDK's way: its internals differ (%s)", exc)
+        transport = sdk_internals.live_sessions(self.manager).get(session_id)
+        connection = self.connections.get(session_id)
+        if (
+            transport is None
+            or connection is None
+            or not sdk_internals.running(self.manager)
+            or "user" in scope  # the SDK's per-credential session owners: not used here, so not answered here
+            or sdk_internals.session_owned(self.manager, session_id)
+            or transport.is_terminated
+            or (transport.idle_scope is not None and transport.idle_scope.cancel_called)
+            or not connection.initialize_accepted
+        ):
             return None
         return transport, connection
 
@@ -190,11 +183,7 @@ class DirectCalls:
         transport, connection = found
         request = Request(scope, receive)
         has_json, _ = check_accept_headers(request)
-        if (
-            not has_json
-            or not transport._check_content_type(request)
-            or await transport._security.validate_request(request, is_post=True) is not None
-        ):
+        if not has_json or await sdk_internals.refuses(transport, request):
             await self.sdk(scope, receive, send)
             return
         whole = await _whole_body(receive)
@@ -219,16 +208,12 @@ class DirectCalls:
     ) -> None:
         """What the session's transport, dispatcher and runner would answer, from the runner itself; the session
         counts as busy meanwhile (its idle countdown stopped), as for any request the SDK serves."""
-        idle = transport.idle_scope if transport._idle_timeout is not None else None
-        if idle is not None:
-            transport._requests_in_flight += 1
-            idle.deadline = math.inf
-        try:
+        with sdk_internals.busy(transport):
             metadata = ServerMessageMetadata(request_context=request, can_send_request=False)
-            runner = ServerRunner(self.server, connection, self.manager._lifespan_state)
+            runner = ServerRunner(self.server, connection, sdk_internals.lifespan_state(self.manager))
             answer: JSONRPCResponse | JSONRPCError
             try:
-                result = await runner._on_request(RequestChannel(message.id, metadata), METHOD, message.params)
+                result = await runner.on_request(RequestChannel(message.id, metadata), METHOD, message.params)
                 answer = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
             except Exception as exc:  # the dispatcher's one exception-to-wire boundary, as it is
                 error = handler_exception_to_error_data(exc)
@@ -237,31 +222,7 @@ class DirectCalls:
                     error = ErrorData(code=0, message=str(exc))
                 answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
             self.answered += 1
-            await transport._create_json_response(answer)(request.scope, request.receive, send)
-        finally:
-            if idle is not None and transport._idle_timeout is not None:
-                transport._requests_in_flight -= 1
-                if not transport._requests_in_flight:
-                    idle.deadline = anyio.current_time() + transport._idle_timeout
-
-
-# What is read of the SDK beyond its public interface (mcp 2.3): checked before a request is taken over, so that a
-# release that changes any of it only turns the direct path off, before anything is read or answered.
-_TRANSPORT_STATE: Final = frozenset({"_idle_timeout", "_requests_in_flight", "_security"})
-_CLASS_MEMBERS: Final = (
-    (StreamableHTTPServerTransport, "_check_content_type"),
-    (StreamableHTTPServerTransport, "_create_json_response"),
-    (ServerRunner, "_on_request"),
-)
-_MANAGER_STATE: Final = ("_server_instances", "_session_owners", "_task_group", "_lifespan_state")
-
-
-def _fits(manager: StreamableHTTPSessionManager) -> bool:
-    missing = [f"{cls.__name__}.{name}" for cls, name in _CLASS_MEMBERS if not hasattr(cls, name)]
-    missing += [f"StreamableHTTPSessionManager.{name}" for name in _MANAGER_STATE if not hasattr(manager, name)]
-    if missing:
-        log.warning("tool calls on /mcp/graph go the MCP SDK's way: it has no %s", ", ".join(missing))
-    return not missing
+            await sdk_internals.json_answer(transport, answer)(request.scope, request.receive, send)
 
 
 def _plain_call(body: bytes) -> JSONRPCRequest | None:

@@ -45,6 +45,7 @@ from .. import __version__
 from ..core.errors import HivenoteError
 from ..core.model import Author, Entity, Relation
 from ..graph import Graph, graph_json
+from . import sdk
 from .direct import Connections, DirectCalls
 from .encoded_graph import EncodedGraph
 from .splice import Splices, Splicing, splices_of
@@ -160,14 +161,6 @@ def _splices(ctx: ServerRequestContext[Any]) -> Splices | None:
     if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return None
     return splices_of(getattr(ctx.request, "scope", None))
-
-
-def _connection(ctx: ServerRequestContext[Any]) -> Connection | None:
-    """The client connection a request came on. SDK 2.3 gives lowlevel handlers no public path to it (its
-    `Context.connection` exists, but the runner hands handlers a `ServerRequestContext`); the per-request
-    `ServerSession` holds it, and only it knows when the connection ends."""
-    connection = getattr(ctx.session, "_connection", None)
-    return connection if isinstance(connection, Connection) else None
 
 
 def _key(connection: Connection) -> str:
@@ -306,7 +299,7 @@ class GraphMCP:
     # -- change notifications -----------------------------------------------------------------------------------------
 
     async def _subscribe(self, ctx: ServerRequestContext[Any], params: SubscribeRequestParams) -> EmptyResult:
-        connection = _connection(ctx)
+        connection = sdk.connection_of(ctx.session)
         # Other URIs are accepted and never fire, as the official server does.
         if params.uri == GRAPH_URI and connection is not None:
             key = _key(connection)
@@ -319,7 +312,7 @@ class GraphMCP:
         return EmptyResult()
 
     async def _unsubscribe(self, ctx: ServerRequestContext[Any], params: UnsubscribeRequestParams) -> EmptyResult:
-        connection = _connection(ctx)
+        connection = sdk.connection_of(ctx.session)
         if params.uri == GRAPH_URI and connection is not None:
             self._subscribers.pop(_key(connection), None)
         return EmptyResult()

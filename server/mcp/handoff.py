@@ -55,6 +55,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from . import sdk
 from .direct import RequestChannel
 from .handover import VERSION, available, json_line, peer_uid, pipe_problem, same_user
 from .splice import SCOPE_KEY, Splices
@@ -264,12 +265,11 @@ class HandedRequest:
 
 async def _remember_connection(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """Server middleware: the SDK connection of a handed session, learnt from a request the SDK serves on it, so
-    later tool calls can be answered directly (`HandedSession._direct`). SDK 2.3 gives no public path to it; the
-    per-request session holds it (as `graph._connection` reads it)."""
+    later tool calls can be answered directly (`HandedSession._direct`)."""
     request = ctx.request
     if isinstance(request, HandedRequest) and request.session.connection is None:
-        connection = getattr(ctx.session, "_connection", None)
-        if isinstance(connection, Connection):
+        connection = sdk.connection_of(ctx.session)
+        if connection is not None:
             request.session.connection = connection
     return await call_next(ctx)
 
@@ -442,7 +442,7 @@ class HandedSession:
     async def _direct(self, message: JSONRPCRequest, metadata: ServerMessageMetadata) -> None:
         """What the session's dispatcher and runner would answer, from the runner itself, in a task of its own."""
         assert self.connection is not None
-        runner = ServerRunner(self.endpoint.server, self.connection, self.endpoint.manager._lifespan_state)
+        runner = ServerRunner(self.endpoint.server, self.connection, sdk.lifespan_state(self.endpoint.manager))
         answer: JSONRPCResponse | JSONRPCError
         try:
             result = await runner.on_request(_DirectChannel(self, message.id, metadata), message.method, message.params)
@@ -550,7 +550,7 @@ class HandedSession:
                         endpoint.server,
                         PipeIn(self),
                         PipeOut(self),
-                        lifespan_state=endpoint.manager._lifespan_state,
+                        lifespan_state=sdk.lifespan_state(endpoint.manager),
                     )
                     tasks.cancel_scope.cancel()
         except Exception:

@@ -27,6 +27,7 @@ from ..core.search import COLD_INDEX, refresh_note_index
 from ..graph import Graph
 from ..heap import malloc_trim
 from ..mcp import common as mcp_common
+from ..mcp import sdk
 from ..mcp.common import identify, limit_sessions, tracking_middleware
 from ..mcp.graph import GraphMCP
 from ..mcp.handoff import Endpoint, Handoff
@@ -226,7 +227,7 @@ def create_app(
     if settings.auth:
         services.tokens.default()  # exists before the first request, so snippets and clients can use it
     notebook_mcp = build_notebook_server(services.notebook, identify)
-    notebook_mcp._lowlevel_server.middleware.append(tracking_middleware(services.tracker))
+    notebook_mcp.middleware.append(tracking_middleware(services.tracker))
     # The SDK's own session limit (a 503 for everyone) sits above SessionLimits' per-person bounds, never reached.
     sessions: dict[str, Any] = {
         "transport_security": NO_SDK_HOST_CHECK,
@@ -238,6 +239,7 @@ def create_app(
     notebook_http = notebook_mcp.streamable_http_app(
         streamable_http_path="/mcp", max_request_body_size=request_limit(settings, "/mcp") + 1, **sessions
     )
+    sdk.check(notebook_mcp.session_manager, notebook_mcp)  # an SDK release that moved what Hivenote reads: said now
     saved_index = SearchCache(store)
     graph_mcp = GraphMCP(services.graph, identify=identify, extras=settings.graph_extras)
     graph_mcp.server.middleware.append(tracking_middleware(services.tracker))
@@ -258,7 +260,7 @@ def create_app(
                 server, manager, limits[path], too_large_text(path, limits[path]), direct=path == "/mcp/graph"
             )
             for path, server, manager in (
-                ("/mcp", notebook_mcp._lowlevel_server, notebook_mcp.session_manager),
+                ("/mcp", sdk.lowlevel(notebook_mcp), notebook_mcp.session_manager),
                 ("/mcp/graph", graph_mcp.server, graph_mcp.server.session_manager),
             )
         },

@@ -5,13 +5,16 @@ notifications that name the app, and a first-launch hint."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 
 import pytest
 from gi.repository import GLib
 
-from tests.support.harness import ITEM_INTERFACE, PROPERTIES, TrayItem, start_desktop
+from hivenote.desktop.tray import pystray_missing
+from tests.support.harness import ITEM_INTERFACE, PROPERTIES, Desktop, TrayItem, start_desktop
 from tests.support.live import free_port, taken_port
 from tests.support.tray import WINDOW, App, entry, title
 from tests.support.wait import eventually
@@ -151,3 +154,18 @@ def test_the_first_launch_with_the_port_taken_does_not_say_running(tmp_path: Pat
         assert "already in use" in said and "Use another port" in said, said  # what is wrong, and what to do
         item.click("Quit Hivenote")
         assert app.exit_code() == 0
+
+
+def test_what_the_tray_reads_of_pystray_beyond_its_interface_is_there_or_named(desktop: Desktop) -> None:
+    """The appindicator extras (the menu changed in place, the description, the attention state) read pystray's
+    internals, all in desktop/tray.py: this pystray has each of them (asked on the test desktop, where its backend
+    loads), and a pystray without them is named (the tray then runs on pystray's own behaviour, as the log says)."""
+    code = "from pystray import _appindicator as b; from hivenote.desktop.tray import pystray_missing; "
+    code += "print(pystray_missing(b.Icon))"
+    found = subprocess.run([sys.executable, "-c", code], env=desktop.env, capture_output=True, encoding="utf-8")
+    assert (found.returncode, found.stdout) == (0, "[]\n"), found.stderr
+    assert pystray_missing(object) == [
+        "Icon._update_menu",
+        "Icon._create_menu",
+        "builtins.AppIndicator.IndicatorStatus",
+    ]

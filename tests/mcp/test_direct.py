@@ -23,6 +23,7 @@ from starlette.types import Message
 
 from hivenote.server.core.model import Author, Entity, Relation
 from hivenote.server.graph import Graph
+from hivenote.server.mcp import sdk as sdk_internals
 from hivenote.server.mcp.graph import GraphMCP
 from hivenote.server.mcp.wire import official_tools
 from hivenote.server.settings import Settings
@@ -365,30 +366,17 @@ def test_a_session_used_only_by_direct_calls_stays_open_and_expires_once_idle(tm
         assert answered >= len(statuses)  # every one of them answered directly
 
 
-def test_an_sdk_whose_internals_differ_turns_the_direct_path_off_before_taking_a_call(tmp_path: Path) -> None:
-    """What the direct path reads of the SDK beyond its interface (mcp 2.3) may change in a later 2.x: then a call is
-    the SDK's to answer, untouched (the direct path has read nothing of it), and the direct path stays off."""
+def test_an_sdk_whose_internals_differ_is_refused_at_start_saying_what_to_install(tmp_path: Path) -> None:
+    """What Hivenote reads of the SDK beyond its interface (mcp 2.3, all of it in server/mcp/sdk.py) may change in a
+    later release: the server then refuses to start, naming what is missing and the release to install, instead of
+    failing at an agent's first call. The installed SDK has all of it."""
     with Store(tmp_path / "data") as store:
-        _seed(store)
         mcp = GraphMCP(Graph(store), identify=lambda ctx: Author("test", "tester 1", ""))
-        app = mcp.http_app(PATH)
-        assert mcp.direct is not None and mcp.direct.on
-        direct = mcp.direct
-
-        async def scenario() -> tuple[bool, bool]:
-            async with app.router.lifespan_context(app):
-                session = await _initialized_session(app)
-                session_id = dict(session)[SESSION]
-                scope = {"type": "http", "method": "POST", "headers": session}
-                taken = direct._session(scope) is not None
-                transport = direct.manager._server_instances[session_id.decode()]
-                kept = transport.__dict__.pop("_requests_in_flight")  # as if a release had renamed it
-                try:
-                    taken_after = direct._session(scope) is not None
-                finally:
-                    transport._requests_in_flight = kept
-                return taken, taken_after
-
-        taken, taken_after = anyio.run(scenario)
-        assert taken and not taken_after
-        assert not direct.on  # and stays off: every later request goes the SDK's way
+        mcp.http_app(PATH)
+        manager = mcp.server.session_manager
+        assert sdk_internals.missing(manager) == []
+        del manager._session_owners  # as if a release had renamed it
+        with pytest.raises(sdk_internals.SdkMismatch) as refused:
+            sdk_internals.check(manager)  # what the app and the direct path run at start
+        assert "StreamableHTTPSessionManager._session_owners" in str(refused.value)
+        assert f"pip install 'mcp>={sdk_internals.TESTED},<" in str(refused.value)
