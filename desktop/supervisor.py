@@ -27,6 +27,7 @@ from hivenote.server.core.errors import HivenoteError, ShardLocked, StoreError
 from hivenote.server.core.hlc import wall_ms
 from hivenote.server.render import ago
 from hivenote.server.settings import Settings, is_loopback, load_settings
+from hivenote.server.storage.layout import Layout
 from hivenote.server.storage.ownshard import DiskProblem, ProblemKind, disk_writable
 from hivenote.server.storage.store import Store
 from hivenote.server.sync.status import SyncStatus
@@ -224,7 +225,7 @@ class Supervisor:
     def owner_token(self) -> str:
         """The owner's token: the running server's (held in memory when a read-only data dir has no token file),
         else the data dir's."""
-        tokens = self._tokens or Tokens(self.data_dir / "tokens.json")
+        tokens = self._tokens or Tokens(Layout(self.data_dir).tokens)
         return tokens.default()
 
     @property
@@ -454,7 +455,7 @@ class UnsavedTokens(Tokens):
 
 
 def owner_tokens(data_dir: Path, *, readonly: bool) -> Tokens:
-    path = data_dir / "tokens.json"
+    path = Layout(data_dir).tokens
     return UnsavedTokens(path) if readonly and not path.exists() else Tokens(path)
 
 

@@ -18,6 +18,7 @@ import platformdirs
 from .core.errors import InvalidInput
 from .storage import statefile
 from .storage.identity import make_data_dir
+from .storage.layout import Layout
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7788  # fixed, so connect snippets pasted into agents' configs stay valid
@@ -97,7 +98,7 @@ class Settings:
     @property
     def log_path(self) -> Path:
         """The folder of shards: log_dir when set (a synced folder), else <data dir>/log."""
-        return Path(self.log_dir).expanduser() if self.log_dir else self.data_dir / "log"
+        return Path(self.log_dir).expanduser() if self.log_dir else Layout(self.data_dir).log
 
     @property
     def loopback(self) -> bool:
@@ -120,7 +121,7 @@ class Settings:
 
     @property
     def settings_path(self) -> Path:
-        return self.data_dir / "settings.json"
+        return Layout(self.data_dir).settings
 
     def check(self) -> None:
         """Refuse what would be unsafe or cannot work, saying what to do instead."""
@@ -205,7 +206,7 @@ def load_settings(
     directory = data_dir or resolve_data_dir(flags.pop("data_dir", None), environ)
     known = {f.name for f in fields(Settings)} - {"data_dir", "extra"}
     values: dict[str, Any] = {}
-    for name, value in _read_file(directory / "settings.json").items():
+    for name, value in _read_file(Layout(directory).settings).items():
         if name in known:
             values[name] = _coerce(name, value)
     for name in known:
@@ -230,7 +231,7 @@ def save_settings(data_dir: Path, changes: Mapping[str, Any]) -> tuple[dict[str,
     unknown = sorted(name for name in changes if name not in known)
     if unknown:
         raise InvalidInput(f"unknown setting {unknown[0]!r}; known settings: {', '.join(sorted(known))}")
-    path = data_dir / "settings.json"
+    path = Layout(data_dir).settings
     make_data_dir(data_dir)
     with statefile.locked(path):
         values = _read_file(path)

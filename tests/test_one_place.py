@@ -102,3 +102,13 @@ def test_settings_json_has_one_writer() -> None:
             continue
         text = path.read_text(encoding="utf-8")
         assert not ('"settings.json"' in text and writes.search(text)), f"{path.relative_to(ROOT)} writes settings"
+
+
+def test_the_data_dirs_files_are_named_in_one_place() -> None:
+    """Every file and folder of a data dir is named by storage/layout.py: a path spelled twice drifts."""
+    spelled = re.compile(r'"(tokens|settings|node|peers)\.json"|"serve\.log"|/ "(log|cache|sync|rescued)"')
+    for path in SOURCES:
+        if path == ROOT / "server" / "storage" / "layout.py":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            assert not spelled.search(line), f"{path.relative_to(ROOT)}:{number} names a data dir's file: use Layout"

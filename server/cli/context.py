@@ -14,6 +14,7 @@ from .. import __version__
 from ..core.model import Author
 from ..notebook import Notebook
 from ..settings import load_settings, resolve_data_dir
+from ..storage.layout import Layout
 from ..storage.serverfile import running_server
 from ..storage.store import Store
 from .remote import RemoteNotebook
@@ -46,7 +47,7 @@ class Context:
         if url is not None:
             from ..tokens import Tokens
 
-            remote = RemoteNotebook(url, Tokens(self.data_dir / "tokens.json").default())
+            remote = RemoteNotebook(url, Tokens(Layout(self.data_dir).tokens).default())
             try:
                 yield remote
             finally:

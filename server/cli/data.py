@@ -17,6 +17,7 @@ from ..notebook import Notebook
 from ..render import ago
 from ..settings import load_settings
 from ..storage import statefile
+from ..storage.layout import Layout
 from ..storage.serverfile import running_server
 from ..storage.store import lock_holder
 from ..transfer import (
@@ -174,7 +175,7 @@ def cmd_doctor(ctx: Context) -> int:
         lead = lead if lead > store.clock.max_offset_ms else 0
         forks = [fork.to_json() for fork in store.state.forks.values()]
     settings = load_settings(data_dir=ctx.data_dir)
-    token_set = (ctx.data_dir / "tokens.json").is_file()
+    token_set = Layout(ctx.data_dir).tokens.is_file()
     url = running_server(ctx.data_dir)
     meaning_on, meaning_why = meaning.why(settings.meaning)
     sentence = meaning.sentence_here(settings.model_dir, settings.model_download) if meaning_on else ""

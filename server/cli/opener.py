@@ -21,6 +21,7 @@ import platformdirs
 from ..core.errors import HivenoteError
 from ..mcp.handover import private_dir
 from ..storage.files import write_whole
+from ..storage.layout import Layout
 from ..tokens import Tokens
 
 CODE_WAIT_S = 5.0
@@ -31,7 +32,7 @@ def signed_in_url(url: str, data_dir: Path, *, token: str | None = None) -> str:
     (`token`, else the one in `data_dir`); `url` as it is when no code can be had (the page then asks for a token)."""
     base = url.rstrip("/")
     try:
-        token = token or Tokens(data_dir / "tokens.json").default()
+        token = token or Tokens(Layout(data_dir).tokens).default()
         request = urllib.request.Request(
             f"{base}/api/session/code",
             data=b"",

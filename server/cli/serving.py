@@ -17,6 +17,7 @@ from ..core.errors import HivenoteError, InvalidInput
 from ..core.hlc import wall_ms
 from ..render import ago
 from ..settings import load_settings
+from ..storage.layout import Layout
 from ..storage.serverfile import running_server
 from ..storage.store import Store, lock_holder
 
@@ -120,7 +121,7 @@ def cmd_token(ctx: Context) -> int:
     from ..tokens import Tokens
 
     a = ctx.args
-    tokens = Tokens(ctx.data_dir / "tokens.json")
+    tokens = Tokens(Layout(ctx.data_dir).tokens)
     if a.token_command == "show":
         token = tokens.default()
         ctx.emit({"token": token}, token)
@@ -151,7 +152,7 @@ def cmd_connect(ctx: Context) -> int:
         ctx.emit(list(CLIENTS), "Clients: " + ", ".join(CLIENTS) + "\nRun `hivenote connect <client>` for its config.")
         return 0
     settings = load_settings(data_dir=ctx.data_dir)
-    token = Tokens(ctx.data_dir / "tokens.json").default() if settings.auth else None
+    token = Tokens(Layout(ctx.data_dir).tokens).default() if settings.auth else None
     base = running_server(ctx.data_dir) or settings.base_url  # the server running for this data dir, if any
     url = f"{base}/mcp/graph" if a.graph else f"{base}/mcp"
     port = urlsplit(base).port or settings.port
@@ -203,7 +204,7 @@ def cmd_stdio(ctx: Context) -> int:
     settings = load_settings({"port": a.port}, data_dir=ctx.data_dir)
     # The server for this data dir may run on another port (`serve --port`): it says where in server.json.
     base = (None if a.port else running_server(ctx.data_dir)) or settings.base_url
-    token = Tokens(ctx.data_dir / "tokens.json").default()
+    token = Tokens(Layout(ctx.data_dir).tokens).default()
     try:
         ensure_server(base, ctx.data_dir, settings.port, token)  # the token goes only to this data dir's server
     except NotOurServer as exc:

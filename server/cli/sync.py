@@ -12,6 +12,7 @@ from ..core.errors import InvalidInput
 from ..core.hlc import wall_ms
 from ..render import ago
 from ..settings import load_settings, save_setting
+from ..storage.layout import Layout
 from ..storage.serverfile import running_server
 from .remote import RemoteNotebook
 
@@ -58,7 +59,7 @@ def sync_status(ctx: Context) -> int:
     if url is not None:
         from ..tokens import Tokens
 
-        remote = RemoteNotebook(url, Tokens(ctx.data_dir / "tokens.json").default())
+        remote = RemoteNotebook(url, Tokens(Layout(ctx.data_dir).tokens).default())
         try:
             status = remote.status()
         finally:

@@ -32,6 +32,7 @@ import httpx2
 from .. import __version__
 from ..core.errors import HivenoteError
 from ..storage.identity import make_data_dir
+from ..storage.layout import Layout
 from ..tokens import identity_proof
 from .handover import HandOver
 
@@ -110,7 +111,7 @@ def ensure_server(base_url: str, data_dir: Path, port: int, token: str) -> None:
         return
     if found != "none":
         raise NotOurServer(base_url, data_dir, hivenote=found == "hivenote")
-    log_path = data_dir / "serve.log"
+    log_path = Layout(data_dir).serve_log
     make_data_dir(data_dir)
     with open(log_path, "ab") as log:
         subprocess.Popen(

@@ -10,6 +10,8 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..storage.layout import Layout
+
 if TYPE_CHECKING:
     from ..settings import Settings
     from .both import Meanings, ModelSettings
@@ -52,7 +54,7 @@ def open_index(data_dir: Path, enabled: bool, model: ModelSettings | None = None
     from .index import MeaningIndex
     from .model import load_default
 
-    static = MeaningIndex(data_dir / "cache" / CACHE_NAME, load_default)
+    static = MeaningIndex(Layout(data_dir).cache / CACHE_NAME, load_default)
     sentence, loader = sentence_index(data_dir, model or ModelSettings())
     return Meanings(static, sentence, loader)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..storage.layout import Layout
 from . import sources
 from .index import MeaningIndex
 from .model import Embedder, Unavailable
@@ -222,7 +223,7 @@ def lower_priority() -> None:
 
 def sentence_index(data_dir: Path, settings: ModelSettings) -> tuple[MeaningIndex, SentenceLoader]:
     loader = SentenceLoader(settings)
-    return MeaningIndex(data_dir / "cache" / SENTENCE_CACHE, loader, batch=SENTENCE_BATCH), loader
+    return MeaningIndex(Layout(data_dir).cache / SENTENCE_CACHE, loader, batch=SENTENCE_BATCH), loader
 
 
 def progress(status: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ import filelock
 
 from ..core.errors import ShardLocked
 from .files import private_dir
+from .layout import Layout
 from .statefile import write_json
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def previous_nodes(data_dir: Path) -> list[str]:
 def read_record(data_dir: Path) -> dict[str, Any]:
     """`node.json` as a dict ({} when missing or unreadable)."""
     with contextlib.suppress(OSError, ValueError):
-        info = json.loads((data_dir / "node.json").read_text(encoding="utf-8"))
+        info = json.loads(Layout(data_dir).node_record.read_text(encoding="utf-8"))
         if isinstance(info, dict) and isinstance(info.get("node"), str) and info["node"]:
             return info
     return {}
@@ -69,7 +70,7 @@ def write_record(data_dir: Path, info: dict[str, Any]) -> None:
     """Write `node.json` durably and atomically (statefile: a unique temp file, fsynced, renamed, the folder
     fsynced): the machine's identity must never be half written or lost to a crash."""
     make_data_dir(data_dir)
-    write_json(data_dir / "node.json", info)
+    write_json(Layout(data_dir).node_record, info)
 
 
 def claim_node(data_dir: Path, fingerprint: str, now_ms: int) -> str:
@@ -171,7 +172,7 @@ class ShardClaim:
 
     def __init__(self, data_dir: Path, node: str, timeout: float = 0) -> None:
         self.data_dir = data_dir
-        self.path = data_dir / "log" / f"{node}.lock"
+        self.path = Layout(data_dir).lock(node)
         self.timeout = timeout  # how long to wait for a short-lived holder (another CLI command)
         self._lock: filelock.BaseFileLock | None = None
         self._held: tuple[int, int] | None = None  # (inode, device) of the lock file we hold
@@ -226,7 +227,7 @@ def _file_id(path: Path) -> tuple[int, int] | None:
 def lock_holder(data_dir: Path) -> int | None:
     """The pid of the process writing this data dir's shard, or None when no process holds it (0: unknown pid)."""
     node = read_node(Path(data_dir))
-    lock_path = Path(data_dir) / "log" / f"{node}.lock"
+    lock_path = Layout(Path(data_dir)).lock(node)
     if not node or not lock_path.exists():
         return None
     probe = filelock.FileLock(lock_path)

@@ -32,6 +32,7 @@ from ..core.search import SavedIndex, adopt_index, refresh_note_index, saved_ind
 from ..core.textindex import Dumped
 from .files import private_dir, write_whole
 from .gcpause import collector_paused
+from .layout import Layout
 from .store import SEARCH_INDEX, Store
 
 log = logging.getLogger(__name__)
@@ -177,7 +178,7 @@ class SearchCache:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.path = store.data_dir / "cache" / SEARCH_INDEX
+        self.path = Layout(store.data_dir).cache / SEARCH_INDEX
         self.key: bytes | None = None  # the ops key of what the file holds, as far as this server knows
 
     def load(self) -> bool:

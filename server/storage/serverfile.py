@@ -13,15 +13,14 @@ from typing import Any
 from ..core.errors import HivenoteError
 from . import statefile
 from .identity import lock_holder
+from .layout import Layout
 
 log = logging.getLogger(__name__)
-
-SERVER_FILE = "server.json"
 
 
 def announce(data_dir: Path, url: str, handoff: Path | None = None) -> None:
     """Written by the server once it answers: where to reach it (and where `hivenote stdio` hands it sessions)."""
-    path = data_dir / SERVER_FILE
+    path = Layout(data_dir).server_record
     record: dict[str, Any] = {"url": url, "pid": os.getpid()}
     if handoff is not None:
         record["handoff"] = str(handoff)
@@ -36,7 +35,7 @@ def announce(data_dir: Path, url: str, handoff: Path | None = None) -> None:
 
 def withdraw(data_dir: Path) -> None:
     """Removed by the server as it stops (only its own record)."""
-    path = data_dir / SERVER_FILE
+    path = Layout(data_dir).server_record
     with contextlib.suppress(HivenoteError, OSError), statefile.locked(path):
         record = statefile.read_json(path)
         if record is not None and record.get("pid") == os.getpid():
@@ -49,7 +48,7 @@ def server_record(data_dir: Path) -> dict[str, Any] | None:
     if not holder:
         return None
     try:
-        record = statefile.read_json(data_dir / SERVER_FILE)
+        record = statefile.read_json(Layout(data_dir).server_record)
     except HivenoteError:
         return None
     return record if record is not None and record.get("pid") == holder and "url" in record else None

@@ -38,6 +38,7 @@ from .identity import (
     record_shard,
     succeed,
 )
+from .layout import Layout
 from .ownshard import (
     DiskProblem,
     OwnShard,
@@ -116,14 +117,14 @@ class Store:
         # may have moved the log while this process waited for it.
         self._log_dir_source = log_dir if callable(log_dir) else None
         resolved = log_dir() if callable(log_dir) else log_dir
-        self.log_dir = Path(resolved) if resolved is not None else self.data_dir / "log"
+        self.log_dir = Path(resolved) if resolved is not None else Layout(self.data_dir).log
         self.readonly = readonly
         self.now_ms = now_ms
         self.clock = Clock(now_ms) if max_clock_offset_ms is None else Clock(now_ms, max_clock_offset_ms)
         self.state = State()
         self.lock = threading.RLock()  # guards state, shard cursors and the pending queue
         self._flush_lock = threading.Lock()  # one fsync at a time; waiters pile up behind it (group commit)
-        self.cache_path = self.data_dir / "cache" / "oplog.bin"
+        self.cache_path = Layout(self.data_dir).cache / "oplog.bin"
         self._cache_spent = False  # compacted: this process's journals must not become the op cache
         self.shards = Shards(self.log_dir, self.state, self.clock, {})
         self._pending: list[bytes] = []
@@ -250,7 +251,7 @@ class Store:
     def _claim_writer(self) -> None:
         self._claimed = False
         make_data_dir(self.data_dir)
-        private_dir(self.data_dir / "log")  # the lock stays here when log_dir is shared
+        private_dir(Layout(self.data_dir).log)  # the lock stays here when log_dir is shared
         self._claim.acquire()
         if self._log_dir_source is not None:
             self.log_dir = Path(self._log_dir_source())
@@ -540,10 +541,10 @@ class Store:
             own = self._own
             if own is None:
                 return
-            if self.log_dir == self.data_dir / "log" or self._claim.stale():
+            if self.log_dir == Layout(self.data_dir).log or self._claim.stale():
                 with contextlib.suppress(OSError):  # deleted under us: made again for this user only (the lock's too)
                     make_data_dir(self.data_dir)
-                    private_dir(self.data_dir / "log")
+                    private_dir(Layout(self.data_dir).log)
             try:
                 self._claim.renew()
             except ShardLocked as exc:
@@ -557,7 +558,7 @@ class Store:
                 pass  # the data dir itself is gone or unwritable: the shard check below says so
             if own.missing():
                 try:
-                    if self.log_dir == self.data_dir / "log":  # ours, even if the whole data dir was deleted
+                    if self.log_dir == Layout(self.data_dir).log:  # ours, even if the whole data dir was deleted
                         make_data_dir(self.data_dir)
                         private_dir(self.log_dir)
                     elif self.log_dir.parent.is_dir():  # a synced folder: not where its drive is unplugged
@@ -583,7 +584,7 @@ class Store:
     def _rescue(self) -> None:
         """Closing while the log folder is still gone: the own shard's bytes go to the data dir rather than away."""
         assert self._own is not None
-        rescued = self.data_dir / "rescued" / f"{self.node}.jsonl"
+        rescued = Layout(self.data_dir).rescued / f"{self.node}.jsonl"
         try:
             make_data_dir(self.data_dir)
             private_dir(rescued.parent)
@@ -688,4 +689,4 @@ class Store:
         self._cache_spent = True
         for name in (self.cache_path.name, SEARCH_INDEX):
             with contextlib.suppress(OSError):
-                (self.data_dir / "cache" / name).unlink(missing_ok=True)
+                (Layout(self.data_dir).cache / name).unlink(missing_ok=True)

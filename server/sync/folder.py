@@ -22,6 +22,7 @@ from ..core.hlc import wall_ms
 from ..settings import load_settings, save_setting
 from ..storage.files import private_dir, temp_beside
 from ..storage.identity import ShardClaim, claim_node, host_fingerprint, make_data_dir, record_shard
+from ..storage.layout import Layout
 from ..storage.shards import NO_FOLDER, is_shard_file
 from ..storage.store import fsync_dir, lock_holder
 
@@ -122,7 +123,7 @@ def use_default_folder(data_dir: Path, *, environ: Mapping[str, str] = os.enviro
     """Bring the log back into `<data dir>/log` and clear `log_dir`, with the same safety as `use_folder`. The
     shards stay in the synced folder too: removing them there would remove them from every other machine."""
     data_dir = Path(data_dir)
-    return _move(data_dir, (data_dir / "log").resolve(), None, environ)
+    return _move(data_dir, Layout(data_dir).log.resolve(), None, environ)
 
 
 def _move(data_dir: Path, target: Path, setting: str | None, environ: Mapping[str, str]) -> FolderMove:
@@ -137,7 +138,7 @@ def _move(data_dir: Path, target: Path, setting: str | None, environ: Mapping[st
         raise ServerRunning(data_dir, holder)
     node = claim_node(data_dir, host_fingerprint(), wall_ms())
     make_data_dir(data_dir)
-    private_dir(data_dir / "log")
+    private_dir(Layout(data_dir).log)
     claim = ShardClaim(data_dir, node)  # the writer's lock: no server or CLI writes while the shards move
     try:
         claim.acquire()
@@ -184,7 +185,7 @@ def _move_locked(data_dir: Path, source: Path, target: Path, node: str, setting:
     # The setting names the target now and everything is durable there; what follows only tidies up.
     names = {s.name for s in steps}
     found = tuple(n for n in _shard_names(target) if n not in names and n not in {s.dest for s in steps})
-    private = _same_folder(source, data_dir / "log")
+    private = _same_folder(source, Layout(data_dir).log)
     left = [s.name for s in steps] if not private else _remove_originals(source, target, steps)
     return FolderMove(
         source,

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from ..storage.files import private_dir, write_whole
+from ..storage.layout import Layout
 from ..storage.shards import NO_FOLDER, is_shard_file
 from .folderwatch import conflict_of
 from .replica import Copy, SyncRefused, branch_name, classify_lines, complete_size, same_bytes
@@ -50,7 +51,7 @@ class HeldCopies:
         clock: Callable[[], float] = time.monotonic,
         put_back_after_s: float = PUT_BACK_AFTER_S,
     ) -> None:
-        self.folder, self.dir, self.own, self.clock = folder, data_dir / "sync" / HELD, own, clock
+        self.folder, self.dir, self.own, self.clock = folder, Layout(data_dir).sync / HELD, own, clock
         self.put_back_after_s = put_back_after_s
         self._seen: dict[str, tuple[int, int, int, int]] = {}  # name -> the folder file's stat when it matched ours
         self._since: dict[str, float] = {}  # name -> when it was first seen missing or behind

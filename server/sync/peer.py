@@ -14,7 +14,8 @@ import anyio
 import httpx2
 
 from ..core.errors import InvalidInput
-from .peerbook import PEERS_FILE, Peer, add_peer, list_peers, load_peers, remove_peer
+from ..storage.layout import Layout
+from .peerbook import Peer, add_peer, list_peers, load_peers, remove_peer
 from .pull import Puller
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ async def run(services: Services) -> None:
             try:
                 puller.book = await anyio.to_thread.run_sync(load_peers, data_dir)
             except InvalidInput as exc:
-                services.sync.failed("peers", str(exc), kind="peer", target=str(data_dir / PEERS_FILE))
+                services.sync.failed("peers", str(exc), kind="peer", target=str(Layout(data_dir).peers))
             wanted = {url for url, p in puller.book.peers.items() if not p.is_self}
             for url in sorted(wanted - following.keys()):
                 following[url] = anyio.CancelScope()

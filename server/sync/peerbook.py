@@ -20,9 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 from ..core.errors import InvalidInput, NotFound
 from ..storage import statefile
 from ..storage.identity import make_data_dir
+from ..storage.layout import Layout
 from ..tokens import PEER_PREFIX, Tokens
-
-PEERS_FILE = "peers.json"
 
 
 @dataclass
@@ -66,7 +65,7 @@ PEERS_FIX = "fix it, or delete it and add the peers again"
 
 
 def load_peers(data_dir: Path) -> PeerBook:
-    path = data_dir / PEERS_FILE
+    path = Layout(data_dir).peers
     raw = statefile.read_json(path, PEERS_FIX)  # None: no peers yet; a damaged file raises and is left alone
     if raw is None:
         return PeerBook()
@@ -80,14 +79,14 @@ def load_peers(data_dir: Path) -> PeerBook:
 
 def _save_peers(data_dir: Path, book: PeerBook) -> None:
     doc = {"peers": [asdict(p) for p in book.peers.values()], "removed": sorted(book.removed)}
-    statefile.write_json(data_dir / PEERS_FILE, doc)  # 0600: it holds tokens
+    statefile.write_json(Layout(data_dir).peers, doc)  # 0600: it holds tokens
 
 
 @contextlib.contextmanager
 def editing(data_dir: Path) -> Iterator[PeerBook]:
     """peers.json read, changed and saved under its file lock (the CLI and the server both edit it)."""
     make_data_dir(data_dir)
-    with statefile.locked(data_dir / PEERS_FILE):
+    with statefile.locked(Layout(data_dir).peers):
         book = load_peers(data_dir)
         yield book
         _save_peers(data_dir, book)
@@ -101,7 +100,7 @@ def peer_token_name(token: str) -> str:
 def add_peer(data_dir: Path, url: str, token: str) -> Peer:
     """Pull from `url` presenting `token`, and accept the same token from peers (the user's machines share it)."""
     url, token = normalize_url(url), token.strip()
-    Tokens(data_dir / "tokens.json").adopt(peer_token_name(token), token)  # checks the token too
+    Tokens(Layout(data_dir).tokens).adopt(peer_token_name(token), token)  # checks the token too
     with editing(data_dir) as book:
         book.removed.discard(url)
         old = book.peers.get(url)

@@ -40,6 +40,7 @@ from ..core.model import MAX_LINE_BYTES
 from ..settings import Settings, load_settings, save_setting
 from ..storage.files import private_dir
 from ..storage.identity import previous_nodes
+from ..storage.layout import Layout
 from ..storage.shards import hash_range
 from ..storage.statefile import write_json
 from .bucket import BadObject, Bucket, BucketConflict, BucketError, BucketUnreachable
@@ -84,7 +85,7 @@ class BucketSync:
 
     def __init__(self, settings: Settings, replicas: Replicas, bucket: Bucket) -> None:
         self.replicas, self.bucket, self.data_dir = replicas, bucket, settings.data_dir
-        self.path = settings.data_dir / "sync" / "s3-state.json"
+        self.path = Layout(settings.data_dir).sync / "s3-state.json"
         self.target = f"{settings.s3_endpoint}|{settings.s3_bucket}|{bucket.root}"
         self.state = self._load()
         self.blocked = ""  # why uploads stopped (another writer claims this node); kept until restart
@@ -661,7 +662,7 @@ def after_compaction(settings: Settings, store: Store) -> str:
     does; a running server notices a rewritten shard by itself). Raises BucketError, or BucketConflict when another
     writer claims this node; either way the compacted shard stays here and goes up with the next sync."""
     with contextlib.closing(
-        BucketSync.open(settings, Replicas(store.log_dir, store.node, store.data_dir / "cache"))
+        BucketSync.open(settings, Replicas(store.log_dir, store.node, Layout(store.data_dir).cache))
     ) as sync:
         sync.upload()
         own = sync.state["own"]

@@ -39,6 +39,7 @@ from ..notebook import Notebook
 from ..responses import error_response, hivenote_error, http_error
 from ..settings import Settings
 from ..storage.gcpause import collector_paused
+from ..storage.layout import Layout
 from ..storage.searchcache import SearchCache
 from ..storage.serverfile import announce, withdraw
 from ..storage.store import Store, StoreWriteFailed
@@ -220,7 +221,7 @@ def create_app(
         store=store,
         notebook=Notebook(store, meaning=open_index(settings.data_dir, settings.meaning, model_settings(settings))),
         graph=Graph(store),
-        tokens=tokens or Tokens(settings.data_dir / "tokens.json"),
+        tokens=tokens or Tokens(Layout(settings.data_dir).tokens),
         tracker=tracker or AgentTracker(),
         desktop=any(getattr(route, "path", "").startswith("/desktop/") for route in extra_routes or []),
     )

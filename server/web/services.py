@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..storage.layout import Layout
 from ..sync.replica import Replicas
 from ..sync.status import SyncStatus
 from .session import SignIn
@@ -45,5 +46,5 @@ class Services:
         """The writer of other nodes' shard files (transports put what they fetch there); one per server, so
         every transport shares its per-shard locks."""
         return Replicas(  # follows the store to a new node id; spools in the data dir's cache, never the log folder
-            self.store.log_dir, lambda: self.store.node, self.store.data_dir / "cache"
+            self.store.log_dir, lambda: self.store.node, Layout(self.store.data_dir).cache
         )

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from hivenote.server.cli.main import main
-from hivenote.server.storage.serverfile import SERVER_FILE, running_server
+from hivenote.server.storage.layout import Layout
+from hivenote.server.storage.serverfile import running_server
 from tests.support.live import Running
 
 
@@ -20,7 +21,7 @@ def cli(running: Running, *argv: str) -> tuple[int, Any, str]:
 
 def test_the_server_announces_itself_only_while_it_holds_the_data_dir(running: Running) -> None:
     assert running_server(running.store.data_dir) == running.url
-    record = json.loads((running.store.data_dir / SERVER_FILE).read_text(encoding="utf-8"))
+    record = json.loads(Layout(running.store.data_dir).server_record.read_text(encoding="utf-8"))
     assert record["url"] == running.url
 
 
