@@ -54,25 +54,25 @@ def desktop_routes(
 ) -> list[BaseRoute]:
     async def clipboard(request: Request) -> Response:
         if request.client is None or not is_loopback(request.client.host):
-            return error_response(403, "forbidden", "only a window on this machine can use its clipboard")
+            return error_response("forbidden", "only a window on this machine can use its clipboard")
         try:
             body = await request.json()
         except ValueError:
-            return error_response(400, "invalid_json", 'send JSON like {"text": "..."}')
+            return error_response("invalid_json", 'send JSON like {"text": "..."}')
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text or len(text) > MAX_CHARS:
-            return error_response(400, "invalid", f'"text" must be a string of 1 to {MAX_CHARS} characters')
+            return error_response("invalid", f'"text" must be a string of 1 to {MAX_CHARS} characters')
         try:
             await anyio.to_thread.run_sync(copy, text)
         except HivenoteError as exc:
-            return error_response(503, exc.code, str(exc))
+            return error_response("clipboard", str(exc))  # the copy could not be made (desktop/clipboard.py)
         return JSONResponse({"copied": len(text)})
 
     async def folder(request: Request) -> Response:
         if supervisor is None:
-            return error_response(404, "not_found", "moving the log is done by the tray app")
+            return error_response("not_found", "moving the log is done by the tray app")
         if request.client is None or not is_loopback(request.client.host):
-            return error_response(403, "forbidden", "only this machine's own dashboard may move its log")
+            return error_response("forbidden", "only this machine's own dashboard may move its log")
         settings = supervisor.settings
         current = {
             "log_dir": str(settings.log_path) if settings else "",
@@ -84,10 +84,10 @@ def desktop_routes(
         try:
             body = await request.json()
         except ValueError:
-            return error_response(400, "invalid_json", 'send JSON like {"path": "/home/me/Sync/hivenote"}')
+            return error_response("invalid_json", 'send JSON like {"path": "/home/me/Sync/hivenote"}')
         path = body.get("path") if isinstance(body, dict) else None
         if path is not None and (not isinstance(path, str) or not path.strip()):
-            return error_response(400, "invalid", '"path" must be a folder path, or null to move the log back')
+            return error_response("invalid", '"path" must be a folder path, or null to move the log back')
         supervisor.use_folder(path)  # the server answering this stops in a moment: reply first
         return JSONResponse({"moving": path, **current}, status_code=202)
 
@@ -95,31 +95,31 @@ def desktop_routes(
         if app is None:  # a supervisor without the tray (tests, embedding): nothing to show, nothing to drive
             if request.method == "GET":
                 return JSONResponse({"tray": None})
-            return error_response(404, "not_found", "this server is not the tray app's")
+            return error_response("not_found", "this server is not the tray app's")
         if request.client is None or not is_loopback(request.client.host):
-            return error_response(403, "forbidden", "only this machine's own dashboard may drive its tray app")
+            return error_response("forbidden", "only this machine's own dashboard may drive its tray app")
         if getattr(request.state, "person", "") or "":
-            return error_response(403, "owner_only", "only the owner's dashboard may drive the tray app")
+            return error_response("owner_only", "only the owner's dashboard may drive the tray app")
         if request.method == "GET":
             return JSONResponse(await anyio.to_thread.run_sync(app.desktop_state))
         try:
             body = await request.json()
         except ValueError:
-            return error_response(400, "invalid_json", 'send JSON like {"action": "quit"}')
+            return error_response("invalid_json", 'send JSON like {"action": "quit"}')
         action = body.get("action") if isinstance(body, dict) else None
         if action not in APP_ACTIONS:
-            return error_response(400, "invalid", f'"action" must be one of: {", ".join(sorted(APP_ACTIONS))}')
+            return error_response("invalid", f'"action" must be one of: {", ".join(sorted(APP_ACTIONS))}')
         await anyio.to_thread.run_sync(app.on_action, str(action))  # a stop or quit ends this server in a moment
         return JSONResponse({"done": action}, status_code=202)
 
     def owner_here(request: Request) -> Response | None:
         """Connecting writes this account's files: only the owner's own dashboard on this machine may ask."""
         if app is None:
-            return error_response(404, "not_found", "connecting an agent for you is done by the tray app")
+            return error_response("not_found", "connecting an agent for you is done by the tray app")
         if request.client is None or not is_loopback(request.client.host):
-            return error_response(403, "forbidden", "only this machine's own dashboard may change its agents' configs")
+            return error_response("forbidden", "only this machine's own dashboard may change its agents' configs")
         if getattr(request.state, "person", "") or "":
-            return error_response(403, "owner_only", "only the owner's dashboard may change this machine's configs")
+            return error_response("owner_only", "only the owner's dashboard may change this machine's configs")
         return None
 
     def planned(client: str) -> tuple[Plan, Machine]:
@@ -144,19 +144,17 @@ def desktop_routes(
         try:
             found, machine = await anyio.to_thread.run_sync(planned, client)
         except HivenoteError as exc:
-            return error_response(404, "not_found", str(exc))
+            return error_response("not_found", str(exc))
         if request.method == "GET":
             return JSONResponse(found.to_json())
         try:
             body = await request.json()
         except ValueError:
-            return error_response(
-                400, "invalid_json", 'send back the plan you were shown: {"diff": ..., "commands": ...}'
-            )
+            return error_response("invalid_json", 'send back the plan you were shown: {"diff": ..., "commands": ...}')
         shown = body if isinstance(body, dict) else {}
         if shown.get("diff") != found.diff or shown.get("commands") != list(found.shown):
             return error_response(
-                409, "changed", f"{found.path or found.title} changed since the change was shown: look at it again"
+                "changed", f"{found.path or found.title} changed since the change was shown: look at it again"
             )
         done = await anyio.to_thread.run_sync(apply, found, machine)
         return JSONResponse(done.to_json())  # ok or not: the outcome and the client's own output, to show

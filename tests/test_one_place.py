@@ -112,3 +112,26 @@ def test_the_data_dirs_files_are_named_in_one_place() -> None:
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             assert not spelled.search(line), f"{path.relative_to(ROOT)}:{number} names a data dir's file: use Layout"
+
+
+# The answer itself, and the command lines' `--json` errors on stderr (the same shape, not an HTTP answer).
+SAME_SHAPE_ELSEWHERE = {"server/responses.py", "server/cli/main.py", "desktop/main.py"}
+
+
+def test_every_http_error_is_answered_one_way_with_a_code_the_table_knows() -> None:
+    """responses.py is the one error answer: no module builds the `{"error": {"code", "message"}}` body itself, and
+    every code an answer is given has its status in `STATUS` (a code missing there would be a 500)."""
+    from hivenote.server.responses import STATUS
+
+    shape = re.compile(r"""["']error["']:\s*\{\s*["']code["']\s*:""")
+    named = re.compile(r"""(?:error_response|send_error|self\.error)\(\s*(?:send,\s*)?["']([a-z_]+)["']""")
+    refusal = re.compile(r"""Refusal\(\s*["']([a-z_]+)["']""")
+    codes: set[str] = set()
+    for path in SOURCES:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".py" and path.relative_to(ROOT).as_posix() not in SAME_SHAPE_ELSEWHERE:
+            for line in text.splitlines():
+                assert "jsonrpc" in line or not shape.search(line), f"{path.relative_to(ROOT)}: {line.strip()}"
+        codes |= set(named.findall(text)) | set(refusal.findall(text))
+    assert len(codes) >= 20, codes
+    assert codes <= STATUS.keys(), codes - STATUS.keys()

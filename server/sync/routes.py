@@ -224,31 +224,29 @@ class ShardServer:
     async def get_range(self, request: Request) -> Response:
         node: str = request.path_params["node"]
         if not valid_node(node):
-            return self.error(400, "invalid", f"{node[:100]!r} is not a node name (letters, digits, '.', '_', '-')")
+            return self.error("invalid", f"{node[:100]!r} is not a node name (letters, digits, '.', '_', '-')")
         q = request.query_params
         if "tail" in q and "prefix" not in q:
             return self.error(
-                400,
                 "invalid",
                 "this peer runs a newer Hivenote, which proves a copy by a digest of all its bytes (prefix=), not "
                 "64 of them: update Hivenote on the machine that asked",
             )
         unknown = sorted(set(q) - {"offset", "limit", "prefix"})
         if unknown:
-            return self.error(400, "invalid", f"unknown parameter {unknown[0]!r}; use offset, limit and prefix")
+            return self.error("invalid", f"unknown parameter {unknown[0]!r}; use offset, limit and prefix")
         try:
             offset = int(q.get("offset", "0"))
             limit = int(q.get("limit", str(MAX_LIMIT)))
         except ValueError:
-            return self.error(400, "invalid", "offset and limit are whole numbers of bytes")
+            return self.error("invalid", "offset and limit are whole numbers of bytes")
         if offset < 0:
-            return self.error(400, "invalid", f"offset must be 0 or more (got {offset})")
+            return self.error("invalid", f"offset must be 0 or more (got {offset})")
         if not 1 <= limit <= MAX_LIMIT:
-            return self.error(400, "invalid", f"limit must be between 1 and {MAX_LIMIT} bytes (got {limit})")
+            return self.error("invalid", f"limit must be between 1 and {MAX_LIMIT} bytes (got {limit})")
         prefix = q.get("prefix")
         if offset > 0 and prefix is None:
             return self.error(
-                400,
                 "invalid",
                 "from an offset past 0, send prefix (the sha256 of every byte of your copy before the offset) so a "
                 "replaced or forked shard is noticed",
@@ -262,14 +260,14 @@ class ShardServer:
             fh = os.fdopen(os.open(path, os.O_RDONLY | NO_FOLLOW), "rb")
         except OSError as exc:
             if path.exists() and not path.is_symlink():
-                return self.error(503, "unreadable", f"{node}'s shard cannot be read here now: {exc.strerror or exc}")
-            return self.error(404, "not_found", f"no shard of {node} here; GET /sync/shards lists them")
+                return self.error("unreadable", f"{node}'s shard cannot be read here now: {exc.strerror or exc}")
+            return self.error("not_found", f"no shard of {node} here; GET /sync/shards lists them")
         try:
             return self._range_open(node, fh, offset, limit, prefix)
         except Damaged as exc:
-            return self.error(422, "damaged", f"{node}'s shard here: {exc}; nothing past it is offered")
+            return self.error("damaged", f"{node}'s shard here: {exc}; nothing past it is offered")
         except OSError as exc:
-            return self.error(503, "unreadable", f"{node}'s shard cannot be read here now: {exc.strerror or exc}")
+            return self.error("unreadable", f"{node}'s shard cannot be read here now: {exc.strerror or exc}")
 
     def _range_open(self, node: str, fh: IO[bytes], offset: int, limit: int, prefix: str) -> Response:
         with fh:
@@ -277,7 +275,6 @@ class ShardServer:
             summary = summarize_open(fh, size)
             if offset > size:
                 return self.error(
-                    416,
                     "out_of_range",
                     f"offset {offset} is beyond {node}'s shard ({size} bytes here); "
                     "fetch from a smaller offset, or from 0 if your copy is longer",
@@ -285,14 +282,12 @@ class ShardServer:
             held = self.replicas.digests.hexdigest(fh, offset)  # of the bytes before the offset (also said back)
             if offset > 0 and prefix != held:
                 return self.error(
-                    409,
                     "shard_replaced",
                     f"your copy of {node}'s shard does not match this one before byte {offset} "
                     "(it was compacted, or it is another history of the node): fetch it again from offset 0",
                 )
             if offset > 0 and not _line_ends_before(fh, offset):
                 return self.error(
-                    400,
                     "invalid",
                     f"offset {offset} is not where a line of {node}'s shard ends: a range starts at 0 "
                     "or right after a newline (a copy holds complete lines only)",

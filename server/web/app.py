@@ -65,7 +65,7 @@ async def health(request: Request) -> Response:
     body: dict[str, Any] = {"ok": True, "version": __version__}
     challenge = request.query_params.get("challenge")
     if challenge is not None and not IDENTITY_CHALLENGE.fullmatch(challenge):
-        return error_response(400, "invalid", "challenge must be 32 to 128 lowercase hex digits (e.g. 16 random bytes)")
+        return error_response("invalid", "challenge must be 32 to 128 lowercase hex digits (e.g. 16 random bytes)")
     if challenge is not None:
         port = int((request.scope.get("server") or ("", 0))[1] or 0)  # the socket's own port: no header changes it
         with contextlib.suppress(HivenoteError):  # tokens.json damaged: no proof, so no bridge sends a token here

@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect
 
 from ..core.errors import HivenoteError
 from ..render import size_words
+from ..responses import send_error
 from ..settings import Settings
 from ..tokens import PEER_PREFIX, Tokens
 from .budgets import budget_for, connection_of, refuse
@@ -105,16 +106,16 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         path: str = scope["path"]
         if not self.host_allowed(headers.get("host", "")):
-            await reply(send, 421, "bad_host", "Invalid Host header: this Hivenote only answers to its own names.")
+            await send_error(send, "bad_host", "Invalid Host header: this Hivenote only answers to its own names.")
             return
         origin = headers.get("origin")
         if origin is not None and not self.origin_allowed(origin, headers.get("host", "")):
-            await reply(
-                send, 403, "bad_origin", "Invalid Origin header: only pages served by this Hivenote may call it."
+            await send_error(
+                send, "bad_origin", "Invalid Origin header: only pages served by this Hivenote may call it."
             )
             return
         if path.startswith("/.well-known/"):
-            await reply(send, 404, "not_found", "Not found: Hivenote uses bearer tokens, not OAuth.")
+            await send_error(send, "not_found", "Not found: Hivenote uses bearer tokens, not OAuth.")
             return
         person: str | None = None
         if path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
@@ -125,9 +126,8 @@ class Guard:
             dashboard = from_the_dashboard(headers)
             if cookie is not None and not dashboard and self.settings.auth:
                 # A cookie is ambient: the browser attaches it to whatever a page on any port of this host asks.
-                await reply(
+                await send_error(
                     send,
-                    403,
                     "forbidden",
                     "The dashboard's sign-in cookie counts only on the dashboard's own requests. Other programs: "
                     "send `Authorization: Bearer <token>` (`hivenote token show`).",
@@ -141,13 +141,13 @@ class Guard:
                     if person == "" and not self.sign_in.key_valid(cookie, headers.get(KEY_HEADER, "")):
                         person = None  # the cookie alone: another port's server may have been sent it
                         if self.settings.auth:
-                            await reply(send, 401, "unauthorized", KEY_MISSING)
+                            await send_error(send, "unauthorized", KEY_MISSING)
                             return
                 else:
                     person = self.tokens.owner(presented.strip()) if scheme.lower() == "bearer" and presented else None
             except HivenoteError as exc:  # tokens.json damaged: nobody can be checked, so nobody gets in
                 if self.settings.auth:
-                    await reply(send, 503, "unavailable", f"This Hivenote cannot check tokens right now: {exc}")
+                    await send_error(send, "unavailable", f"This Hivenote cannot check tokens right now: {exc}")
                     return
                 person = None
             # Whether the caller showed the owner's credential: with auth off everyone may call, but what widens who
@@ -155,18 +155,16 @@ class Guard:
             state["owner_proven"] = person == ""
             if not self.settings.auth and path.startswith("/desktop") and person != "":
                 # The tray's own controls (its clipboard, stop and quit, the log's folder) are the owner's alone.
-                await reply(
+                await send_error(
                     send,
-                    403,
                     "forbidden",
                     "Auth is off, but /desktop is the owner's alone: the tray's own window, or the owner's token.",
                 )
                 return
         if self.settings.auth and path.startswith(PROTECTED_PREFIXES) and path not in OPEN_PATHS:
             if person is None:
-                await reply(
+                await send_error(
                     send,
-                    401,
                     "unauthorized",
                     "This Hivenote needs a token: send `Authorization: Bearer <token>`. `hivenote token show` "
                     "prints it and `hivenote connect <client>` prints a ready config.",
@@ -174,9 +172,8 @@ class Guard:
                 )
                 return
             if path.startswith("/sync") and person and not person.startswith(PEER_PREFIX):
-                await reply(
+                await send_error(
                     send,
-                    403,
                     "forbidden",
                     "/sync serves the raw log (the text of purged notes included) to this user's other machines: it "
                     "needs the peer token they share (`hivenote sync peer add`), not a person's token. Use /mcp or "
@@ -184,14 +181,13 @@ class Guard:
                 )
                 return
             if path.startswith("/desktop") and person:
-                await reply(
-                    send, 403, "forbidden", "Only this machine's owner (the tray's own window) may call /desktop."
+                await send_error(
+                    send, "forbidden", "Only this machine's owner (the tray's own window) may call /desktop."
                 )
                 return
             if person.startswith(PEER_PREFIX) and not path.startswith("/sync"):
-                await reply(
+                await send_error(
                     send,
-                    403,
                     "forbidden",
                     "This is a peer token: it can only sync (/sync). Use your own token for the notebook "
                     "(`hivenote token show`).",
@@ -267,7 +263,7 @@ async def too_large(send: Send, path: str, limit: int) -> None:
     an error without one), elsewhere as the REST error."""
     said = too_large_text(path, limit)
     if not path.startswith("/mcp"):
-        await reply(send, 413, "too_large", said)
+        await send_error(send, "too_large", said)
         return
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": said}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -292,12 +288,3 @@ def _limited(receive: Receive, limit: int) -> Receive:
         return message
 
     return wrapped
-
-
-async def reply(
-    send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

@@ -31,6 +31,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..responses import STATUS, error_body
+
 SLACK = 64  # connections accepted past the bound while their heads arrive, at least (serve.py's connection_slack)
 CONNECTION = "hivenote.connection"  # the scope's extension naming the connection a request came on
 RETRY_AFTER_S = 1
@@ -66,8 +68,7 @@ def budget_for(person: str | None, auth: bool, import_bytes: int) -> Budget:
 
 @dataclass(frozen=True)
 class Refusal:
-    status: int
-    code: str
+    code: str  # a key of responses.STATUS
     message: str
     # Close the connection after the answer. Not while a body is still arriving: closing a socket with unread bytes
     # sends a reset that can destroy the answer before the client reads it; such a connection is drained instead
@@ -77,7 +78,6 @@ class Refusal:
 
 def too_many_connections(budget: Budget, held: int, bound: int) -> Refusal:
     return Refusal(
-        429,
         "too_many_connections",
         f"Too many requests at once: {budget.name} already has {held} requests open at once, its share of this "
         f"Hivenote's {bound} connections. This request was refused and its connection closed; nothing was done. "
@@ -88,7 +88,6 @@ def too_many_connections(budget: Budget, held: int, bound: int) -> Refusal:
 
 def too_many_streams(budget: Budget, held: int) -> Refusal:
     return Refusal(
-        429,
         "too_many_streams",
         f"Too many event streams at once: {budget.name} already holds {held} open (each MCP session listening on GET "
         "holds one), its limit. This stream was refused; end the sessions it no longer uses (an agent needs one per "
@@ -98,7 +97,6 @@ def too_many_streams(budget: Budget, held: int) -> Refusal:
 
 def too_many_bodies(budget: Budget, held: int, size: int) -> Refusal:
     return Refusal(
-        429,
         "too_many_bodies",
         f"Too many request bodies arriving at once: {budget.name} already has {held} still arriving, and with this "
         f"one they announce {size:,} bytes; the limit is {budget.bodies} bodies and {budget.body_bytes >> 20} MiB at "
@@ -109,7 +107,6 @@ def too_many_bodies(budget: Budget, held: int, size: int) -> Refusal:
 
 def server_busy(bound: int) -> Refusal:
     return Refusal(
-        503,
         "busy",
         f"This Hivenote's {bound} connections are all in use by other callers' requests, none of them holding more "
         "than this caller's share. This request was refused and its connection closed; nothing was done. Retry in a "
@@ -119,7 +116,6 @@ def server_busy(bound: int) -> Refusal:
 
 def ended_for_room(bound: int, held: int) -> Refusal:
     return Refusal(
-        503,
         "busy",
         f"This Hivenote's {bound} connections are all in use, and the credential of this request holds the most of "
         f"them ({held}): this request was ended to make room for another caller's, before anything was done. Send "
@@ -155,12 +151,12 @@ async def refuse(send: Send, path: str, refusal: Refusal) -> None:
         error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": refusal.message}}
         body = json.dumps(error).encode()
     else:
-        body = json.dumps({"error": {"code": refusal.code, "message": refusal.message}}).encode()
+        body = error_body(refusal.code, refusal.message)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         (b"retry-after", str(RETRY_AFTER_S).encode()),
         *([(b"connection", b"close")] if refusal.close else []),
     ]
-    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.start", "status": STATUS[refusal.code], "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -113,7 +113,7 @@ def _answer(request: Request, asset: Asset, cache: str = "no-cache") -> Response
 
 
 def _missing(message: str) -> Response:
-    response = error_response(404, "not_found", message)
+    response = error_response("not_found", message)
     response.headers.update(SECURITY_HEADERS)
     return response
 

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
-import json
 import logging
 import os
 import socket
@@ -35,6 +34,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..core.errors import HivenoteError
+from ..responses import error_body
 from ..settings import Settings
 from . import budgets
 from .budgets import Budget, Refusal
@@ -118,10 +118,6 @@ _TIMED_OUT = (
 _ENDED = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
     b"retry-after: 1\r\ncontent-length: %d\r\n\r\n%s"
-)
-_TIMED_OUT_BODY = (
-    b'{"error":{"code":"timeout","message":"The request was not sent whole within %d s; the connection is closed. '
-    b'Send the whole request at once."}}'
 )
 
 
@@ -295,7 +291,7 @@ class BoundedH11Protocol(H11Protocol):
                 log.info("all connections in use: ending one of the caller holding the most (%d)", largest[1])
                 if victim._phase == "body" and not victim.cycle.response_started:
                     refusal = budgets.ended_for_room(self.max_connections, largest[1])
-                    body = json.dumps({"error": {"code": refusal.code, "message": refusal.message}}).encode()
+                    body = error_body(refusal.code, refusal.message)
                     victim.transport.write(_ENDED % (len(body), body))
                 victim.transport.close()
                 return True
@@ -315,7 +311,8 @@ class BoundedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self._phase == "head" and self._received:  # part of a head: say why before closing
-            body = _TIMED_OUT_BODY % int(seconds)
+            said = f"The request was not sent whole within {int(seconds)} s; the connection is closed. Send the whole "
+            body = error_body("timeout", said + "request at once.")
             self.transport.write(_TIMED_OUT % (len(body), body))
         self.transport.close()
 
