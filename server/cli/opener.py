@@ -19,7 +19,7 @@ from pathlib import Path
 import platformdirs
 
 from ..core.errors import HivenoteError
-from ..mcp.handover import private_dir
+from ..mcp.handoff_stdio import private_dir
 from ..storage.files import write_whole
 from ..storage.layout import Layout
 from ..tokens import Tokens

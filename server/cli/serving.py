@@ -195,7 +195,7 @@ def _install(ctx: Context, client: str, url: str, token: str | None, bridge: lis
 
 
 def cmd_stdio(ctx: Context) -> int:
-    from ..mcp.handover import hand_over
+    from ..mcp.handoff_stdio import hand_over
     from ..mcp.stdio import NotOurServer, ensure_server, refuse_all, run_bridge
     from ..storage.serverfile import server_record
     from ..tokens import Tokens

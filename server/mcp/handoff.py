@@ -57,7 +57,7 @@ from pydantic import ValidationError
 
 from . import sdk
 from .direct import RequestChannel
-from .handover import VERSION, available, json_line, peer_uid, pipe_problem, same_user
+from .handoff_stdio import VERSION, available, json_line, peer_uid, pipe_problem, same_user
 from .splice import SCOPE_KEY, Splices
 
 log = logging.getLogger(__name__)

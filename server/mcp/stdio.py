@@ -2,7 +2,7 @@
 Desktop, Junie, configs that ran `npx @modelcontextprotocol/server-memory`), and the start of the local server it
 needs (`ensure_server`: started headless when none answers).
 
-The bridge is the fallback: first the server is handed the client's stdin and stdout (handover.py) and answers it
+The bridge is the fallback: first the server is handed the client's stdin and stdout (handoff_stdio.py) and answers it
 itself. The bridge serves where that is not possible (not POSIX, `--bridge`, a server that does not take the
 session) and takes over a session the server handed back or left when it stopped: every message forwarded over
 Streamable HTTP with the stored token. The client's own `initialize` goes through unchanged either way, so
@@ -34,7 +34,7 @@ from ..core.errors import HivenoteError
 from ..storage.identity import make_data_dir
 from ..storage.layout import Layout
 from ..tokens import identity_proof
-from .handover import HandOver
+from .handoff_stdio import HandOver
 
 SERVER_START_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 30.0

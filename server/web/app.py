@@ -31,8 +31,8 @@ from ..mcp import sdk
 from ..mcp.common import identify, limit_sessions, tracking_middleware
 from ..mcp.graph import GraphMCP
 from ..mcp.handoff import Endpoint, Handoff
-from ..mcp.handover import available as handoff_available
-from ..mcp.handover import socket_path
+from ..mcp.handoff_stdio import available as handoff_available
+from ..mcp.handoff_stdio import socket_path
 from ..mcp.notebook import build_notebook_server
 from ..meaning import model_settings, open_index
 from ..notebook import Notebook

@@ -1,5 +1,5 @@
 """`hivenote stdio` handing its client's session to the running server over a Unix domain socket (handoff.py,
-handover.py): real servers on 127.0.0.1, real `hivenote stdio` processes driven by the MCP SDK's client or by raw
+handoff_stdio.py): real servers on 127.0.0.1, real `hivenote stdio` processes driven by the MCP SDK's client or by raw
 JSON-RPC lines, the server stopped, restarted and killed under them."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from starlette.applications import Starlette
 
 from hivenote.server.agents import AgentTracker
 from hivenote.server.mcp.handoff import MAX_IN_FLIGHT, OUT_HIGH_WATER
-from hivenote.server.mcp.handover import peer_uid, same_user
+from hivenote.server.mcp.handoff_stdio import peer_uid, same_user
 from hivenote.server.settings import Settings
 from hivenote.server.storage.store import Store
 from hivenote.server.tokens import Tokens
