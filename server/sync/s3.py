@@ -471,7 +471,8 @@ class BucketSync:
                 continue
             try:
                 check_node_name(node)
-                self._put_back(node, self.state["nodes"].setdefault(node, {"gen": "", "etag": "", "after": "", "end": 0}))
+                fresh = {"gen": "", "etag": "", "after": "", "end": 0}
+                self._put_back(node, self.state["nodes"].setdefault(node, fresh))
             except (SyncRefused, BadObject) as exc:
                 problems.append(f"{node}: {exc}")
         self._save()
@@ -500,10 +501,8 @@ class BucketSync:
                     self.bucket.delete([k for k, _, _ in self.bucket.listing(self._folder(node, gen))])
             return
         st.update(gen=gen, etag=etag, after=last, end=size)
-        if number == 1:
-            log.warning("%s (this install wrote as it before) was never in the bucket: uploaded (%d bytes)", node, size)
-        else:
-            log.warning("%s was deleted from the bucket: put back from the copy this machine holds (%d bytes)", node, size)
+        what = "was deleted from the bucket" if number > 1 else "(written here before) was never in the bucket"
+        log.warning("%s %s: put back from the copy this machine holds (%d bytes)", node, what, size)
 
     def _check_own(self) -> list[str]:
         """Bytes of this node in the bucket past what this machine sent: another install (a clone of this one)
