@@ -651,7 +651,7 @@ async def run(services: Services) -> None:
     backoff_max = float(settings.extra.get("s3_backoff_max_s", BACKOFF_MAX_S))
     target = f"s3://{settings.s3_bucket}/{settings.s3_prefix.strip('/')}"
     sync: BucketSync | None = None
-    delay, next_pull, said = 0.0, 0.0, ""
+    delay, next_pull, said, unreachable = 0.0, 0.0, "", False
     try:
         while True:
             try:
@@ -666,19 +666,27 @@ async def run(services: Services) -> None:
                     status.failed(NAME, "; ".join(problems), kind=KIND, target=target)
                 elif contacted:
                     status.ok(NAME, kind=KIND, target=target, **sync.report())
-                delay, said = 0.0, ""
+                if said:
+                    log.warning("S3 sync works again")
+                delay, said, unreachable = 0.0, "", False
             except BucketError as exc:
                 status.failed(NAME, f"{exc} (changes are kept here and sent once it works)", kind=KIND, target=target)
-                delay = min(backoff_max, max(1.0, delay * 2))
-                if isinstance(exc, BucketUnreachable):  # a network outage: tried again within seconds of its end
+                if str(exc) != said:  # one line per new failure (a timeline in the log), not one per attempt
+                    log.warning("S3 sync: %s", exc)
+                outage = isinstance(exc, BucketUnreachable)
+                # An outage's waits (doubling up to UNREACHABLE_BACKOFF_S) are not carried into the first error met
+                # once the bucket answers again: that one starts its own doubling at 1 s.
+                delay = min(backoff_max, max(1.0, (delay if outage or not unreachable else 0.0) * 2))
+                if outage:  # a network outage: tried again within seconds of its end
                     delay = min(delay, UNREACHABLE_BACKOFF_S)
+                said, unreachable = str(exc), outage
             except (OSError, SyncRefused) as exc:
                 # A shard deleted, shortened or replaced while it was read (a person, a sync tool, a restore), or a
                 # disk error: one line saying what, tried again within seconds (the next look reads it afresh).
                 what = f"a shard changed or could not be read while syncing ({exc}); trying again"
                 if what != said:
                     log.warning("S3 sync: %s", what)
-                said = what
+                said, unreachable = what, False
                 status.failed(NAME, what, kind=KIND, target=target)
                 delay = min(UNREACHABLE_BACKOFF_S, max(1.0, delay * 2))
             except Exception as exc:  # a programming error: keep trying, and say so
