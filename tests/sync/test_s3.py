@@ -376,8 +376,8 @@ def test_two_cloned_installs_on_one_bucket_keep_both_histories_and_every_machine
 
 def test_a_note_only_a_copied_data_dir_holds_reaches_the_bucket(tmp_path: Path, moto: Moto, bucket: str) -> None:
     """b writes while the bucket is out of reach, then its data dir is copied to d and b's own shard is lost. d
-    cannot write as b's node, and S3 carries each install's own shard only: what d holds of b's node goes up as a
-    branch, so the note b acknowledged reaches every machine."""
+    cannot write as b's node, but it wrote as it before (an earlier node id of its own): what d holds of b's node
+    that the bucket lacks goes up under that node's name, so the note b acknowledged reaches every machine."""
     b, d, a = tmp_path / "b", tmp_path / "d", tmp_path / "a"
 
     with Store(b) as store:
