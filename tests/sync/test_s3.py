@@ -25,7 +25,7 @@ from hivenote.server.notebook import Notebook
 from hivenote.server.settings import load_settings
 from hivenote.server.storage.identity import read_node, record_shard
 from hivenote.server.storage.store import Store
-from hivenote.server.sync.bucket import Bucket
+from hivenote.server.sync.bucket import Bucket, BucketUnreachable
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import (
     BucketConflict,
@@ -593,3 +593,52 @@ def test_a_shard_deleted_while_it_goes_up_is_one_line_and_retried_within_seconds
     assert "S3 sync failed" not in caplog.text and "Traceback" not in caplog.text
     said = [r.getMessage() for r in caplog.records if "a shard changed or could not be read" in r.getMessage()]
     assert len(said) == 1, said  # what happened, said once
+
+
+class Outage(Bucket):
+    """The real bucket, except for the install in `Outage.only`: while `Outage.down` every call fails as a network
+    outage does, and the `Outage.then` calls after it fail as a bucket answering with an error (a 503 while it comes
+    back up)."""
+
+    only: Path | None = None
+    down = False
+    then = 0
+    answered = 0.0  # when the bucket first answered, with an error, after the outage (time.monotonic())
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        self.data_dir = settings.data_dir
+
+    def call(self, action: str, *, ok: tuple[int, ...] = (), **params: Any) -> Any:
+        if self.data_dir == Outage.only and Outage.down:
+            raise BucketUnreachable(f"cannot reach {self.endpoint} (the test's outage)")
+        if self.data_dir == Outage.only and Outage.then > 0:
+            Outage.then -= 1
+            Outage.answered = time.monotonic()
+            raise BucketError(f"S3 {action} on {self.endpoint} failed: 503 (the test's slow start)")
+        return super().call(action, ok=ok, **params)
+
+
+def test_the_first_error_after_an_outage_does_not_inherit_its_backoff(
+    tmp_path: Path, moto: Moto, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage's waits double up to 4 s; the first error once the bucket answers again (not a network one) doubled
+    that to 8 s, a second to 16 s: a round converged 17 s after healing. It starts its own doubling at 1 s."""
+    monkeypatch.setattr("hivenote.server.sync.s3.Bucket", Outage)
+    monkeypatch.setattr(Outage, "only", tmp_path / "a")
+    settings = s3_settings(tmp_path / "a", moto, bucket, extra={"s3_poll_s": 0.1})
+    with running(settings) as a, running(s3_settings(tmp_path / "b", moto, bucket)) as b:
+        first = a.remember("Before the outage")
+        wait_until(lambda: b.has(first), what="the first note on B")
+        Outage.down = True
+        try:
+            during = a.remember("During the outage")
+            wait_until(lambda: "the test's outage" in a.s3().get("error", ""), what="A reports the outage")
+            outage_started = time.monotonic()
+            wait_until(lambda: time.monotonic() - outage_started > 8, 20, "the outage lasting 8 s (backoff at 4 s)")
+            Outage.then, Outage.down = 1, False
+        finally:
+            Outage.down = False
+        wait_until(lambda: b.has(during), 30, "the note written during the outage, on B")
+        took = time.monotonic() - Outage.answered
+        assert took < 5, f"{took:.1f} s after the bucket answered again (with an error, then fine)"
