@@ -29,7 +29,6 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -83,12 +82,8 @@ def _last_seq(data: bytes) -> int:
 class BucketSync:
     """One data dir's exchange with the bucket. Blocking: the server runs `step()` in a worker thread."""
 
-    def __init__(
-        self, settings: Settings, replicas: Replicas, bucket: Bucket, move: Callable[[str], object] | None = None
-    ) -> None:
-        """`move(why)`: the store's way to go on under a new node id (`Store.reincarnate`), for a clone found to have
-        only continued this node's history; None (a command run while no server does): kept as a branch instead."""
-        self.replicas, self.bucket, self.data_dir, self.move = replicas, bucket, settings.data_dir, move
+    def __init__(self, settings: Settings, replicas: Replicas, bucket: Bucket) -> None:
+        self.replicas, self.bucket, self.data_dir = replicas, bucket, settings.data_dir
         self.path = settings.data_dir / "sync" / "s3-state.json"
         self.target = f"{settings.s3_endpoint}|{settings.s3_bucket}|{bucket.root}"
         self.state = self._load()
@@ -103,8 +98,8 @@ class BucketSync:
         return self.replicas.own_node
 
     @classmethod
-    def open(cls, settings: Settings, replicas: Replicas, move: Callable[[str], object] | None = None) -> BucketSync:
-        return cls(settings, replicas, Bucket(settings), move)
+    def open(cls, settings: Settings, replicas: Replicas) -> BucketSync:
+        return cls(settings, replicas, Bucket(settings))
 
     def close(self) -> None:
         self.bucket.close()
@@ -158,19 +153,8 @@ class BucketSync:
             got = self._generation(self.node, head[0]) if head else None
             if got is not None:
                 with got[0] as copy:
-                    if self.move is not None and self._continues_own(copy):
-                        # One history: the other install only wrote on after ours. No branch (#32, seed 4003): this
-                        # install moves to a new node id now, and the node's ops come down as any node's do.
-                        self.move(self.blocked)
-                    else:
-                        self.replicas.add_branch_copy(self.node, copy)
+                    self.replicas.add_branch_copy(self.node, copy)
         return BucketConflict(self.blocked)
-
-    def _continues_own(self, copy: IO[bytes]) -> bool:
-        """Whether `copy` (a generation of this node) starts with every byte of the own shard held here."""
-        size = self.replicas.size(self.node)
-        with open(self.replicas.path(self.node), "rb") as mine:
-            return 0 < size <= copy.seek(0, os.SEEK_END) and same_bytes(copy, mine, size)
 
     def report(self) -> dict[str, Any]:
         """Bytes moved since the last report and where the upload stands, for SyncStatus."""
@@ -672,8 +656,7 @@ async def run(services: Services) -> None:
         while True:
             try:
                 if sync is None:
-                    move = services.store.reincarnate
-                    sync = await anyio.to_thread.run_sync(BucketSync.open, settings, services.replicas, move)
+                    sync = await anyio.to_thread.run_sync(BucketSync.open, settings, services.replicas)
                 pull = time.monotonic() >= next_pull
                 contacted, problems = await anyio.to_thread.run_sync(sync.step, pull)
                 if sync.bucket.clock_offset_ms is not None:
