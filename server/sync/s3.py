@@ -228,21 +228,25 @@ class BucketSync:
         number = int(head[0][:6]) + 1
         self._put_branch(name, f"{number:06d}-{digest[:8]}", held, end, head[1])
 
-    def _put_pieces(self, name: str, gen: str, held: IO[bytes], end: int) -> str:
-        """Upload the first `end` bytes of `held` (complete lines of a shard held here) as the chunks of generation
-        `gen` of `name`, each ending at a line's end and read as it goes up; an object already there is left as it is
-        (the same bytes under the same name). Returns the last chunk's key ("" for no data)."""
-        start, last = 0, ""
+    def _put_pieces(self, name: str, gen: str, held: IO[bytes], end: int, start: int = 0) -> str:
+        """Upload bytes `start` to `end` of `held` (complete lines of a shard held here) as the chunks of generation
+        `gen` of `name`, each ending at a line's end and read as it goes up. From byte 0 (a generation named by its
+        bytes' digest) an object already there is left as it is (the same bytes under the same name); from further
+        on (continuing a generation someone else began) one already there is another writer's, and the upload stops
+        there: the next pull settles what it holds. Returns the last chunk's key put ("" for none)."""
+        last, continuing = "", start > 0
         while start < end:
             held.seek(start)
             piece = held.read(min(CHUNK_BYTES, end - start))
             if not piece:
                 raise SyncRefused(f"{name}'s shard here ended before byte {end} while it went up; sent again later")
             piece = piece[: piece.rfind(b"\n") + 1] or piece
-            last = f"{self._folder(name, gen)}{start:015d}.jsonl"
-            if self.bucket.put(last, piece) is not None:
+            key = f"{self._folder(name, gen)}{start:015d}.jsonl"
+            if self.bucket.put(key, piece) is not None:
                 self.bytes_out += len(piece)
-            start += len(piece)
+            elif continuing:
+                return last
+            last, start = key, start + len(piece)
         return last
 
     def _put_branch(self, name: str, gen: str, held: IO[bytes], end: int, etag: str) -> None:
@@ -367,6 +371,8 @@ class BucketSync:
         while into["sent"] < end:
             start = into["sent"]
             data = self.replicas.read(self.node, start, CHUNK_BYTES)
+            if not data:  # deleted or shortened while it went up (an empty chunk would be put, then looped on)
+                raise SyncRefused(f"{self.node}'s shard here ended at byte {start} while it went up; looked at again")
             key = f"{self._folder(self.node, into['gen'])}{start:015d}.jsonl"
             if self.bucket.put(key, data) is None:  # there already: an earlier attempt whose answer was lost?
                 existing = self.bucket.get(key)
@@ -461,19 +467,31 @@ class BucketSync:
                     self._put_back(node, st)
                 except (SyncRefused, BadObject) as exc:
                     problems.append(f"{node}: {exc}")
+        for node in previous_nodes(self.data_dir):  # ops only this install holds, of a node the bucket never held
+            if node in listed or node == self.node or self.state["nodes"].get(node, {}).get("gen"):
+                continue
+            try:
+                check_node_name(node)
+                fresh = {"gen": "", "etag": "", "after": "", "end": 0}
+                self._put_back(node, self.state["nodes"].setdefault(node, fresh))
+            except (SyncRefused, BadObject) as exc:
+                problems.append(f"{node}: {exc}")
         self._save()
         return problems
 
     def _put_back(self, node: str, st: dict[str, Any]) -> None:
-        """A node this machine pulled is gone from the bucket (its objects deleted): the copy held here goes back up as
-        its next generation, so no deletion in the bucket loses what one machine still holds. The owner, writing
-        again, takes it as its own (`_adopt`); two machines putting it back race on HEAD (If-None-Match) and the
-        loser's chunks are deleted."""
+        """A node this machine pulled is gone from the bucket (its objects deleted), or one it wrote as before that the
+        bucket never held (it wrote while the bucket was out of reach, then moved to a new node id): the copy held
+        here goes up as its next (or first) generation, so no deletion in the bucket, and no move to a new id, loses
+        what one machine still holds. The owner, writing again, takes it as its own (`_adopt`, or its first upload
+        finding its own bytes there); two machines putting it back race on HEAD (If-None-Match) and the loser's
+        chunks are deleted."""
         size = self.replicas.size(node)
         if size == 0:
             return
+        number = int(st["gen"][:6]) + 1 if st["gen"] else 1
         with open(self.replicas.path(node), "rb") as held:
-            gen = f"{int(st['gen'][:6]) + 1:06d}-{_digest(held, size)[:8]}"
+            gen = f"{number:06d}-{_digest(held, size)[:8]}"
             last = self._put_pieces(node, gen, held, size)
         body = json.dumps({"v": 1, "node": node, "generation": gen}).encode()
         etag = self.bucket.put(self._folder(node) + "HEAD", body)
@@ -484,7 +502,8 @@ class BucketSync:
                     self.bucket.delete([k for k, _, _ in self.bucket.listing(self._folder(node, gen))])
             return
         st.update(gen=gen, etag=etag, after=last, end=size)
-        log.warning("%s was deleted from the bucket: put back from the copy this machine holds (%d bytes)", node, size)
+        what = "was deleted from the bucket" if number > 1 else "(written here before) was never in the bucket"
+        log.warning("%s %s: put back from the copy this machine holds (%d bytes)", node, what, size)
 
     def _check_own(self) -> list[str]:
         """Bytes of this node in the bucket past what this machine sent: another install (a clone of this one)
@@ -587,9 +606,13 @@ class BucketSync:
             copy, last = stack.enter_context(got[0]), got[1]
             end = copy.seek(0, os.SEEK_END)
             # A node this install wrote as before (it moved to a new id: a fork, a lost shard, a copied data dir) may
-            # hold ops here the bucket lacks, and only this install's own shard and branches go up: those go up as a
-            # branch. A copy held that the generation covers (an older copy, or the shard before the owner compacted
-            # it) holds none: kept as a branch, it kept a purged note's text in every machine and the bucket (#32).
+            # hold ops here the bucket lacks (written while the bucket was out of reach). When the generation is a
+            # strict prefix of the copy held, that is one history ahead of the bucket: the rest goes up as the chunks
+            # that continue the generation (the owner, if it lives, finds its own bytes there; if it wrote there first,
+            # its chunk stays and the next pull settles ours against it). Only a copy that is another history (two
+            # different ops at one position) is kept as a branch. A copy held that the generation covers (an older
+            # copy, or the shard before the owner compacted it) holds nothing to send: kept as a branch, it kept a
+            # purged note's text in every machine and the bucket (#32).
             mine: IO[bytes] | None = None
             if node in previous_nodes(self.data_dir) and (held := self.replicas.size(node)):
                 mine = stack.enter_context(self.replicas.spool())
@@ -603,10 +626,14 @@ class BucketSync:
                 st.update(gen=gen, after=last, end=-1)
                 raise
             if mine is not None:
-                size = mine.seek(0, os.SEEK_END)
-                starts = size <= copy.seek(0, os.SEEK_END) and same_bytes(copy, mine, size)
-                behind = classify_lines(lines_of(copy, None, strict=False), lines_of(mine, size, strict=False))
-                if not starts and behind != "behind":
+                size, there = mine.seek(0, os.SEEK_END), copy.seek(0, os.SEEK_END)
+                if there < size and same_bytes(copy, mine, there):
+                    if self._put_pieces(node, gen, mine, size, start=there):
+                        log.warning("%s: ops this install held that the bucket lacked went up (bytes %d-%d of %s)",
+                                    node, there, size, gen)  # fmt: skip
+                elif not (size <= there and same_bytes(copy, mine, size)) and (
+                    classify_lines(lines_of(copy, None, strict=False), lines_of(mine, size, strict=False)) != "behind"
+                ):
                     self.replicas.add_branch_copy(node, mine)
             st.update(gen=gen, after=last, end=end)
 
@@ -625,7 +652,7 @@ async def run(services: Services) -> None:
     backoff_max = float(settings.extra.get("s3_backoff_max_s", BACKOFF_MAX_S))
     target = f"s3://{settings.s3_bucket}/{settings.s3_prefix.strip('/')}"
     sync: BucketSync | None = None
-    delay, next_pull = 0.0, 0.0
+    delay, next_pull, said, unreachable = 0.0, 0.0, "", False
     try:
         while True:
             try:
@@ -640,13 +667,30 @@ async def run(services: Services) -> None:
                     status.failed(NAME, "; ".join(problems), kind=KIND, target=target)
                 elif contacted:
                     status.ok(NAME, kind=KIND, target=target, **sync.report())
-                delay = 0.0
+                if said:
+                    log.warning("S3 sync works again")
+                delay, said, unreachable = 0.0, "", False
             except BucketError as exc:
                 status.failed(NAME, f"{exc} (changes are kept here and sent once it works)", kind=KIND, target=target)
-                delay = min(backoff_max, max(1.0, delay * 2))
-                if isinstance(exc, BucketUnreachable):  # a network outage: tried again within seconds of its end
+                if str(exc) != said:  # one line per new failure (a timeline in the log), not one per attempt
+                    log.warning("S3 sync: %s", exc)
+                outage = isinstance(exc, BucketUnreachable)
+                # An outage's waits (doubling up to UNREACHABLE_BACKOFF_S) are not carried into the first error met
+                # once the bucket answers again: that one starts its own doubling at 1 s.
+                delay = min(backoff_max, max(1.0, (delay if outage or not unreachable else 0.0) * 2))
+                if outage:  # a network outage: tried again within seconds of its end
                     delay = min(delay, UNREACHABLE_BACKOFF_S)
-            except Exception as exc:  # a disk or programming error: keep trying, and say so
+                said, unreachable = str(exc), outage
+            except (OSError, SyncRefused) as exc:
+                # A shard deleted, shortened or replaced while it was read (a person, a sync tool, a restore), or a
+                # disk error: one line saying what, tried again within seconds (the next look reads it afresh).
+                what = f"a shard changed or could not be read while syncing ({exc}); trying again"
+                if what != said:
+                    log.warning("S3 sync: %s", what)
+                said, unreachable = what, False
+                status.failed(NAME, what, kind=KIND, target=target)
+                delay = min(UNREACHABLE_BACKOFF_S, max(1.0, delay * 2))
+            except Exception as exc:  # a programming error: keep trying, and say so
                 log.exception("S3 sync failed")
                 status.failed(NAME, f"unexpected error: {exc!r}", kind=KIND, target=target)
                 delay = backoff_max

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import secrets
 import shutil
@@ -24,7 +25,7 @@ from hivenote.server.notebook import Notebook
 from hivenote.server.settings import load_settings
 from hivenote.server.storage.identity import read_node, record_shard
 from hivenote.server.storage.store import Store
-from hivenote.server.sync.bucket import Bucket
+from hivenote.server.sync.bucket import Bucket, BucketUnreachable
 from hivenote.server.sync.replica import Replicas
 from hivenote.server.sync.s3 import (
     BucketConflict,
@@ -375,8 +376,8 @@ def test_two_cloned_installs_on_one_bucket_keep_both_histories_and_every_machine
 
 def test_a_note_only_a_copied_data_dir_holds_reaches_the_bucket(tmp_path: Path, moto: Moto, bucket: str) -> None:
     """b writes while the bucket is out of reach, then its data dir is copied to d and b's own shard is lost. d
-    cannot write as b's node, and S3 carries each install's own shard only: what d holds of b's node goes up as a
-    branch, so the note b acknowledged reaches every machine."""
+    cannot write as b's node, but it wrote as it before (an earlier node id of its own): what d holds of b's node
+    that the bucket lacks goes up under that node's name, so the note b acknowledged reaches every machine."""
     b, d, a = tmp_path / "b", tmp_path / "d", tmp_path / "a"
 
     with Store(b) as store:
@@ -397,6 +398,70 @@ def test_a_note_only_a_copied_data_dir_holds_reaches_the_bucket(tmp_path: Path, 
             "uploaded",
             "acknowledged while the bucket was out of reach",
         }
+
+
+def branches(*data_dirs: Path) -> list[str]:
+    return [p.name for d in data_dirs for p in (d / "log").glob("*~*.jsonl")]
+
+
+def test_a_copy_ahead_of_the_bucket_while_its_owner_lives_is_one_history_not_a_branch(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """Seed 4009: b writes while the bucket is out of reach, its data dir is copied to d (which moves to a new node id)
+    and b lives on. d holds b's node ahead of the bucket: the bucket's copy is a prefix of it, one history. It goes up
+    as the node's continuation, and b, uploading the same bytes, finds them there: no branch anywhere."""
+    b, d, a = tmp_path / "b", tmp_path / "d", tmp_path / "a"
+    with Store(b) as store:
+        Notebook(store).remember(kind="fact", title="uploaded")
+        sync_bucket(store, moto, bucket)
+        Notebook(store).remember(kind="fact", title="acknowledged while the bucket was out of reach")
+        old = store.node
+    shutil.copytree(b, d, ignore=shutil.ignore_patterns("*.lock"))
+    with Store(d) as copy:
+        assert copy.node != old
+        sync_bucket(copy, moto, bucket)
+    with Store(b) as owner:
+        assert owner.node == old
+        Notebook(owner).remember(kind="fact", title="after the copy")
+        sync_bucket(owner, moto, bucket)
+        assert owner.node == old  # its own bytes in the bucket are no clone's
+    with Store(d) as copy:
+        sync_bucket(copy, moto, bucket)
+    with Store(a) as store, moto.client() as client:
+        sync_bucket(store, moto, bucket)
+        assert {n.title for n in store.state.iter_notes()} == {
+            "uploaded",
+            "acknowledged while the bucket was out of reach",
+            "after the copy",
+        }
+        assert branches(a, b, d) == []
+        assert not [k for k in objects(client, bucket, "hivenote/") if "~" in k]
+
+
+def test_a_previous_node_the_bucket_never_held_goes_up_from_the_one_install_holding_it(
+    tmp_path: Path, moto: Moto, bucket: str
+) -> None:
+    """Seed 4007: c wrote before it ever reached the bucket, then its shard was put back from a backup (another file):
+    c writes as a new node id. The old node's ops exist on c alone; they go up under the old node's name (its first
+    generation), so every machine gets them, and no branch is made."""
+    c, a = tmp_path / "c", tmp_path / "a"
+    with Store(c) as store:
+        Notebook(store).remember(kind="fact", title="written before any sync")
+        old = store.node
+    shard = c / "log" / f"{old}.jsonl"
+    restored = shard.read_bytes()
+    (tmp_path / "backup.jsonl").hardlink_to(shard)  # the old file lives on, so the restored one is another inode
+    shard.unlink()
+    shard.write_bytes(restored)  # the same bytes in another file: a backup put back
+    with Store(c) as store:
+        assert store.node != old
+        Notebook(store).remember(kind="fact", title="after the restore")
+        sync_bucket(store, moto, bucket)
+    with Store(a) as store, moto.client() as client:
+        sync_bucket(store, moto, bucket)
+        assert {n.title for n in store.state.iter_notes()} == {"written before any sync", "after the restore"}
+        assert bucket_shard(client, bucket, old) == restored
+        assert branches(a, c) == []
 
 
 def test_a_clone_that_extends_this_nodes_shard_in_the_bucket_is_noticed_by_the_original(
@@ -491,3 +556,89 @@ def test_a_dropped_connection_is_a_network_error_retried_within_seconds(
             assert took < 8, f"{took:.1f} s after the bucket answered again"
     finally:
         dropper.close()
+
+
+class DeletesTheShard(Bucket):
+    """The real bucket; the first time an upload asks for this node's HEAD (just before it reads its shard to send
+    it), the own shard file is deleted, as a person or a sync tool may do under a running server."""
+
+    victim: Path | None = None
+
+    def call(self, action: str, *, ok: tuple[int, ...] = (), **params: Any) -> Any:
+        if action == "head_object" and DeletesTheShard.victim is not None:
+            DeletesTheShard.victim.unlink()
+            DeletesTheShard.victim = None
+        return super().call(action, ok=ok, **params)
+
+
+def test_a_shard_deleted_while_it_goes_up_is_one_line_and_retried_within_seconds(
+    tmp_path: Path, moto: Moto, bucket: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 32, seed 4001: the own shard deleted under an upload was a programming error (a traceback) and waited
+    the longest backoff, 60 s. A shard deleted, shortened or replaced while it is read is said in one line and
+    looked at again within seconds."""
+    monkeypatch.setattr("hivenote.server.sync.s3.Bucket", DeletesTheShard)
+    caplog.set_level(logging.WARNING, logger="hivenote.server.sync.s3")
+    settings = s3_settings(tmp_path / "a", moto, bucket, extra={"s3_poll_s": 0.1})
+    with running(settings) as a, running(s3_settings(tmp_path / "b", moto, bucket)) as b:
+        first = a.remember("Before the deletion")
+        wait_until(lambda: b.has(first), what="the first note on B")
+        assert a.store.shard_path is not None
+        DeletesTheShard.victim = a.store.shard_path
+        a.remember("Its shard is deleted as this goes up")
+        wait_until(lambda: DeletesTheShard.victim is None, what="the shard deleted under the upload")
+        after = a.remember("After the deletion")
+        took = wait_until(lambda: b.has(after), 30, "the note written after the deletion, on B")
+        assert took < 8, f"{took:.1f} s after the deletion"
+    assert "S3 sync failed" not in caplog.text and "Traceback" not in caplog.text
+    said = [r.getMessage() for r in caplog.records if "a shard changed or could not be read" in r.getMessage()]
+    assert len(said) <= 1, said  # what happened, said once (the store may notice the deletion first)
+
+
+class Outage(Bucket):
+    """The real bucket, except for the install in `Outage.only`: while `Outage.down` every call fails as a network
+    outage does, and the `Outage.then` calls after it fail as a bucket answering with an error (a 503 while it comes
+    back up)."""
+
+    only: Path | None = None
+    down = False
+    then = 0
+    answered = 0.0  # when the bucket first answered, with an error, after the outage (time.monotonic())
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        self.data_dir = settings.data_dir
+
+    def call(self, action: str, *, ok: tuple[int, ...] = (), **params: Any) -> Any:
+        if self.data_dir == Outage.only and Outage.down:
+            raise BucketUnreachable(f"cannot reach {self.endpoint} (the test's outage)")
+        if self.data_dir == Outage.only and Outage.then > 0:
+            Outage.then -= 1
+            Outage.answered = time.monotonic()
+            raise BucketError(f"S3 {action} on {self.endpoint} failed: 503 (the test's slow start)")
+        return super().call(action, ok=ok, **params)
+
+
+def test_the_first_error_after_an_outage_does_not_inherit_its_backoff(
+    tmp_path: Path, moto: Moto, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage's waits double up to 4 s; the first error once the bucket answers again (not a network one) doubled
+    that to 8 s, a second to 16 s: a round converged 17 s after healing. It starts its own doubling at 1 s."""
+    monkeypatch.setattr("hivenote.server.sync.s3.Bucket", Outage)
+    monkeypatch.setattr(Outage, "only", tmp_path / "a")
+    settings = s3_settings(tmp_path / "a", moto, bucket, extra={"s3_poll_s": 0.1})
+    with running(settings) as a, running(s3_settings(tmp_path / "b", moto, bucket)) as b:
+        first = a.remember("Before the outage")
+        wait_until(lambda: b.has(first), what="the first note on B")
+        Outage.down = True
+        try:
+            during = a.remember("During the outage")
+            wait_until(lambda: "the test's outage" in a.s3().get("error", ""), what="A reports the outage")
+            outage_started = time.monotonic()
+            wait_until(lambda: time.monotonic() - outage_started > 8, 20, "the outage lasting 8 s (backoff at 4 s)")
+            Outage.then, Outage.down = 1, False
+        finally:
+            Outage.down = False
+        wait_until(lambda: b.has(during), 30, "the note written during the outage, on B")
+        took = time.monotonic() - Outage.answered
+        assert took < 5, f"{took:.1f} s after the bucket answered again (with an error, then fine)"
