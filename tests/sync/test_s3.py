@@ -374,18 +374,24 @@ def test_two_cloned_installs_on_one_bucket_keep_both_histories_and_every_machine
         assert {n.title for n in store.state.iter_notes()} == everything
 
 
-def test_a_note_only_a_copied_data_dir_holds_reaches_the_bucket(tmp_path: Path, moto: Moto, bucket: str) -> None:
-    """b writes while the bucket is out of reach, then its data dir is copied to d and b's own shard is lost. d
-    cannot write as b's node, but it wrote as it before (an earlier node id of its own): what d holds of b's node
-    that the bucket lacks goes up under that node's name, so the note b acknowledged reaches every machine."""
-    b, d, a = tmp_path / "b", tmp_path / "d", tmp_path / "a"
-
+def written_then_copied(b: Path, d: Path, moto: Moto, bucket: str) -> str:
+    """b uploads a note, writes another while the bucket is out of reach, and its data dir is copied to d; b's node."""
     with Store(b) as store:
         Notebook(store).remember(kind="fact", title="uploaded")
         sync_bucket(store, moto, bucket)
         Notebook(store).remember(kind="fact", title="acknowledged while the bucket was out of reach")
         old = store.node
     shutil.copytree(b, d, ignore=shutil.ignore_patterns("*.lock"))
+    return old
+
+
+def test_a_note_only_a_copied_data_dir_holds_reaches_the_bucket(tmp_path: Path, moto: Moto, bucket: str) -> None:
+    """b writes while the bucket is out of reach, then its data dir is copied to d and b's own shard is lost. d
+    cannot write as b's node, but it wrote as it before (an earlier node id of its own): what d holds of b's node
+    that the bucket lacks goes up under that node's name, so the note b acknowledged reaches every machine."""
+    b, d, a = tmp_path / "b", tmp_path / "d", tmp_path / "a"
+
+    old = written_then_copied(b, d, moto, bucket)
     (b / "log" / f"{old}.jsonl").unlink()
     with Store(b) as first, Store(d) as copy:
         assert old not in (first.node, copy.node)
@@ -411,12 +417,7 @@ def test_a_copy_ahead_of_the_bucket_while_its_owner_lives_is_one_history_not_a_b
     and b lives on. d holds b's node ahead of the bucket: the bucket's copy is a prefix of it, one history. It goes up
     as the node's continuation, and b, uploading the same bytes, finds them there: no branch anywhere."""
     b, d, a = tmp_path / "b", tmp_path / "d", tmp_path / "a"
-    with Store(b) as store:
-        Notebook(store).remember(kind="fact", title="uploaded")
-        sync_bucket(store, moto, bucket)
-        Notebook(store).remember(kind="fact", title="acknowledged while the bucket was out of reach")
-        old = store.node
-    shutil.copytree(b, d, ignore=shutil.ignore_patterns("*.lock"))
+    old = written_then_copied(b, d, moto, bucket)
     with Store(d) as copy:
         assert copy.node != old
         sync_bucket(copy, moto, bucket)
